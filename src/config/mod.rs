@@ -1,0 +1,255 @@
+//! Configuration: the TOML file of DESIGN.md §1, parsed with unknown keys refused, then validated so
+//! every problem names the file and the key that holds it.
+
+mod validate;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use validate::ConfigError;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub proxy: ProxyConfig,
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<CatalogConfig>,
+    #[serde(default)]
+    pub shards: Vec<ShardConfig>,
+    #[serde(default)]
+    pub tablespace_sets: Vec<TablespaceSetConfig>,
+    #[serde(default)]
+    pub tablespaces: Vec<TablespaceConfig>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Address of the PostgreSQL-protocol listener.
+    pub listen: String,
+    /// Address of the Prometheus endpoint; absent means no metrics listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
+    /// The one logical database clients connect to.
+    pub database: String,
+    /// What `PARTITIONS AUTO` means: chunks per shard of the tablespace set.
+    #[serde(default = "default_chunks_per_shard")]
+    pub chunks_per_shard: u32,
+    /// How clients authenticate to the proxy.
+    #[serde(default)]
+    pub auth_method: AuthMethod,
+}
+
+fn default_chunks_per_shard() -> u32 {
+    8
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum AuthMethod {
+    #[default]
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    #[serde(rename = "md5")]
+    Md5,
+}
+
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    pub password: String,
+}
+
+impl fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("password", &"********")
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardConfig {
+    pub name: String,
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablespaceSetConfig {
+    pub name: String,
+    pub shards: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TablespaceConfig {
+    pub name: String,
+    pub shard: String,
+}
+
+/// Backend connection pools, one per shard.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Most backend connections per shard.
+    #[serde(default = "default_pool_size")]
+    pub size: u32,
+    /// How long a client waits for a backend connection (and a connection attempt may take).
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Idle backend connections are closed after this many seconds.
+    #[serde(default = "default_idle_timeout_s")]
+    pub idle_timeout_s: u64,
+}
+
+fn default_pool_size() -> u32 {
+    20
+}
+fn default_connect_timeout_ms() -> u64 {
+    5_000
+}
+fn default_idle_timeout_s() -> u64 {
+    600
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            size: default_pool_size(),
+            connect_timeout_ms: default_connect_timeout_ms(),
+            idle_timeout_s: default_idle_timeout_s(),
+        }
+    }
+}
+
+/// Client-facing TLS: offered when both files are given.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Where and as whom to connect to one PostgreSQL server, resolved from a `postgres://` URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: Option<String>,
+    pub dbname: String,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "postgres://{}", self.user)?;
+        if self.password.is_some() {
+            write!(f, ":********")?;
+        }
+        write!(f, "@{}:{}/{}", self.host, self.port, self.dbname)
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl Endpoint {
+    /// A tokio-postgres configuration for control-plane work on this endpoint.
+    pub fn pg_config(&self) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host(&self.host)
+            .port(self.port)
+            .user(&self.user)
+            .dbname(&self.dbname)
+            .application_name("shardwire");
+        if let Some(p) = &self.password {
+            c.password(p);
+        }
+        c
+    }
+}
+
+impl Config {
+    /// Reads, parses and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            file: path.display().to_string(),
+            source: e,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates configuration text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        validate::validate(&config, origin)?;
+        Ok(config)
+    }
+
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.proxy
+            .listen
+            .parse()
+            .expect("proxy.listen was validated")
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.proxy
+            .metrics_listen
+            .as_ref()
+            .map(|a| a.parse().expect("proxy.metrics_listen was validated"))
+    }
+
+    /// The endpoint of shard `index`.
+    pub fn shard_endpoint(&self, index: usize) -> Endpoint {
+        validate::parse_url(&self.shards[index].url).expect("shards[].url was validated")
+    }
+
+    /// The catalog database: `[catalog] url`, or the first shard.
+    pub fn catalog_endpoint(&self) -> Endpoint {
+        match &self.catalog {
+            Some(c) => validate::parse_url(&c.url).expect("catalog.url was validated"),
+            None => self.shard_endpoint(0),
+        }
+    }
+
+    /// The configuration as TOML with every password replaced by `********`.
+    pub fn to_masked_toml(&self) -> String {
+        let mut masked = self.clone();
+        for u in &mut masked.users {
+            u.password = "********".into();
+        }
+        for s in &mut masked.shards {
+            s.url = validate::mask_url_password(&s.url);
+        }
+        if let Some(c) = &mut masked.catalog {
+            c.url = validate::mask_url_password(&c.url);
+        }
+        toml::to_string_pretty(&masked).expect("config serializes")
+    }
+}

@@ -1,0 +1,298 @@
+//! Validation of a parsed configuration: every error names the file and the key.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+
+use super::{Config, Endpoint};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    #[error("{file}: {key}: {message}")]
+    Invalid {
+        file: String,
+        key: String,
+        message: String,
+    },
+}
+
+pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
+    let bad = |key: String, message: String| ConfigError::Invalid {
+        file: file.to_string(),
+        key,
+        message,
+    };
+    check_addr(&c.proxy.listen).map_err(|m| bad("proxy.listen".into(), m))?;
+    if let Some(m) = &c.proxy.metrics_listen {
+        check_addr(m).map_err(|m| bad("proxy.metrics_listen".into(), m))?;
+    }
+    if c.proxy.database.is_empty() {
+        return Err(bad("proxy.database".into(), "must not be empty".into()));
+    }
+    if c.proxy.chunks_per_shard == 0 {
+        return Err(bad(
+            "proxy.chunks_per_shard".into(),
+            "must be at least 1".into(),
+        ));
+    }
+    if c.users.is_empty() {
+        return Err(bad(
+            "users".into(),
+            "at least one [[users]] entry is needed, or no client can log in".into(),
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (i, u) in c.users.iter().enumerate() {
+        if u.name.is_empty() {
+            return Err(bad(format!("users[{i}].name"), "must not be empty".into()));
+        }
+        if !seen.insert(u.name.as_str()) {
+            return Err(bad(
+                format!("users[{i}].name"),
+                format!("duplicate user \"{}\"", u.name),
+            ));
+        }
+    }
+    if c.shards.is_empty() {
+        return Err(bad(
+            "shards".into(),
+            "at least one [[shards]] entry is needed".into(),
+        ));
+    }
+    let mut shard_names = HashSet::new();
+    for (i, s) in c.shards.iter().enumerate() {
+        check_name(&s.name).map_err(|m| bad(format!("shards[{i}].name"), m))?;
+        if !shard_names.insert(s.name.as_str()) {
+            return Err(bad(
+                format!("shards[{i}].name"),
+                format!("duplicate shard \"{}\"", s.name),
+            ));
+        }
+        parse_url(&s.url).map_err(|m| bad(format!("shards[{i}].url"), m))?;
+    }
+    if let Some(cat) = &c.catalog {
+        parse_url(&cat.url).map_err(|m| bad("catalog.url".into(), m))?;
+    }
+    let mut set_names = HashSet::new();
+    for (i, ts) in c.tablespace_sets.iter().enumerate() {
+        check_name(&ts.name).map_err(|m| bad(format!("tablespace_sets[{i}].name"), m))?;
+        if !set_names.insert(ts.name.as_str()) {
+            return Err(bad(
+                format!("tablespace_sets[{i}].name"),
+                format!("duplicate tablespace set \"{}\"", ts.name),
+            ));
+        }
+        if ts.shards.is_empty() {
+            return Err(bad(
+                format!("tablespace_sets[{i}].shards"),
+                "must name at least one shard".into(),
+            ));
+        }
+        for (j, s) in ts.shards.iter().enumerate() {
+            if !shard_names.contains(s.as_str()) {
+                return Err(bad(
+                    format!("tablespace_sets[{i}].shards[{j}]"),
+                    format!("no shard named \"{s}\" in [[shards]]"),
+                ));
+            }
+        }
+    }
+    let mut tbs_names = HashSet::new();
+    for (i, t) in c.tablespaces.iter().enumerate() {
+        check_name(&t.name).map_err(|m| bad(format!("tablespaces[{i}].name"), m))?;
+        if !tbs_names.insert(t.name.as_str()) {
+            return Err(bad(
+                format!("tablespaces[{i}].name"),
+                format!("duplicate tablespace \"{}\"", t.name),
+            ));
+        }
+        if !shard_names.contains(t.shard.as_str()) {
+            return Err(bad(
+                format!("tablespaces[{i}].shard"),
+                format!("no shard named \"{}\" in [[shards]]", t.shard),
+            ));
+        }
+    }
+    if c.pool.size == 0 {
+        return Err(bad("pool.size".into(), "must be at least 1".into()));
+    }
+    if c.pool.connect_timeout_ms == 0 {
+        return Err(bad(
+            "pool.connect_timeout_ms".into(),
+            "must be at least 1".into(),
+        ));
+    }
+    if let Some(tls) = &c.tls {
+        for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
+            if !path.is_file() {
+                return Err(bad(
+                    key.into(),
+                    format!("file \"{}\" does not exist", path.display()),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_addr(s: &str) -> Result<(), String> {
+    s.parse::<SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| format!("invalid address \"{s}\": expected IP:PORT, e.g. \"127.0.0.1:6432\""))
+}
+
+/// Names become parts of identifiers and gids, so they stay simple.
+fn check_name(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 48
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid name \"{s}\": use letters, digits and _ (starting with a letter, at most 48)"
+        ))
+    }
+}
+
+/// Parses `postgres://user[:password]@host[:port]/dbname`.
+pub(super) fn parse_url(url: &str) -> Result<Endpoint, String> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+        .ok_or_else(|| format!("\"{}\" must start with postgres://", mask_url_password(url)))?;
+    if rest.contains('?') {
+        return Err("query parameters (?...) are not supported in shard URLs".into());
+    }
+    let (authority, dbname) = rest
+        .split_once('/')
+        .ok_or_else(|| "missing database name: expected postgres://user@host:port/dbname".to_string())?;
+    if dbname.is_empty() {
+        return Err("missing database name: expected postgres://user@host:port/dbname".into());
+    }
+    let (userinfo, hostport) = authority
+        .rsplit_once('@')
+        .ok_or_else(|| "missing user: expected postgres://user@host:port/dbname".to_string())?;
+    let (user, password) = match userinfo.split_once(':') {
+        Some((u, p)) => (u, Some(percent_decode(p)?)),
+        None => (userinfo, None),
+    };
+    if user.is_empty() {
+        return Err("missing user: expected postgres://user@host:port/dbname".into());
+    }
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) => {
+            let port: u16 = p
+                .parse()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| format!("invalid port \"{p}\""))?;
+            (h, port)
+        }
+        None => (hostport, 5432),
+    };
+    if host.is_empty() {
+        return Err("missing host".into());
+    }
+    Ok(Endpoint {
+        host: host.to_string(),
+        port,
+        user: percent_decode(user)?,
+        password,
+        dbname: percent_decode(dbname)?,
+    })
+}
+
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("invalid percent-escape in \"{}\"", mask_url_password(s)))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "URL is not valid UTF-8 after percent-decoding".into())
+}
+
+/// The URL with its password, if any, replaced by `********`.
+pub(super) fn mask_url_password(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let after = &url[scheme_end + 3..];
+    let Some(at) = after.rfind('@') else {
+        return url.to_string();
+    };
+    match after[..at].split_once(':') {
+        Some((user, _)) => format!(
+            "{}{}:********{}",
+            &url[..scheme_end + 3],
+            user,
+            &after[at..]
+        ),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> String {
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:6432\"\ndatabase = \"app\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n{extra}"
+        )
+    }
+
+    #[test]
+    fn bad_port_names_the_key() {
+        let text = cfg("[[shards]]\nname=\"s1\"\nurl=\"postgres://u@h:5432/d\"\n[[shards]]\nname=\"s2\"\nurl=\"postgres://u@h:5433/d\"\n[[shards]]\nname=\"s3\"\nurl=\"postgres://u@h:99999/d\"\n");
+        let e = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        assert_eq!(e, "x.toml: shards[2].url: invalid port \"99999\"");
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let text = cfg("[[shards]]\nname=\"s1\"\nurl=\"postgres://u@h/d\"\nwhatever = 1\n");
+        let e = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("unknown field `whatever`"), "{e}");
+    }
+
+    #[test]
+    fn url_parts_and_masking() {
+        let ep = parse_url("postgres://bob:s%40cret@db.local:6000/app").unwrap();
+        assert_eq!(ep.user, "bob");
+        assert_eq!(ep.password.as_deref(), Some("s@cret"));
+        assert_eq!((ep.host.as_str(), ep.port, ep.dbname.as_str()), ("db.local", 6000, "app"));
+        assert_eq!(
+            mask_url_password("postgres://bob:secret@h:1/d"),
+            "postgres://bob:********@h:1/d"
+        );
+        assert!(!format!("{ep:?}").contains("cret"));
+    }
+
+    #[test]
+    fn tablespace_set_must_name_known_shards() {
+        let text = cfg("[[shards]]\nname=\"s1\"\nurl=\"postgres://u@h/d\"\n[[tablespace_sets]]\nname=\"ts1\"\nshards=[\"s1\",\"s9\"]\n");
+        let e = Config::parse(&text, "x.toml").unwrap_err().to_string();
+        assert_eq!(e, "x.toml: tablespace_sets[0].shards[1]: no shard named \"s9\" in [[shards]]");
+    }
+}

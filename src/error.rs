@@ -1,0 +1,1 @@
+//! The proxy's error type and its one mapping to SQLSTATE and client-safe text.

@@ -1,0 +1,31 @@
+//! shardwire: a PostgreSQL-wire-compatible sharding proxy.
+//!
+//! Data flows left to right (DESIGN.md §4):
+//!
+//! ```text
+//! client ─▶ frontend ─▶ sql ─▶ router ─▶ executor ─▶ txn ─▶ backend ─▶ shards
+//! ```
+//!
+//! - [`server`]: the accept loop, `run(listener, shutdown, deps)`.
+//! - [`frontend`]: client startup, TLS and authentication (pgwire), then the session loop over raw
+//!   frames: transaction pooling, statement-name mapping, cancel.
+//! - [`protocol`]: the length-prefixed frame codec and the few message encoders the proxy needs.
+//! - [`sql`]: cheap lexical classification of statements (what pins a session, what ends a
+//!   transaction).
+//! - [`router`]: where a statement goes ([`router::Route`]).
+//! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
+//! - [`config`]: the TOML configuration and its validation.
+//! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
+//! - [`dev`]: the `shardwire dev` command.
+//! - [`metrics`]: every metric name in one place.
+//! - [`error`]: the proxy's error type and its mapping to SQLSTATEs.
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod frontend;
+pub mod metrics;
+pub mod protocol;
+pub mod router;
+pub mod server;
+pub mod sql;

@@ -1,0 +1,1 @@
+//! Every metric the proxy exports: name (prefixed `shardwire_`), unit suffix, bounded labels.
