@@ -1,1 +1,73 @@
-//! The proxy's error type and its one mapping to SQLSTATE and client-safe text.
+//! The one mapping from the proxy's errors to what a client sees: a SQLSTATE and a message that
+//! says what to change. Each layer has its own error type; this match over them is exhaustive on
+//! purpose, so a new error variant cannot reach a client without a deliberate code.
+
+use tokio_postgres::error::SqlState;
+
+use crate::backend::BackendError;
+
+/// An error as a client sees it.
+pub trait ClientError {
+    fn sqlstate(&self) -> SqlState;
+    /// Text safe to show a client: no passwords, no internal addresses beyond the shard's.
+    fn client_message(&self) -> String;
+}
+
+impl ClientError for BackendError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            BackendError::Connect { .. } | BackendError::Timeout { .. } => {
+                SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+            }
+            BackendError::Auth { .. } => SqlState::SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION,
+            BackendError::Io(_) | BackendError::Frame(_) | BackendError::Closed => {
+                SqlState::CONNECTION_FAILURE
+            }
+            BackendError::PoolTimeout { .. } => SqlState::TOO_MANY_CONNECTIONS,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        match self {
+            BackendError::PoolTimeout { shard, waited_ms } => format!(
+                "all connections to shard \"{shard}\" stayed busy for {waited_ms} ms; \
+                 raise [pool] size or connect_timeout_ms, or shorten transactions"
+            ),
+            BackendError::Connect { .. }
+            | BackendError::Timeout { .. }
+            | BackendError::Auth { .. }
+            | BackendError::Io(_)
+            | BackendError::Frame(_)
+            | BackendError::Closed => format!("shard unavailable: {self}"),
+        }
+    }
+}
+
+/// Errors that stop the proxy from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("metrics: {0}")]
+    Metrics(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_exhaustion_says_what_to_change() {
+        let e = BackendError::PoolTimeout {
+            shard: "s1".into(),
+            waited_ms: 5000,
+        };
+        assert_eq!(e.sqlstate(), SqlState::TOO_MANY_CONNECTIONS);
+        assert!(e.client_message().contains("[pool] size"));
+    }
+}

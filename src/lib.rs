@@ -21,6 +21,7 @@
 //! - [`error`]: the proxy's error type and its mapping to SQLSTATEs.
 
 pub mod backend;
+pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod frontend;

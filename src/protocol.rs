@@ -1,2 +1,223 @@
-//! Frames of the PostgreSQL protocol (1-byte type, 4-byte length) and the few messages the proxy
-//! composes itself.
+//! Frames of the PostgreSQL protocol (1-byte type, 4-byte length including itself) and the few
+//! messages the proxy composes itself. The data path moves frames as bytes; only what routing and
+//! statement mapping need is ever looked at.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_postgres::error::SqlState;
+
+/// Longest frame accepted from either side: PostgreSQL's own limit for a message is 1 GB.
+pub const MAX_FRAME_LEN: usize = 1 << 30;
+
+/// One complete message: its type byte and its body (without type and length).
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub tag: u8,
+    /// The whole frame as received: type, length, body.
+    pub raw: Bytes,
+}
+
+impl Frame {
+    pub fn body(&self) -> &[u8] {
+        &self.raw[5..]
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("invalid message length {0}")]
+    BadLength(usize),
+    #[error("malformed {0} message")]
+    Malformed(&'static str),
+}
+
+/// Takes one complete frame off the front of `buf`, if there is one.
+pub fn split_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if !(4..=MAX_FRAME_LEN).contains(&len) {
+        return Err(FrameError::BadLength(len));
+    }
+    if buf.len() < len + 1 {
+        buf.reserve(len + 1 - buf.len());
+        return Ok(None);
+    }
+    let raw = buf.split_to(len + 1).freeze();
+    Ok(Some(Frame { tag: raw[0], raw }))
+}
+
+/// Reads the NUL-terminated string at the front of `buf` and advances past it.
+pub fn take_cstr<'a>(buf: &mut &'a [u8], what: &'static str) -> Result<&'a [u8], FrameError> {
+    let end = buf
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or(FrameError::Malformed(what))?;
+    let s = &buf[..end];
+    *buf = &buf[end + 1..];
+    Ok(s)
+}
+
+/// A frame under construction: type byte, length patched in by [`MessageBuilder::finish`].
+pub struct MessageBuilder<'a> {
+    out: &'a mut BytesMut,
+    start: usize,
+}
+
+impl<'a> MessageBuilder<'a> {
+    pub fn new(out: &'a mut BytesMut, tag: u8) -> Self {
+        let start = out.len();
+        out.put_u8(tag);
+        out.put_u32(0);
+        MessageBuilder { out, start }
+    }
+    pub fn cstr(&mut self, s: &[u8]) -> &mut Self {
+        self.out.put_slice(s);
+        self.out.put_u8(0);
+        self
+    }
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.out.put_slice(b);
+        self
+    }
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.out.put_u8(v);
+        self
+    }
+    pub fn i16(&mut self, v: i16) -> &mut Self {
+        self.out.put_i16(v);
+        self
+    }
+    pub fn i32(&mut self, v: i32) -> &mut Self {
+        self.out.put_i32(v);
+        self
+    }
+    pub fn finish(&mut self) {
+        let len = (self.out.len() - self.start - 1) as u32;
+        self.out[self.start + 1..self.start + 5].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Severity of an ErrorResponse the proxy composes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Fatal,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "ERROR",
+            Severity::Fatal => "FATAL",
+        }
+    }
+}
+
+pub fn error_response(out: &mut BytesMut, severity: Severity, code: &SqlState, message: &str) {
+    let mut m = MessageBuilder::new(out, b'E');
+    m.u8(b'S').cstr(severity.as_str().as_bytes());
+    m.u8(b'V').cstr(severity.as_str().as_bytes());
+    m.u8(b'C').cstr(code.code().as_bytes());
+    m.u8(b'M').cstr(message.as_bytes());
+    m.u8(0);
+    m.finish();
+}
+
+pub fn ready_for_query(out: &mut BytesMut, status: u8) {
+    MessageBuilder::new(out, b'Z').u8(status).finish();
+}
+
+pub fn parameter_status(out: &mut BytesMut, name: &str, value: &str) {
+    MessageBuilder::new(out, b'S')
+        .cstr(name.as_bytes())
+        .cstr(value.as_bytes())
+        .finish();
+}
+
+pub fn backend_key_data(out: &mut BytesMut, pid: i32, secret: i32) {
+    MessageBuilder::new(out, b'K').i32(pid).i32(secret).finish();
+}
+
+pub fn authentication_ok(out: &mut BytesMut) {
+    MessageBuilder::new(out, b'R').i32(0).finish();
+}
+
+/// ParseComplete, BindComplete, CloseComplete, NoData … : a type byte and an empty body.
+pub fn empty_message(tag: u8) -> Bytes {
+    Bytes::copy_from_slice(&[tag, 0, 0, 0, 4])
+}
+
+pub fn query(out: &mut BytesMut, sql: &str) {
+    MessageBuilder::new(out, b'Q').cstr(sql.as_bytes()).finish();
+}
+
+/// The fields of an ErrorResponse or NoticeResponse body, for logs and tests.
+pub fn error_fields(body: &[u8]) -> Vec<(u8, String)> {
+    let mut fields = Vec::new();
+    let mut rest = body;
+    while let Some((&code, tail)) = rest.split_first() {
+        if code == 0 {
+            break;
+        }
+        rest = tail;
+        match take_cstr(&mut rest, "ErrorResponse") {
+            Ok(v) => fields.push((code, String::from_utf8_lossy(v).into_owned())),
+            Err(_) => break,
+        }
+    }
+    fields
+}
+
+/// Reads a big-endian i32 from the front of `buf`.
+pub fn take_i32(buf: &mut &[u8], what: &'static str) -> Result<i32, FrameError> {
+    if buf.len() < 4 {
+        return Err(FrameError::Malformed(what));
+    }
+    Ok(buf.get_i32())
+}
+
+/// Reads a big-endian i16 from the front of `buf`.
+pub fn take_i16(buf: &mut &[u8], what: &'static str) -> Result<i16, FrameError> {
+    if buf.len() < 2 {
+        return Err(FrameError::Malformed(what));
+    }
+    Ok(buf.get_i16())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_only_when_complete() {
+        let mut out = BytesMut::new();
+        query(&mut out, "select 1");
+        ready_for_query(&mut out, b'I');
+        let total = out.len();
+        let mut partial = BytesMut::from(&out[..total - 2]);
+        let f = split_frame(&mut partial).unwrap().unwrap();
+        assert_eq!(f.tag, b'Q');
+        assert_eq!(f.body(), b"select 1\0");
+        assert!(split_frame(&mut partial).unwrap().is_none());
+        partial.extend_from_slice(&out[total - 2..]);
+        let z = split_frame(&mut partial).unwrap().unwrap();
+        assert_eq!((z.tag, z.body()), (b'Z', &b"I"[..]));
+    }
+
+    #[test]
+    fn bad_length_is_an_error() {
+        let mut buf = BytesMut::from(&[b'Q', 0, 0, 0, 2][..]);
+        assert!(matches!(split_frame(&mut buf), Err(FrameError::BadLength(2))));
+    }
+
+    #[test]
+    fn error_response_round_trips() {
+        let mut out = BytesMut::new();
+        error_response(&mut out, Severity::Fatal, &SqlState::INVALID_PASSWORD, "no");
+        let f = split_frame(&mut out).unwrap().unwrap();
+        let fields = error_fields(f.body());
+        assert!(fields.contains(&(b'C', "28P01".into())));
+        assert!(fields.contains(&(b'S', "FATAL".into())));
+    }
+}

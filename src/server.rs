@@ -1,43 +1,141 @@
-//! The accept loop.
+//! The accept loop, and the shared state every session gets.
+
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 
-use crate::config::Config;
+use crate::backend::Pools;
+use crate::config::{Config, TlsConfig};
+use crate::error::StartError;
+use crate::frontend::auth::Users;
+use crate::frontend::cancel::CancelRegistry;
 
-/// What a running proxy needs, passed explicitly so tests can run several in one process.
+/// What a running proxy needs from its caller, passed explicitly so tests can run several
+/// proxies in one process.
 #[derive(Clone)]
 pub struct Deps {
     pub config: Arc<Config>,
 }
 
-/// Serves clients on `listener` until `shutdown` completes.
+/// Everything sessions share.
+pub struct ServerCtx {
+    pub config: Arc<Config>,
+    pub pools: Pools,
+    pub users: Arc<Users>,
+    pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
+    pub tls: Option<pgwire::tokio::TlsAcceptor>,
+    pub cancels: Arc<CancelRegistry>,
+}
+
+impl ServerCtx {
+    pub fn new(config: Arc<Config>) -> Result<ServerCtx, StartError> {
+        let users = Arc::new(Users::new(&config));
+        let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+        Ok(ServerCtx {
+            pools: Pools::new(&config),
+            auth_mechanism: users.mechanism(),
+            users,
+            tls,
+            cancels: Arc::new(CancelRegistry::default()),
+            config,
+        })
+    }
+}
+
+/// Serves clients on `listener` until `shutdown` completes; then stops accepting and ends the
+/// open sessions.
 pub async fn run(
-    _listener: TcpListener,
+    listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
-    _deps: Deps,
-) -> Result<(), String> {
-    shutdown.await;
+    deps: Deps,
+) -> Result<(), StartError> {
+    let ctx = Arc::new(ServerCtx::new(deps.config)?);
+    let next_session = AtomicU64::new(1);
+    let mut sessions = JoinSet::new();
+    tokio::pin!(shutdown);
+    tracing::info!(addr = ?listener.local_addr().ok(), "shardwire is accepting clients");
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    let _ = tcp.set_nodelay(true);
+                    let id = next_session.fetch_add(1, Ordering::Relaxed);
+                    sessions.spawn(crate::frontend::handle_client(tcp, ctx.clone(), id));
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+        }
+    }
+    sessions.abort_all();
+    while sessions.join_next().await.is_some() {}
+    tracing::info!("shardwire stopped");
     Ok(())
 }
 
-/// Binds the configured addresses and serves until Ctrl-C.
+/// Binds the configured addresses and serves until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> Result<(), String> {
     let listener = TcpListener::bind(config.listen_addr())
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.proxy.listen))?;
+        .map_err(|e| {
+            StartError::Listen {
+                addr: config.proxy.listen.clone(),
+                source: e,
+            }
+            .to_string()
+        })?;
+    if let Some(addr) = config.metrics_addr() {
+        crate::metrics::install(addr)?;
+    }
     let deps = Deps {
         config: Arc::new(config),
     };
-    run(
-        listener,
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
-        deps,
-    )
-    .await
+    run(listener, shutdown_signal(), deps)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn tls_acceptor(tls: &TlsConfig) -> Result<pgwire::tokio::TlsAcceptor, StartError> {
+    use std::io::BufReader;
+    use tokio_rustls::rustls;
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p)
+            .map(BufReader::new)
+            .map_err(|e| StartError::Tls(format!("{}: {e}", p.display())))
+    };
+    let certs = rustls_pemfile::certs(&mut open(&tls.cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.cert.display())))?;
+    let key = rustls_pemfile::private_key(&mut open(&tls.key)?)
+        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.key.display())))?
+        .ok_or_else(|| StartError::Tls(format!("{}: no private key found", tls.key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StartError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| StartError::Tls(e.to_string()))?;
+    Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Logs to stderr, level from RUST_LOG (default info).

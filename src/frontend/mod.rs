@@ -1,1 +1,115 @@
-//! See lib.rs.
+//! The client side: startup and authentication through pgwire, then our own session loop over
+//! the raw socket.
+
+pub mod auth;
+pub mod cancel;
+pub mod pipeline;
+pub mod session;
+pub mod startup;
+pub mod statements;
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use pgwire::tokio::server::MaybeTls;
+use tokio::net::TcpStream;
+use tokio_postgres::error::SqlState;
+use tracing::Instrument;
+
+use crate::catalog::ShardId;
+use crate::protocol::{self, Severity};
+use crate::server::ServerCtx;
+use session::Session;
+use startup::{ClientStart, Startup};
+
+/// Serves one client connection from its first byte to its last.
+pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64) {
+    let span = tracing::info_span!("session", id = session_id);
+    async move {
+        match startup::startup(tcp, &ctx).await {
+            Ok(Startup::Session(start)) => {
+                crate::metrics::session_started();
+                run_session(ctx, *start).await;
+                crate::metrics::session_ended();
+            }
+            Ok(Startup::Cancel { pid, secret }) => ctx.cancels.cancel(pid, secret).await,
+            Ok(Startup::Ended) => {}
+            Err(e) => tracing::debug!(error = %e, "client startup failed"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart) {
+    tracing::debug!(user = %start.user, addr = %start.addr, "client authenticated");
+    let (pid, cancel) = ctx.cancels.register();
+    let mut settings: Vec<(String, String)> = start.params.into_iter().collect();
+    if !settings.iter().any(|(k, _)| k == "application_name") {
+        settings.push(("application_name".into(), String::new()));
+    }
+    let mut greeting = BytesMut::new();
+    protocol::authentication_ok(&mut greeting);
+    match server_params(&ctx).await {
+        Ok(params) => {
+            let mut params = params;
+            for (k, v) in &settings {
+                params.insert(k.clone(), v.clone());
+            }
+            for (k, v) in &params {
+                protocol::parameter_status(&mut greeting, k, v);
+            }
+        }
+        Err(message) => {
+            protocol::error_response(
+                &mut greeting,
+                Severity::Fatal,
+                &SqlState::CONNECTION_FAILURE,
+                &message,
+            );
+            let _ = write_all(start.io, &greeting).await;
+            return;
+        }
+    }
+    protocol::backend_key_data(&mut greeting, pid, cancel.slot.secret);
+    protocol::ready_for_query(&mut greeting, b'I');
+
+    let mut session = Session::new(ctx, start.read_buf, settings, cancel);
+    session.greet(&greeting);
+    let result = match start.io {
+        MaybeTls::Plain(tcp) => {
+            let (r, w) = tcp.into_split();
+            session.run(r, w).await
+        }
+        other => {
+            let (r, w) = tokio::io::split(other);
+            session.run(r, w).await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "session ended with an error");
+    }
+}
+
+/// What the client is told about the server at startup: the first shard's own values.
+async fn server_params(
+    ctx: &ServerCtx,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let pool = ctx.pools.shard(ShardId(0));
+    if pool.server_params().is_none() {
+        // The first client after start: one connection tells us what the server says.
+        pool.get()
+            .await
+            .map_err(|e| format!("shard \"{}\" is unreachable: {e}", pool.name))?;
+    }
+    Ok(pool
+        .server_params()
+        .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default())
+}
+
+async fn write_all(mut io: MaybeTls, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    io.write_all(bytes).await?;
+    io.shutdown().await
+}

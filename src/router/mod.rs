@@ -1,1 +1,5 @@
-//! See lib.rs.
+//! Routing: which shard or shards a statement goes to.
+
+pub mod route;
+
+pub use route::Route;

@@ -1,0 +1,283 @@
+//! One raw connection to a shard: our own startup and authentication (trust, cleartext, md5,
+//! SCRAM-SHA-256) with postgres-protocol, then the same frame reader as the client side. The proxy
+//! copies frames to and from it; it never decodes result rows on the single-shard path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use super::BackendError;
+use crate::config::Endpoint;
+use crate::protocol::{self, Frame};
+
+/// Where a cancel request for this connection must go.
+#[derive(Debug, Clone)]
+pub struct CancelKey {
+    pub host: String,
+    pub port: u16,
+    pub pid: i32,
+    pub secret: i32,
+}
+
+/// A prepared statement as the client defined it; shared by the client registry and the backend
+/// connections that have it prepared.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct StatementText {
+    pub query: Box<[u8]>,
+    pub param_types: Box<[u8]>,
+}
+
+pub struct BackendConn {
+    pub reader: OwnedReadHalf,
+    pub writer: OwnedWriteHalf,
+    pub read_buf: BytesMut,
+    /// ParameterStatus values as the backend last reported them.
+    pub params: HashMap<String, String>,
+    /// The raw values the proxy last asked for with SET, by parameter name.
+    pub applied: HashMap<String, String>,
+    pub cancel: Arc<CancelKey>,
+    /// Statements prepared on this connection, by their text, with the backend-side name.
+    pub prepared: HashMap<Arc<StatementText>, Arc<str>>,
+    /// What the unnamed statement currently holds, when the proxy knows.
+    pub unnamed: Option<Arc<StatementText>>,
+    next_statement: u64,
+    /// Set when the connection's protocol state is unknown; the pool then drops it.
+    pub broken: bool,
+}
+
+impl BackendConn {
+    pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<BackendConn, BackendError> {
+        match tokio::time::timeout(timeout, Self::connect_inner(ep)).await {
+            Ok(r) => r,
+            Err(_) => Err(BackendError::Timeout {
+                endpoint: ep.to_string(),
+            }),
+        }
+    }
+
+    async fn connect_inner(ep: &Endpoint) -> Result<BackendConn, BackendError> {
+        let io_err = |e: std::io::Error| BackendError::Connect {
+            endpoint: ep.to_string(),
+            source: e,
+        };
+        let stream = TcpStream::connect((ep.host.as_str(), ep.port))
+            .await
+            .map_err(io_err)?;
+        stream.set_nodelay(true).map_err(io_err)?;
+        let (mut reader, mut writer) = stream.into_split();
+        let mut out = BytesMut::new();
+        frontend::startup_message(
+            [
+                ("user", ep.user.as_str()),
+                ("database", ep.dbname.as_str()),
+                ("application_name", "shardwire"),
+            ],
+            &mut out,
+        )
+        .map_err(io_err)?;
+        writer.write_all(&out).await.map_err(io_err)?;
+        out.clear();
+
+        let mut buf = BytesMut::with_capacity(8192);
+        let mut params = HashMap::new();
+        let mut key = None;
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            let msg = loop {
+                if let Some(m) = Message::parse(&mut buf).map_err(io_err)? {
+                    break m;
+                }
+                if reader.read_buf(&mut buf).await.map_err(io_err)? == 0 {
+                    return Err(io_err(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+            };
+            match msg {
+                Message::AuthenticationOk => {}
+                Message::AuthenticationCleartextPassword => {
+                    let pw = password(ep)?;
+                    frontend::password_message(pw.as_bytes(), &mut out).map_err(io_err)?;
+                }
+                Message::AuthenticationMd5Password(body) => {
+                    let pw = password(ep)?;
+                    let hash = postgres_protocol::authentication::md5_hash(
+                        ep.user.as_bytes(),
+                        pw.as_bytes(),
+                        body.salt(),
+                    );
+                    frontend::password_message(hash.as_bytes(), &mut out).map_err(io_err)?;
+                }
+                Message::AuthenticationSasl(body) => {
+                    let mut mechanisms = body.mechanisms();
+                    let mut has_scram = false;
+                    while let Some(m) = mechanisms.next().map_err(io_err)? {
+                        has_scram |= m == SCRAM_SHA_256;
+                    }
+                    if !has_scram {
+                        return Err(BackendError::Auth {
+                            endpoint: ep.to_string(),
+                            message: "server offers no SASL mechanism shardwire supports".into(),
+                        });
+                    }
+                    let pw = password(ep)?;
+                    let s = ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
+                    frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out)
+                        .map_err(io_err)?;
+                    scram = Some(s);
+                }
+                Message::AuthenticationSaslContinue(body) => {
+                    let s = scram.as_mut().ok_or_else(|| protocol_violation(ep))?;
+                    s.update(body.data()).map_err(io_err)?;
+                    frontend::sasl_response(s.message(), &mut out).map_err(io_err)?;
+                }
+                Message::AuthenticationSaslFinal(body) => {
+                    let s = scram.as_mut().ok_or_else(|| protocol_violation(ep))?;
+                    s.finish(body.data()).map_err(|e| BackendError::Auth {
+                        endpoint: ep.to_string(),
+                        message: format!("server's SCRAM signature did not verify: {e}"),
+                    })?;
+                }
+                Message::ParameterStatus(body) => {
+                    params.insert(
+                        body.name().map_err(io_err)?.to_string(),
+                        body.value().map_err(io_err)?.to_string(),
+                    );
+                }
+                Message::BackendKeyData(body) => {
+                    key = Some((body.process_id(), body.secret_key()));
+                }
+                Message::ErrorResponse(body) => {
+                    let mut fields = body.fields();
+                    let mut message = String::new();
+                    while let Some(f) = fields.next().map_err(io_err)? {
+                        if f.type_() == b'M' {
+                            message = String::from_utf8_lossy(f.value_bytes()).into_owned();
+                        }
+                    }
+                    return Err(BackendError::Auth {
+                        endpoint: ep.to_string(),
+                        message,
+                    });
+                }
+                Message::NoticeResponse(_) => {}
+                Message::ReadyForQuery(_) => break,
+                _ => return Err(protocol_violation(ep)),
+            }
+            if !out.is_empty() {
+                writer.write_all(&out).await.map_err(io_err)?;
+                out.clear();
+            }
+        }
+        let (pid, secret) = key.ok_or_else(|| protocol_violation(ep))?;
+        let applied = params.clone();
+        Ok(BackendConn {
+            reader,
+            writer,
+            read_buf: buf,
+            params,
+            applied,
+            cancel: Arc::new(CancelKey {
+                host: ep.host.clone(),
+                port: ep.port,
+                pid,
+                secret,
+            }),
+            prepared: HashMap::new(),
+            unnamed: None,
+            next_statement: 0,
+            broken: false,
+        })
+    }
+
+    /// A backend-side name for a statement; never one a client could have chosen by accident.
+    pub fn new_statement_name(&mut self) -> Arc<str> {
+        self.next_statement += 1;
+        Arc::from(format!("shardwire:{}", self.next_statement))
+    }
+
+    /// Reads until at least one more complete frame is buffered, then returns it.
+    pub async fn read_frame(&mut self) -> Result<Frame, BackendError> {
+        loop {
+            if let Some(f) = protocol::split_frame(&mut self.read_buf)? {
+                return Ok(f);
+            }
+            let n = self.reader.read_buf(&mut self.read_buf).await?;
+            if n == 0 {
+                self.broken = true;
+                return Err(BackendError::Closed);
+            }
+        }
+    }
+
+    /// Runs one simple query for the proxy's own purposes, discarding its results; the first
+    /// error, if any, is returned as its message.
+    pub async fn run_internal(&mut self, sql: &str) -> Result<Result<(), String>, BackendError> {
+        let mut out = BytesMut::new();
+        protocol::query(&mut out, sql);
+        self.writer.write_all(&out).await?;
+        let mut failure = Ok(());
+        loop {
+            let f = self.read_frame().await?;
+            match f.tag {
+                b'E' => {
+                    let msg = protocol::error_fields(f.body())
+                        .into_iter()
+                        .find(|(c, _)| *c == b'M')
+                        .map(|(_, m)| m)
+                        .unwrap_or_default();
+                    failure = Err(msg);
+                }
+                b'S' => self.note_parameter_status(f.body()),
+                b'Z' => return Ok(failure),
+                _ => {}
+            }
+        }
+    }
+
+    pub fn note_parameter_status(&mut self, body: &[u8]) {
+        let mut rest = body;
+        if let (Ok(name), Ok(value)) = (
+            protocol::take_cstr(&mut rest, "ParameterStatus"),
+            protocol::take_cstr(&mut rest, "ParameterStatus"),
+        ) {
+            self.params.insert(
+                String::from_utf8_lossy(name).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            );
+        }
+    }
+}
+
+fn password(ep: &Endpoint) -> Result<&str, BackendError> {
+    ep.password.as_deref().ok_or_else(|| BackendError::Auth {
+        endpoint: ep.to_string(),
+        message: "the server asks for a password but the shard URL has none".into(),
+    })
+}
+
+fn protocol_violation(ep: &Endpoint) -> BackendError {
+    BackendError::Auth {
+        endpoint: ep.to_string(),
+        message: "unexpected message during startup".into(),
+    }
+}
+
+/// Sends a CancelRequest for the statement running on the connection `key` names.
+pub async fn send_cancel(key: &CancelKey) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect((key.host.as_str(), key.port)).await?;
+    let mut out = BytesMut::new();
+    frontend::cancel_request(key.pid, key.secret, &mut out);
+    stream.write_all(&out).await?;
+    // PostgreSQL closes the connection once it has read the request.
+    let mut sink = [0u8; 1];
+    let _ = stream.read(&mut sink).await;
+    Ok(())
+}

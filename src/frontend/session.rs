@@ -1,0 +1,365 @@
+//! The session loop after startup: client frames in, backend frames out, over raw sockets.
+//!
+//! Transaction pooling: a backend connection is taken from its shard's pool when the client sends
+//! something, and goes back when the backend reports an idle transaction state, nothing is still
+//! expected from it, and no extended-protocol batch is half-way (no Sync yet). Session state that
+//! cannot move between connections pins the client to its connection (see `sql::classify`).
+
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::cancel::CancelGuard;
+use super::pipeline::{Pending, Pipeline};
+use super::statements::{ClientFrame, StatementNames};
+use crate::backend::{BackendError, Pooled};
+use crate::error::ClientError;
+use crate::protocol::{self, Frame, FrameError, Severity};
+use crate::router::route::{route_unsharded, Route};
+use crate::server::ServerCtx;
+use crate::sql::classify::session_effect;
+
+/// Past this much unsent data in one direction, stop reading from the other side.
+const HIGH_WATER: usize = 1 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("client connection: {0}")]
+    Client(std::io::Error),
+    #[error("client sent a malformed message: {0}")]
+    ClientFrame(#[from] FrameError),
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+}
+
+pub struct Session {
+    ctx: Arc<ServerCtx>,
+    cin: BytesMut,
+    cout: BytesMut,
+    bout: BytesMut,
+    backend: Option<Pooled>,
+    pipeline: Pipeline,
+    statements: StatementNames,
+    /// Transaction status from the last ReadyForQuery.
+    tx_status: u8,
+    /// An extended-protocol message was sent and its Sync has not been yet.
+    unsynced: bool,
+    pinned: bool,
+    /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
+    skip_until_sync: bool,
+    settings: Vec<(String, String)>,
+    cancel: CancelGuard,
+}
+
+impl Session {
+    pub fn new(
+        ctx: Arc<ServerCtx>,
+        read_buf: BytesMut,
+        settings: Vec<(String, String)>,
+        cancel: CancelGuard,
+    ) -> Session {
+        Session {
+            ctx,
+            cin: read_buf,
+            cout: BytesMut::with_capacity(8192),
+            bout: BytesMut::with_capacity(8192),
+            backend: None,
+            pipeline: Pipeline::default(),
+            statements: StatementNames::default(),
+            tx_status: b'I',
+            unsynced: false,
+            pinned: false,
+            skip_until_sync: false,
+            settings,
+            cancel,
+        }
+    }
+
+    /// Queues bytes for the client before the loop starts (the startup greeting).
+    pub fn greet(&mut self, bytes: &[u8]) {
+        self.cout.extend_from_slice(bytes);
+    }
+
+    pub async fn run<R, W>(mut self, mut client_r: R, mut client_w: W) -> Result<(), SessionError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let result = self.run_loop(&mut client_r, &mut client_w).await;
+        self.finish();
+        result
+    }
+
+    async fn run_loop<R, W>(&mut self, client_r: &mut R, client_w: &mut W) -> Result<(), SessionError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        loop {
+            while self.bout.len() < HIGH_WATER {
+                let Some(frame) = protocol::split_frame(&mut self.cin)? else {
+                    break;
+                };
+                if frame.tag == b'X' {
+                    return Ok(());
+                }
+                self.on_client_frame(frame).await?;
+            }
+            self.release_if_idle();
+
+            enum Event {
+                ClientRead(std::io::Result<usize>),
+                ClientWrote(std::io::Result<usize>),
+                BackendRead(std::io::Result<usize>),
+                BackendWrote(std::io::Result<usize>),
+            }
+            let want_client = self.bout.len() < HIGH_WATER;
+            let want_backend = self.cout.len() < HIGH_WATER;
+            let (backend_r, backend_buf, backend_w) = match self.backend.as_mut() {
+                Some(b) => {
+                    let c = &mut b.conn;
+                    (Some(&mut c.reader), Some(&mut c.read_buf), Some(&mut c.writer))
+                }
+                None => (None, None, None),
+            };
+            let event = tokio::select! {
+                r = client_r.read_buf(&mut self.cin), if want_client => Event::ClientRead(r),
+                r = client_w.write_buf(&mut self.cout), if !self.cout.is_empty() => Event::ClientWrote(r),
+                r = read_opt(backend_r, backend_buf), if want_backend => Event::BackendRead(r),
+                r = write_opt(backend_w, &mut self.bout), if !self.bout.is_empty() => Event::BackendWrote(r),
+            };
+            match event {
+                Event::ClientRead(r) => {
+                    if r.map_err(SessionError::Client)? == 0 {
+                        return Ok(());
+                    }
+                }
+                Event::ClientWrote(r) => {
+                    r.map_err(SessionError::Client)?;
+                }
+                Event::BackendRead(r) => {
+                    if r.map_err(|e| self.backend_lost(e))? == 0 {
+                        return Err(self.backend_lost(std::io::ErrorKind::UnexpectedEof.into()));
+                    }
+                    self.on_backend_data()?;
+                }
+                Event::BackendWrote(r) => {
+                    r.map_err(|e| self.backend_lost(e))?;
+                }
+            }
+        }
+    }
+
+    fn backend_lost(&mut self, e: std::io::Error) -> SessionError {
+        if let Some(b) = self.backend.as_mut() {
+            b.conn.broken = true;
+        }
+        SessionError::Backend(BackendError::Io(e))
+    }
+
+    /// Moves every complete backend frame to the client side, keeping the pipeline's accounts.
+    fn on_backend_data(&mut self) -> Result<(), SessionError> {
+        let Some(b) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        let conn = &mut b.conn;
+        loop {
+            let frame = match protocol::split_frame(&mut conn.read_buf) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    conn.broken = true;
+                    return Err(SessionError::Backend(e.into()));
+                }
+            };
+            match frame.tag {
+                b'Z' => self.tx_status = frame.body().first().copied().unwrap_or(b'I'),
+                b'S' => conn.note_parameter_status(frame.body()),
+                _ => {}
+            }
+            self.pipeline
+                .on_backend_frame(frame.tag, conn, &frame.raw, &mut self.cout);
+        }
+    }
+
+    async fn on_client_frame(&mut self, frame: Frame) -> Result<(), SessionError> {
+        if self.skip_until_sync {
+            if frame.tag != b'S' {
+                return Ok(());
+            }
+            self.skip_until_sync = false;
+            if self.backend.is_none() {
+                protocol::ready_for_query(&mut self.cout, self.tx_status);
+                return Ok(());
+            }
+        }
+        let parsed = ClientFrame::parse(&frame)?;
+        if let Some(sql) = parsed.sql_text() {
+            let effect = session_effect(sql);
+            self.pinned |= effect.pins;
+            if effect.resets {
+                if let Some(b) = self.backend.as_mut() {
+                    b.conn.prepared.clear();
+                    b.conn.unnamed = None;
+                    b.conn.applied.clear();
+                }
+            }
+        }
+        if self.backend.is_none() {
+            if matches!(frame.tag, b'd' | b'c' | b'f') {
+                // Copy data with no copy in progress: PostgreSQL ignores it too.
+                return Ok(());
+            }
+            let route = route_unsharded();
+            if let Err(e) = self.acquire(&route).await {
+                self.fail_without_backend(&frame, &e);
+                return Ok(());
+            }
+        }
+        let Some(b) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        let conn = &mut b.conn;
+        if frame.tag == b'Q' {
+            // A simple query replaces the unnamed statement, on the backend and for the client.
+            conn.unnamed = None;
+            self.statements.forget_unnamed();
+        }
+        let forwarded = self.statements.forward(
+            parsed,
+            &frame,
+            conn,
+            &mut self.pipeline,
+            &mut self.bout,
+            &mut self.cout,
+        );
+        if forwarded.is_err() {
+            self.skip_until_sync = true;
+        }
+        match frame.tag {
+            b'S' => self.unsynced = false,
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Takes a backend connection for the route and brings its settings in line with the
+    /// client's.
+    async fn acquire(&mut self, route: &Route) -> Result<(), BackendError> {
+        let shard = match route {
+            Route::Single(s) => *s,
+            Route::Multi(_) | Route::All => crate::catalog::ShardId(0),
+        };
+        let mut b = self.ctx.pools.shard(shard).get().await?;
+        let conn = &mut b.conn;
+        let mut set = String::new();
+        for (name, value) in &self.settings {
+            if conn.applied.get(name) != Some(value) {
+                set.push_str(&format!(
+                    "SET {} TO {};",
+                    quote_ident(name),
+                    quote_literal(value)
+                ));
+                conn.applied.insert(name.clone(), value.clone());
+            }
+        }
+        if !set.is_empty() {
+            protocol::query(&mut self.bout, &set);
+            self.pipeline.push(Pending::Internal, &mut self.cout);
+        }
+        self.cancel.slot.set(Some(conn.cancel.clone()));
+        self.backend = Some(b);
+        Ok(())
+    }
+
+    fn release_if_idle(&mut self) {
+        if self.backend.is_some()
+            && !self.pinned
+            && self.tx_status == b'I'
+            && !self.unsynced
+            && self.pipeline.is_empty()
+            && self.bout.is_empty()
+        {
+            self.cancel.slot.set(None);
+            if let Some(mut b) = self.backend.take() {
+                b.returned_at = std::time::Instant::now();
+            }
+        }
+    }
+
+    /// The client's message could not be sent anywhere: answer it as PostgreSQL would answer a
+    /// failed message, and keep the session usable.
+    fn fail_without_backend(&mut self, frame: &Frame, e: &BackendError) {
+        tracing::warn!(error = %e, "no backend connection for the client's statement");
+        protocol::error_response(
+            &mut self.cout,
+            Severity::Error,
+            &e.sqlstate(),
+            &e.client_message(),
+        );
+        match frame.tag {
+            b'Q' | b'F' => protocol::ready_for_query(&mut self.cout, self.tx_status),
+            b'S' => protocol::ready_for_query(&mut self.cout, self.tx_status),
+            _ => self.skip_until_sync = true,
+        }
+    }
+
+    /// On disconnect: a connection that is idle and unpinned goes back to the pool; any other
+    /// is closed, since its state is the departed client's.
+    fn finish(&mut self) {
+        self.cancel.slot.set(None);
+        if let Some(b) = self.backend.as_mut() {
+            let clean = !self.pinned
+                && self.tx_status == b'I'
+                && !self.unsynced
+                && self.pipeline.is_empty()
+                && b.conn.read_buf.is_empty();
+            if !clean {
+                b.conn.broken = true;
+            }
+            b.returned_at = std::time::Instant::now();
+        }
+        self.backend = None;
+    }
+}
+
+async fn read_opt(
+    r: Option<&mut tokio::net::tcp::OwnedReadHalf>,
+    buf: Option<&mut BytesMut>,
+) -> std::io::Result<usize> {
+    match (r, buf) {
+        (Some(r), Some(buf)) => {
+            if buf.capacity() - buf.len() < 4096 {
+                buf.reserve(8192);
+            }
+            r.read_buf(buf).await
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+async fn write_opt(
+    w: Option<&mut tokio::net::tcp::OwnedWriteHalf>,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
+    match w {
+        Some(w) => {
+            let n = w.write(buf.chunk()).await?;
+            buf.advance(n);
+            Ok(n)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Quotes an identifier for SQL the proxy builds.
+pub fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Quotes a string literal for SQL the proxy builds (standard_conforming_strings is on).
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}

@@ -1,0 +1,217 @@
+//! Client startup: TLS negotiation, the startup packet, authentication — all through pgwire —
+//! ending with the raw socket and whatever the client already sent after it, for the session loop.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::{SinkExt, StreamExt};
+use pgwire::api::auth::driver::AuthOutcome;
+use pgwire::api::auth::{AuthDriver, DefaultServerParameterProvider};
+use pgwire::api::ClientInfo;
+use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::server::{negotiate_tls, MaybeTls, PgWireMessageServerCodec};
+use tokio::net::TcpStream;
+use tokio_postgres::error::SqlState;
+use tokio_util::codec::Framed;
+
+use crate::server::ServerCtx;
+
+/// A client socket before authentication completes.
+type StartupSocket = Framed<MaybeTls, PgWireMessageServerCodec<String>>;
+
+/// How long a client may take from connect to authenticated, as in PostgreSQL's
+/// authentication_timeout.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An authenticated client, ready for the session loop.
+pub struct ClientStart {
+    pub io: MaybeTls,
+    /// Bytes the client sent after authenticating that pgwire had already read.
+    pub read_buf: BytesMut,
+    pub user: String,
+    /// Run-time parameters from the startup packet (application_name, client_encoding …).
+    pub params: BTreeMap<String, String>,
+    pub addr: SocketAddr,
+}
+
+pub enum Startup {
+    Session(Box<ClientStart>),
+    Cancel { pid: i32, secret: i32 },
+    /// The client went away, or was refused (it has been told why).
+    Ended,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Protocol(#[from] PgWireError),
+}
+
+/// Startup parameters that are about the connection itself rather than run-time settings.
+const NOT_SETTINGS: [&str; 4] = ["user", "database", "replication", "options"];
+
+pub async fn startup(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, StartupError> {
+    match tokio::time::timeout(STARTUP_TIMEOUT, startup_inner(tcp, ctx)).await {
+        Ok(r) => r,
+        Err(_) => Ok(Startup::Ended),
+    }
+}
+
+async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, StartupError> {
+    let addr = tcp.peer_addr()?;
+    let Some(mut socket) = negotiate_tls::<String>(tcp, ctx.tls.clone()).await? else {
+        return Ok(Startup::Ended);
+    };
+    let driver: AuthDriver<DefaultServerParameterProvider> =
+        AuthDriver::new(DefaultServerParameterProvider::default());
+    let mut user = String::new();
+    loop {
+        let Some(msg) = socket.next().await else {
+            return Ok(Startup::Ended);
+        };
+        let outcome = match msg? {
+            PgWireFrontendMessage::CancelRequest(c) => {
+                let secret = match c.secret_key {
+                    pgwire::messages::startup::SecretKey::I32(s) => s,
+                    pgwire::messages::startup::SecretKey::Bytes(_) => return Ok(Startup::Ended),
+                };
+                return Ok(Startup::Cancel { pid: c.pid, secret });
+            }
+            PgWireFrontendMessage::Startup(startup) => {
+                if startup.protocol_number_major != 3 {
+                    refuse(
+                        &mut socket,
+                        SqlState::FEATURE_NOT_SUPPORTED,
+                        &format!(
+                            "unsupported frontend protocol {}.{}: server supports 3.0",
+                            startup.protocol_number_major, startup.protocol_number_minor
+                        ),
+                    )
+                    .await?;
+                    return Ok(Startup::Ended);
+                }
+                if startup.protocol_number_minor > 0 {
+                    // Backends speak 3.0 to us, so the client gets 3.0 too.
+                    let unknown: Vec<String> = startup
+                        .parameters
+                        .keys()
+                        .filter(|k| k.starts_with("_pq_."))
+                        .cloned()
+                        .collect();
+                    socket
+                        .send(PgWireBackendMessage::NegotiateProtocolVersion(
+                            pgwire::messages::startup::NegotiateProtocolVersion::new(
+                                196608, unknown,
+                            ),
+                        ))
+                        .await?;
+                }
+                user = startup.parameters.get("user").cloned().unwrap_or_default();
+                if user.is_empty() {
+                    refuse(
+                        &mut socket,
+                        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+                        "no PostgreSQL user name specified in startup packet",
+                    )
+                    .await?;
+                    return Ok(Startup::Ended);
+                }
+                let database = startup
+                    .parameters
+                    .get("database")
+                    .cloned()
+                    .unwrap_or_else(|| user.clone());
+                if database != ctx.config.proxy.database {
+                    refuse(
+                        &mut socket,
+                        SqlState::UNDEFINED_DATABASE,
+                        &format!("database \"{database}\" does not exist"),
+                    )
+                    .await?;
+                    return Ok(Startup::Ended);
+                }
+                socket.metadata_mut().extend(
+                    startup
+                        .parameters
+                        .iter()
+                        .filter(|(k, _)| !k.starts_with("_pq_."))
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+                driver
+                    .begin_authentication(&mut socket, ctx.auth_mechanism.create())
+                    .await
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(m) => {
+                driver.advance_authentication(&mut socket, m).await
+            }
+            _ => {
+                refuse(
+                    &mut socket,
+                    SqlState::PROTOCOL_VIOLATION,
+                    "expected a startup or password message",
+                )
+                .await?;
+                return Ok(Startup::Ended);
+            }
+        };
+        match outcome {
+            Ok(AuthOutcome::InProgress) => {}
+            Ok(AuthOutcome::Authenticated { final_message, .. }) => {
+                if let Some(m) = final_message {
+                    socket.send(PgWireBackendMessage::Authentication(m)).await?;
+                }
+                break;
+            }
+            Err(PgWireError::InvalidPassword(_)) => {
+                crate::metrics::auth_failure();
+                // An unknown user went through the same exchange as a known one, so the time
+                // taken tells nothing; only the answer differs, as the interface asks.
+                let (code, message) = if ctx.users.exists(&user) {
+                    (
+                        SqlState::INVALID_PASSWORD,
+                        format!("password authentication failed for user \"{user}\""),
+                    )
+                } else {
+                    (
+                        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+                        format!("role \"{user}\" does not exist"),
+                    )
+                };
+                refuse(&mut socket, code, &message).await?;
+                return Ok(Startup::Ended);
+            }
+            Err(e) => {
+                crate::metrics::auth_failure();
+                refuse(&mut socket, SqlState::PROTOCOL_VIOLATION, &e.to_string()).await?;
+                return Ok(Startup::Ended);
+            }
+        }
+    }
+    let params: BTreeMap<String, String> = socket
+        .metadata()
+        .iter()
+        .filter(|(k, _)| !NOT_SETTINGS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let parts = socket.into_parts();
+    Ok(Startup::Session(Box::new(ClientStart {
+        io: parts.io,
+        read_buf: parts.read_buf,
+        user,
+        params,
+        addr,
+    })))
+}
+
+async fn refuse(socket: &mut StartupSocket, code: SqlState, message: &str) -> Result<(), StartupError> {
+    let info = ErrorInfo::new("FATAL".to_owned(), code.code().to_owned(), message.to_owned());
+    socket
+        .send(PgWireBackendMessage::ErrorResponse(info.into()))
+        .await?;
+    Ok(())
+}

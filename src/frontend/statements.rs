@@ -1,0 +1,288 @@
+//! Client messages as far as routing and statement mapping need them, and the mapping itself.
+//!
+//! A client's prepared statement must survive being served by any pooled backend connection. The
+//! proxy keeps each client's statements by name; each backend connection keeps the statements it
+//! has prepared by their text under names of its own (`shardwire:N`). A Parse for a statement the
+//! connection already has is answered by the proxy; a Bind or Describe for one it lacks is
+//! preceded by a Parse the client never sees the answer to.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio_postgres::error::SqlState;
+
+use super::pipeline::{Pending, Pipeline};
+use crate::backend::{BackendConn, StatementText};
+use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
+
+/// The parts of a client message the proxy looks at.
+pub enum ClientFrame<'a> {
+    Query(&'a [u8]),
+    Parse {
+        name: &'a [u8],
+        query: &'a [u8],
+        /// Parameter type count and OIDs, as sent.
+        types: &'a [u8],
+    },
+    Bind {
+        portal: &'a [u8],
+        statement: &'a [u8],
+        /// Formats, parameter values and result formats, as sent.
+        rest: &'a [u8],
+    },
+    Describe {
+        kind: u8,
+        name: &'a [u8],
+    },
+    Close {
+        kind: u8,
+        name: &'a [u8],
+    },
+    Execute,
+    Sync,
+    Flush,
+    FunctionCall,
+    Copy,
+    Other,
+}
+
+impl<'a> ClientFrame<'a> {
+    pub fn parse(frame: &'a Frame) -> Result<ClientFrame<'a>, FrameError> {
+        let mut body = frame.body();
+        Ok(match frame.tag {
+            b'Q' => ClientFrame::Query(take_cstr(&mut body, "Query")?),
+            b'P' => {
+                let name = take_cstr(&mut body, "Parse")?;
+                let query = take_cstr(&mut body, "Parse")?;
+                ClientFrame::Parse {
+                    name,
+                    query,
+                    types: body,
+                }
+            }
+            b'B' => {
+                let portal = take_cstr(&mut body, "Bind")?;
+                let statement = take_cstr(&mut body, "Bind")?;
+                ClientFrame::Bind {
+                    portal,
+                    statement,
+                    rest: body,
+                }
+            }
+            b'D' | b'C' => {
+                let (&kind, mut rest) = body
+                    .split_first()
+                    .ok_or(FrameError::Malformed("Describe/Close"))?;
+                let name = take_cstr(&mut rest, "Describe/Close")?;
+                if frame.tag == b'D' {
+                    ClientFrame::Describe { kind, name }
+                } else {
+                    ClientFrame::Close { kind, name }
+                }
+            }
+            b'E' => ClientFrame::Execute,
+            b'S' => ClientFrame::Sync,
+            b'H' => ClientFrame::Flush,
+            b'F' => ClientFrame::FunctionCall,
+            b'd' | b'c' | b'f' => ClientFrame::Copy,
+            _ => ClientFrame::Other,
+        })
+    }
+
+    /// SQL text the client sends, if this message carries any.
+    pub fn sql_text(&self) -> Option<&'a [u8]> {
+        match self {
+            ClientFrame::Query(q) => Some(q),
+            ClientFrame::Parse { query, .. } => Some(query),
+            _ => None,
+        }
+    }
+}
+
+/// The client refused a message itself; the session skips the rest of the batch.
+pub struct Refused;
+
+/// One client's prepared statements by the names it gave them ("" is the unnamed one).
+#[derive(Default)]
+pub struct StatementNames {
+    by_name: HashMap<Box<[u8]>, Arc<StatementText>>,
+}
+
+impl StatementNames {
+    pub fn forget_unnamed(&mut self) {
+        self.by_name.remove(&b""[..]);
+    }
+
+    /// Sends one client message to `conn`, rewritten where statement names differ.
+    pub fn forward(
+        &mut self,
+        msg: ClientFrame<'_>,
+        frame: &Frame,
+        conn: &mut BackendConn,
+        pipeline: &mut Pipeline,
+        bout: &mut BytesMut,
+        cout: &mut BytesMut,
+    ) -> Result<(), Refused> {
+        match msg {
+            ClientFrame::Query(_) | ClientFrame::FunctionCall => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::Query, cout);
+            }
+            ClientFrame::Parse { name, query, types } => {
+                let statement = Arc::new(StatementText {
+                    query: query.into(),
+                    param_types: types.into(),
+                });
+                if name.is_empty() {
+                    self.by_name.insert(Box::default(), statement.clone());
+                    conn.unnamed = Some(statement.clone());
+                    bout.extend_from_slice(&frame.raw);
+                    pipeline.push(
+                        Pending::Parse {
+                            statement,
+                            named: false,
+                            hidden: false,
+                        },
+                        cout,
+                    );
+                    return Ok(());
+                }
+                if self.by_name.contains_key(name) {
+                    let mut err = BytesMut::new();
+                    protocol::error_response(
+                        &mut err,
+                        Severity::Error,
+                        &SqlState::DUPLICATE_PSTATEMENT,
+                        &format!(
+                            "prepared statement \"{}\" already exists",
+                            String::from_utf8_lossy(name)
+                        ),
+                    );
+                    pipeline.push(Pending::Composed(err.freeze()), cout);
+                    return Err(Refused);
+                }
+                self.by_name.insert(name.into(), statement.clone());
+                if conn.prepared.contains_key(&statement) {
+                    pipeline.push(Pending::Composed(protocol::empty_message(b'1')), cout);
+                } else {
+                    let backend_name = conn.new_statement_name();
+                    write_parse(bout, backend_name.as_bytes(), &statement);
+                    conn.prepared.insert(statement.clone(), backend_name);
+                    pipeline.push(
+                        Pending::Parse {
+                            statement,
+                            named: true,
+                            hidden: false,
+                        },
+                        cout,
+                    );
+                }
+            }
+            ClientFrame::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                match self.backend_name(statement, conn, pipeline, bout, cout) {
+                    None => bout.extend_from_slice(&frame.raw),
+                    Some(name) => {
+                        MessageBuilder::new(bout, b'B')
+                            .cstr(portal)
+                            .cstr(name.as_bytes())
+                            .bytes(rest)
+                            .finish();
+                    }
+                }
+                pipeline.push(Pending::Bind, cout);
+            }
+            ClientFrame::Describe { kind: b'S', name } => {
+                match self.backend_name(name, conn, pipeline, bout, cout) {
+                    None => bout.extend_from_slice(&frame.raw),
+                    Some(n) => MessageBuilder::new(bout, b'D')
+                        .u8(b'S')
+                        .cstr(n.as_bytes())
+                        .finish(),
+                }
+                pipeline.push(Pending::Describe, cout);
+            }
+            ClientFrame::Describe { .. } => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::Describe, cout);
+            }
+            ClientFrame::Close { kind: b'S', name } => {
+                // Other clients may share the backend's copy; only the client's name goes.
+                self.by_name.remove(name);
+                pipeline.push(Pending::Composed(protocol::empty_message(b'3')), cout);
+            }
+            ClientFrame::Close { .. } => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::Close, cout);
+            }
+            ClientFrame::Execute => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::Execute, cout);
+            }
+            ClientFrame::Sync => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::Sync, cout);
+            }
+            ClientFrame::Flush | ClientFrame::Copy | ClientFrame::Other => {
+                bout.extend_from_slice(&frame.raw);
+            }
+        }
+        Ok(())
+    }
+
+    /// The name `conn` knows the client's statement by, preparing it there first if needed.
+    /// `None`: send the client's message unchanged (the unnamed statement, or a name the client
+    /// never prepared, which the backend then reports as missing).
+    fn backend_name(
+        &self,
+        client_name: &[u8],
+        conn: &mut BackendConn,
+        pipeline: &mut Pipeline,
+        bout: &mut BytesMut,
+        cout: &mut BytesMut,
+    ) -> Option<Arc<str>> {
+        let statement = self.by_name.get(client_name)?;
+        if client_name.is_empty() {
+            if conn.unnamed.as_deref() != Some(statement) {
+                write_parse(bout, b"", statement);
+                conn.unnamed = Some(statement.clone());
+                pipeline.push(
+                    Pending::Parse {
+                        statement: statement.clone(),
+                        named: false,
+                        hidden: true,
+                    },
+                    cout,
+                );
+            }
+            return None;
+        }
+        if let Some(name) = conn.prepared.get(statement) {
+            return Some(name.clone());
+        }
+        let name = conn.new_statement_name();
+        write_parse(bout, name.as_bytes(), statement);
+        conn.prepared.insert(statement.clone(), name.clone());
+        pipeline.push(
+            Pending::Parse {
+                statement: statement.clone(),
+                named: true,
+                hidden: true,
+            },
+            cout,
+        );
+        Some(name)
+    }
+}
+
+fn write_parse(out: &mut BytesMut, name: &[u8], statement: &StatementText) {
+    MessageBuilder::new(out, b'P')
+        .cstr(name)
+        .cstr(&statement.query)
+        .bytes(&statement.param_types)
+        .finish();
+}
