@@ -11,6 +11,7 @@ use pgwire::api::auth::driver::AuthOutcome;
 use pgwire::api::auth::{AuthDriver, DefaultServerParameterProvider};
 use pgwire::api::ClientInfo;
 use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::messages::startup::SecretKey;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, MaybeTls, PgWireMessageServerCodec};
 use tokio::net::TcpStream;
@@ -76,9 +77,14 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
         };
         let outcome = match msg? {
             PgWireFrontendMessage::CancelRequest(c) => {
+                // Which variant pgwire decodes depends on the protocol version it assumes for
+                // a fresh connection; ours are always 4 bytes.
                 let secret = match c.secret_key {
-                    pgwire::messages::startup::SecretKey::I32(s) => s,
-                    pgwire::messages::startup::SecretKey::Bytes(_) => return Ok(Startup::Ended),
+                    SecretKey::I32(s) => s,
+                    SecretKey::Bytes(b) => match <[u8; 4]>::try_from(b.as_ref()) {
+                        Ok(b) => i32::from_be_bytes(b),
+                        Err(_) => return Ok(Startup::Ended),
+                    },
                 };
                 return Ok(Startup::Cancel { pid: c.pid, secret });
             }
