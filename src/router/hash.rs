@@ -63,7 +63,9 @@ pub enum HashError {
     },
     #[error("value too long for type {ty}: \"{input}\"; shorten it")]
     ValueTooLong { ty: KeyType, input: String },
-    #[error("invalid binary value for type {ty}: {reason}; send the parameter in the column's type")]
+    #[error(
+        "invalid binary value for type {ty}: {reason}; send the parameter in the column's type"
+    )]
     InvalidBinary { ty: KeyType, reason: &'static str },
     #[error(
         "binary value for type {ty} must be {expected} bytes, got {got}; declare the parameter \
@@ -138,8 +140,12 @@ fn decode_text(ty: KeyType, s: &str) -> Result<Datum<'_>, HashError> {
             })
         }
         KeyType::Text => Datum::Bytes(Cow::Borrowed(s.as_bytes())),
-        KeyType::Varchar(n) => Datum::Bytes(Cow::Borrowed(scalar::fit_length(ty, s, n)?.as_bytes())),
-        KeyType::Bpchar(n) => Datum::Bytes(Cow::Borrowed(bpchar_bytes(scalar::fit_length(ty, s, n)?))),
+        KeyType::Varchar(n) => {
+            Datum::Bytes(Cow::Borrowed(scalar::fit_length(ty, s, n)?.as_bytes()))
+        }
+        KeyType::Bpchar(n) => {
+            Datum::Bytes(Cow::Borrowed(bpchar_bytes(scalar::fit_length(ty, s, n)?)))
+        }
         KeyType::Bytea => Datum::Bytes(Cow::Owned(scalar::parse_bytea(s)?)),
         KeyType::Bool => Datum::Int(i64::from(scalar::parse_bool(s)?)),
         KeyType::Char => Datum::Int(i64::from(scalar::parse_char(s))),
@@ -177,7 +183,9 @@ fn decode_binary(ty: KeyType, b: &[u8]) -> Result<Datum<'_>, HashError> {
         // boolrecv: any non-zero byte is true.
         KeyType::Bool => Datum::Int(i64::from(fixed::<1>(ty, b)?[0] != 0)),
         KeyType::Char => Datum::Int(i64::from(fixed::<1>(ty, b)?[0] as i8)),
-        KeyType::Date => Datum::Int(i64::from(datetime::check_date(i32::from_be_bytes(fixed(ty, b)?))?)),
+        KeyType::Date => Datum::Int(i64::from(datetime::check_date(i32::from_be_bytes(fixed(
+            ty, b,
+        )?))?)),
         KeyType::Timestamp(p) | KeyType::Timestamptz(p) => {
             let ts = datetime::check_timestamp(ty, i64::from_be_bytes(fixed(ty, b)?))?;
             Datum::Int(datetime::round_to_precision(ts, p))

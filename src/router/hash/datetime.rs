@@ -21,7 +21,9 @@ const MAX_OFFSET_HOURS: i64 = 15;
 /// What the text said, before it is checked against the type's range.
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
-    Infinity { negative: bool },
+    Infinity {
+        negative: bool,
+    },
     /// Local date and time; `offset_secs` is the written UTC offset, if any.
     Instant {
         day: i64,
@@ -53,7 +55,10 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 
 /// A run of ASCII digits at the start of `s`, with the rest.
 fn digits(s: &str) -> (&str, &str) {
-    let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
+    let end = s
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(s.len());
     s.split_at(end)
 }
 
@@ -123,10 +128,8 @@ fn parse_time(s: &str) -> Option<(Result<i64, ()>, &str)> {
             rest = r;
         }
     }
-    let overflow = min > 59
-        || sec > 60
-        || hour > 24
-        || (hour == 24 && (min > 0 || sec > 0 || fsec > 0));
+    let overflow =
+        min > 59 || sec > 60 || hour > 24 || (hour == 24 && (min > 0 || sec > 0 || fsec > 0));
     let usecs = ((hour * 60 + min) * 60 + sec) * 1_000_000 + fsec;
     Some((if overflow { Err(()) } else { Ok(usecs) }, rest))
 }
@@ -162,16 +165,20 @@ fn parse(ty: KeyType, input: &str) -> Result<Parsed, HashError> {
         }
         _ => {}
     }
-    let era = [" bc", " ad"]
-        .into_iter()
-        .find_map(|suffix| lower.strip_suffix(suffix).map(|body| (body, suffix == " bc")));
+    let era = [" bc", " ad"].into_iter().find_map(|suffix| {
+        lower
+            .strip_suffix(suffix)
+            .map(|body| (body, suffix == " bc"))
+    });
     let (body, bc) = match era {
         Some((body, bc)) => (body.trim_end_matches(is_pg_space), bc),
         None => (lower.as_str(), false),
     };
     let (ys, rest) = digits(body);
     if ys.len() < 4 || !rest.starts_with('-') {
-        return Err(needs_server("only ISO 8601 dates (YYYY-MM-DD) are parsed locally"));
+        return Err(needs_server(
+            "only ISO 8601 dates (YYYY-MM-DD) are parsed locally",
+        ));
     }
     let (ms, rest) = digits(&rest[1..]);
     let (ds, mut rest) = rest.strip_prefix('-').map(digits).ok_or_else(invalid)?;
@@ -201,7 +208,7 @@ fn parse(ty: KeyType, input: &str) -> Result<Parsed, HashError> {
             None => return Err(invalid()),
         },
     };
-    if month < 1 || month > 12 || year == 0 {
+    if !(1..=12).contains(&month) || year == 0 {
         return Err(field_overflow());
     }
     let year = if bc { 1 - year } else { year };

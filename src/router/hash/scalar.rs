@@ -100,7 +100,7 @@ pub(super) fn parse_bytea(input: &str) -> Result<Vec<u8>, HashError> {
             .copied()
             .filter(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
             .collect();
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err(err());
         }
         return digits
@@ -125,7 +125,8 @@ pub(super) fn parse_bytea(input: &str) -> Result<Vec<u8>, HashError> {
             i += 2;
         } else {
             let esc = bytes.get(i + 1..i + 4).ok_or_else(err)?;
-            let ok = (b'0'..=b'3').contains(&esc[0]) && esc[1..].iter().all(|c| (b'0'..=b'7').contains(c));
+            let ok = (b'0'..=b'3').contains(&esc[0])
+                && esc[1..].iter().all(|c| (b'0'..=b'7').contains(c));
             if !ok {
                 return Err(err());
             }
@@ -184,7 +185,11 @@ pub(super) fn parse_float(ty: KeyType, input: &str) -> Result<f64, HashError> {
 }
 
 /// Applies a `varchar(n)` / `char(n)` length: excess characters may only be spaces, which are cut.
-pub(super) fn fit_length(ty: KeyType, value: &str, max_chars: Option<u32>) -> Result<&str, HashError> {
+pub(super) fn fit_length(
+    ty: KeyType,
+    value: &str,
+    max_chars: Option<u32>,
+) -> Result<&str, HashError> {
     let Some(max) = max_chars else {
         return Ok(value);
     };

@@ -133,7 +133,14 @@ fn binary_parameters_hash_like_text() {
         Some(hash("bigint", "5000000000"))
     );
     let short = hash_value(KeyType::Int4, &KeyValue::Binary(&[1, 2]));
-    assert!(matches!(short, Err(HashError::BinaryLength { expected: 4, got: 2, .. })));
+    assert!(matches!(
+        short,
+        Err(HashError::BinaryLength {
+            expected: 4,
+            got: 2,
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -176,9 +183,18 @@ fn input_errors_match_postgres() {
     };
     assert!(matches!(err("int2", "32768"), HashError::OutOfRange { .. }));
     assert!(matches!(err("int4", "12a"), HashError::InvalidInput { .. }));
-    assert!(matches!(err("numeric(3,1)", "100"), HashError::NumericFieldOverflow { .. }));
-    assert!(matches!(err("varchar(2)", "abc"), HashError::ValueTooLong { .. }));
-    assert!(matches!(err("date", "2023-02-29"), HashError::OutOfRange { .. }));
+    assert!(matches!(
+        err("numeric(3,1)", "100"),
+        HashError::NumericFieldOverflow { .. }
+    ));
+    assert!(matches!(
+        err("varchar(2)", "abc"),
+        HashError::ValueTooLong { .. }
+    ));
+    assert!(matches!(
+        err("date", "2023-02-29"),
+        HashError::OutOfRange { .. }
+    ));
     let ambiguous = err("timestamptz", "2020-01-02 03:04:05");
     assert!(matches!(ambiguous, HashError::AmbiguousTimeZone { .. }));
     assert!(ambiguous.needs_server());

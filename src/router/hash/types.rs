@@ -59,7 +59,10 @@ impl KeyType {
                     .split(',')
                     .map(|a| a.trim().parse::<i64>())
                     .collect();
-                (base, Some(args.map_err(|_| bad_modifier("modifiers must be integers"))?))
+                (
+                    base,
+                    Some(args.map_err(|_| bad_modifier("modifiers must be integers"))?),
+                )
             }
             (None, None) => (lower.to_owned(), None),
             _ => return Err(bad_modifier("unbalanced parentheses")),
