@@ -132,7 +132,7 @@ impl KeyType {
             // float(p) is real up to 24 bits of mantissa, double precision above.
             "float" => match one_arg()? {
                 None => Ok(KeyType::Float8),
-                Some(p @ 1..=24) if p > 0 => Ok(KeyType::Float4),
+                Some(1..=24) => Ok(KeyType::Float4),
                 Some(25..=53) => Ok(KeyType::Float8),
                 Some(_) => Err(bad_modifier("float precision must be between 1 and 53")),
             },
