@@ -150,9 +150,9 @@ fn decode_text(ty: KeyType, s: &str) -> Result<Datum<'_>, HashError> {
         KeyType::Bool => Datum::Int(i64::from(scalar::parse_bool(s)?)),
         KeyType::Char => Datum::Int(i64::from(scalar::parse_char(s))),
         KeyType::Date => Datum::Int(i64::from(datetime::parse_date(s)?)),
-        KeyType::Timestamp(_) | KeyType::Timestamptz(_) => {
-            Datum::Int(datetime::parse_timestamp(ty, s)?)
-        }
+        KeyType::Timestamp(p) | KeyType::Timestamptz(p) => Datum::Int(
+            datetime::round_to_precision(datetime::parse_timestamp(ty, s)?, p),
+        ),
         KeyType::Uuid => Datum::Bytes(Cow::Owned(scalar::parse_uuid(s)?.to_vec())),
         KeyType::Float4 | KeyType::Float8 => Datum::Float(scalar::parse_float(ty, s)?),
     })

@@ -234,13 +234,9 @@ pub(super) fn parse_date(input: &str) -> Result<i32, HashError> {
     }
 }
 
-/// `timestamp_in` / `timestamptz_in`, then the column's precision.
+/// `timestamp_in` / `timestamptz_in` (the caller applies the column's precision).
 pub(super) fn parse_timestamp(ty: KeyType, input: &str) -> Result<i64, HashError> {
-    let (with_zone, precision) = match ty {
-        KeyType::Timestamp(p) => (false, p),
-        KeyType::Timestamptz(p) => (true, p),
-        _ => unreachable!("parse_timestamp is only called for timestamp types"),
-    };
+    let with_zone = matches!(ty, KeyType::Timestamptz(_));
     let (day, usecs, offset) = match parse(ty, input)? {
         Parsed::Infinity { negative } => return Ok(if negative { i64::MIN } else { i64::MAX }),
         Parsed::Instant {
@@ -270,7 +266,7 @@ pub(super) fn parse_timestamp(ty: KeyType, input: &str) -> Result<i64, HashError
             input: input.to_owned(),
         });
     }
-    Ok(round_to_precision(ts as i64, precision))
+    Ok(ts as i64)
 }
 
 /// `date_recv`'s range check; ±infinity are the extreme values.
