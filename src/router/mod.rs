@@ -1,5 +1,6 @@
 //! Routing: which shard or shards a statement goes to.
 
+pub mod hash;
 pub mod route;
 
 pub use route::Route;
