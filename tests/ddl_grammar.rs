@@ -1,23 +1,15 @@
 //! The rest of the sharding DDL grammar: tablespace sets, families, duplicated tables, type
 //! mapping, expressions kept as source text, identifiers, comments and error reporting.
 
+mod ddl_common;
+
+use ddl_common::{create, names};
 use shardwire::ddl::{
-    is_sharding_ddl, parse, ColumnConstraintBody, ConstraintBody, CreateTable, DdlError,
-    Distribution, Ident, PartitionBound, PartitionCount, Placement, ReferentialAction, RowMovement,
-    Statement, TableKind, Value,
+    is_sharding_ddl, parse, ColumnConstraintBody, ConstraintBody, DdlError, Distribution, Ident,
+    PartitionBound, PartitionCount, Placement, ReferentialAction, RowMovement, Statement,
+    TableKind, Value,
 };
 use tokio_postgres::error::SqlState;
-
-fn create(sql: &str) -> CreateTable {
-    match parse(sql) {
-        Ok(Statement::CreateTable(t)) => t,
-        other => panic!("expected CREATE TABLE, got {other:?}"),
-    }
-}
-
-fn names(idents: &[Ident]) -> Vec<&str> {
-    idents.iter().map(Ident::as_str).collect()
-}
 
 fn mapped(sql_type: &str) -> String {
     let t = create(&format!(

@@ -1,39 +1,14 @@
 //! The sharding DDL parser against every DDL example of the seeds (copied verbatim), plus the
 //! errors users see.
 
+mod ddl_common;
+
+use ddl_common::{create, key, names, pg_types};
 use shardwire::ddl::{
-    is_sharding_ddl, parse, parse_script, AlterRowMovement, ConstraintBody, CreateTable,
-    Distribution, Ident, PartitionBound, PartitionCount, Placement, RowMovement, SetMethod,
-    Statement, TableKind, Value,
+    is_sharding_ddl, parse, parse_script, AlterRowMovement, ConstraintBody, Distribution,
+    PartitionBound, PartitionCount, Placement, RowMovement, SetMethod, Statement, TableKind, Value,
 };
 use tokio_postgres::error::SqlState;
-
-fn create(sql: &str) -> CreateTable {
-    match parse(sql) {
-        Ok(Statement::CreateTable(t)) => t,
-        other => panic!("expected CREATE TABLE, got {other:?}"),
-    }
-}
-
-fn names(idents: &[Ident]) -> Vec<&str> {
-    idents.iter().map(Ident::as_str).collect()
-}
-
-fn key(t: &CreateTable) -> Vec<&str> {
-    t.sharding_key()
-        .expect("sharding key")
-        .into_iter()
-        .map(Ident::as_str)
-        .collect()
-}
-
-/// Column name → PostgreSQL type, in declaration order.
-fn pg_types(t: &CreateTable) -> Vec<(&str, String)> {
-    t.columns
-        .iter()
-        .map(|c| (c.name.as_str(), c.data_type.pg.to_string()))
-        .collect()
-}
 
 fn string(s: &str) -> Value {
     Value::String(s.to_string())

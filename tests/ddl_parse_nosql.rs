@@ -1,29 +1,11 @@
 //! Oracle NoSQL CREATE TABLE examples of the seeds (copied verbatim, with the `//` and `/* */`
 //! comments that precede them) through the sharding DDL parser.
 
-use shardwire::ddl::{
-    is_sharding_ddl, parse, CreateTable, DdlError, Distribution, Ident, PgType, Statement,
-    TableKind,
-};
+mod ddl_common;
+
+use ddl_common::{create, names, pg_types};
+use shardwire::ddl::{is_sharding_ddl, parse, DdlError, Distribution, Ident, PgType, TableKind};
 use tokio_postgres::error::SqlState;
-
-fn create(sql: &str) -> CreateTable {
-    match parse(sql) {
-        Ok(Statement::CreateTable(t)) => t,
-        other => panic!("expected CREATE TABLE, got {other:?}"),
-    }
-}
-
-fn names(idents: &[Ident]) -> Vec<&str> {
-    idents.iter().map(Ident::as_str).collect()
-}
-
-fn pg_types(t: &CreateTable) -> Vec<(&str, String)> {
-    t.columns
-        .iter()
-        .map(|c| (c.name.as_str(), c.data_type.pg.to_string()))
-        .collect()
-}
 
 // ---- seeds/003: Oracle NoSQL primary and shard keys ---------------------------------------------
 
