@@ -10,6 +10,7 @@
 //! - [`frontend`]: client startup, TLS and authentication (pgwire), then the session loop over raw
 //!   frames: transaction pooling, statement-name mapping, cancel.
 //! - [`protocol`]: the length-prefixed frame codec and the few message encoders the proxy needs.
+//! - [`ddl`]: shardwire's own parser for the sharding DDL (CREATE SHARDED TABLE, …) and its AST.
 //! - [`sql`]: cheap lexical classification of statements (what pins a session, what ends a
 //!   transaction).
 //! - [`router`]: where a statement goes ([`router::Route`]).
@@ -23,6 +24,7 @@
 pub mod backend;
 pub mod catalog;
 pub mod config;
+pub mod ddl;
 pub mod error;
 pub mod frontend;
 pub mod metrics;

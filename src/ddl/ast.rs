@@ -1,0 +1,342 @@
+//! The syntax tree of the sharding DDL. Names are already folded (see [`Ident`]); types are
+//! already mapped to PostgreSQL ([`DataType`]); expressions are kept as the user's source text so
+//! the rewrite can hand them to PostgreSQL unchanged.
+
+use super::types::{DataType, PgType};
+
+/// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
+/// their case. `quoted` is kept so the rewrite can tell `"Orders"` from `orders` when it quotes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ident {
+    pub value: String,
+    pub quoted: bool,
+    /// Byte offset of the identifier in the statement.
+    pub position: usize,
+}
+
+impl Ident {
+    pub fn as_str(&self) -> &str {
+        &self.value
+    }
+}
+
+/// A possibly qualified name. Two parts are `schema.table` in PostgreSQL and `parent.child` in
+/// Oracle NoSQL; only the catalog can tell which (a NoSQL child names an existing table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectName {
+    pub parts: Vec<Ident>,
+}
+
+impl ObjectName {
+    /// The last part: the table's own name.
+    pub fn name(&self) -> &Ident {
+        // The parser never builds an empty name.
+        &self.parts[self.parts.len() - 1]
+    }
+
+    /// Everything before the last part (schema, or NoSQL parent path).
+    pub fn qualifier(&self) -> &[Ident] {
+        &self.parts[..self.parts.len() - 1]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    CreateTable(CreateTable),
+    CreateTablespaceSet(CreateTablespaceSet),
+    DropTablespaceSet(DropTablespaceSet),
+    AlterRowMovement(AlterRowMovement),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableKind {
+    /// `CREATE SHARDED TABLE`, or an Oracle NoSQL `CREATE TABLE` whose primary key names a
+    /// shard key with `SHARD(...)`.
+    Sharded,
+    /// `CREATE DUPLICATED TABLE`: a full copy on every shard.
+    Duplicated,
+    /// A plain `CREATE TABLE` in Oracle NoSQL syntax without a shard key.
+    Plain,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowMovement {
+    Enable,
+    Disable,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    pub kind: TableKind,
+    pub if_not_exists: bool,
+    pub name: ObjectName,
+    pub columns: Vec<ColumnDef>,
+    pub constraints: Vec<TableConstraint>,
+    pub distribution: Distribution,
+    /// `PARENT parent_table`: a table family declared without a foreign key.
+    pub parent: Option<ObjectName>,
+    /// Table-level `TABLESPACE SET ts` (sharded) or `TABLESPACE t` (duplicated).
+    pub tablespace: Option<Placement>,
+    pub row_movement: Option<RowMovement>,
+    /// Oracle NoSQL `USING TTL n HOURS|DAYS`.
+    pub ttl: Option<Ttl>,
+    /// Whether the statement used syntax PostgreSQL rejects (Oracle or NoSQL type names,
+    /// `SHARD(...)`, `//` comments, TTL), so a plain `CREATE TABLE` must be rewritten rather than
+    /// passed through.
+    pub non_postgres_syntax: bool,
+}
+
+impl CreateTable {
+    /// The sharding key columns as declared: the partitioning columns (the hash columns for
+    /// composite sharding), else the NoSQL `SHARD(...)` columns, else the primary key. `None`
+    /// for reference-partitioned children (their key is the parent's) and unsharded tables.
+    pub fn sharding_key(&self) -> Option<Vec<&Ident>> {
+        match &self.distribution {
+            Distribution::ConsistentHash { columns, .. }
+            | Distribution::Composite {
+                hash_columns: columns,
+                ..
+            }
+            | Distribution::Range { columns, .. } => Some(columns.iter().collect()),
+            Distribution::List { column, .. } => Some(vec![column]),
+            Distribution::Reference { .. } => None,
+            Distribution::PrimaryKey => {
+                let pk = self.primary_key()?;
+                let len = pk.shard_key_len.unwrap_or(pk.columns.len());
+                Some(pk.columns[..len].iter().collect())
+            }
+            Distribution::None => None,
+        }
+    }
+
+    /// The primary key, whether declared on a column or as a table constraint.
+    pub fn primary_key(&self) -> Option<&PrimaryKey> {
+        self.constraints.iter().find_map(|c| match &c.body {
+            ConstraintBody::PrimaryKey(pk) => Some(pk),
+            _ => None,
+        })
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
+        self.columns.iter().find(|c| c.name.value == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Distribution {
+    /// Not distributed: duplicated and plain tables.
+    None,
+    /// A sharded table without a partitioning clause: sharded by consistent hash on its NoSQL
+    /// shard key, or on its whole primary key.
+    PrimaryKey,
+    /// `PARTITION BY CONSISTENT HASH (columns) [PARTITIONS AUTO | PARTITIONS n]`.
+    ConsistentHash {
+        columns: Vec<Ident>,
+        partitions: PartitionCount,
+    },
+    /// `PARTITION BY REFERENCE (fk_constraint)`: placed with the parent the foreign key names.
+    Reference { constraint: Ident },
+    /// `PARTITIONSET BY LIST|RANGE (set_columns) PARTITION BY CONSISTENT HASH (hash_columns)
+    /// PARTITIONS ... (PARTITIONSET ..., ...)`.
+    Composite {
+        set_method: SetMethod,
+        set_columns: Vec<Ident>,
+        hash_columns: Vec<Ident>,
+        partitions: PartitionCount,
+        partition_sets: Vec<NamedPartition>,
+    },
+    /// User-defined `PARTITION BY LIST (column) (PARTITION p VALUES (...) TABLESPACE t, ...)`.
+    List {
+        column: Ident,
+        partitions: Vec<NamedPartition>,
+    },
+    /// User-defined `PARTITION BY RANGE (columns) (PARTITION p VALUES LESS THAN (...) ...)`.
+    Range {
+        columns: Vec<Ident>,
+        partitions: Vec<NamedPartition>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetMethod {
+    List,
+    Range,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionCount {
+    /// `PARTITIONS AUTO` (or no PARTITIONS clause): `chunks_per_shard` × shards.
+    Auto,
+    Fixed(u32),
+}
+
+/// A partition (user-defined) or partition set (composite) with its bound and placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedPartition {
+    pub name: Ident,
+    pub bound: PartitionBound,
+    /// `TABLESPACE SET ts` for a partition set, `TABLESPACE t` for a partition.
+    pub placement: Placement,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PartitionBound {
+    /// `VALUES (v1, v2)` or, for several columns, `VALUES ((a1, b1), (a2, b2))`: each entry is
+    /// one tuple with a value per partitioning column.
+    In(Vec<Vec<Value>>),
+    /// `VALUES LESS THAN (v1, v2)`: one value per partitioning column.
+    LessThan(Vec<Value>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    TablespaceSet(Ident),
+    Tablespace(Ident),
+}
+
+/// A literal in a partition bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    String(String),
+    /// The number's text, sign included, so no precision is lost before PostgreSQL reads it.
+    Number(String),
+    Null,
+    /// `DEFAULT` in a list bound: every value no other partition takes.
+    Default,
+    /// `MAXVALUE` in a range bound.
+    MaxValue,
+    /// A typed literal such as `DATE '2024-01-01'`; `type_name` is folded to lower case.
+    Typed {
+        type_name: String,
+        value: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlUnit {
+    Hours,
+    Days,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl {
+    pub amount: u32,
+    pub unit: TtlUnit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    pub name: Ident,
+    pub data_type: DataType,
+    pub constraints: Vec<ColumnConstraint>,
+}
+
+impl ColumnDef {
+    /// A column declared `NOT NULL` (a primary key also implies it, see [`CreateTable`]).
+    pub fn not_null(&self) -> bool {
+        self.constraints
+            .iter()
+            .any(|c| matches!(c.body, ColumnConstraintBody::NotNull))
+    }
+
+    pub fn default_expr(&self) -> Option<&str> {
+        self.constraints.iter().find_map(|c| match &c.body {
+            ColumnConstraintBody::Default(e) => Some(e.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The values of a NoSQL `ENUM(...)` column, which becomes `text` with a CHECK that the
+    /// value is one of these.
+    pub fn enum_values(&self) -> Option<&[String]> {
+        match &self.data_type.pg {
+            PgType::Enum(values) => Some(values),
+            _ => None,
+        }
+    }
+}
+
+/// A constraint written on a column. Column-level `PRIMARY KEY`, `UNIQUE` and `REFERENCES` are
+/// recorded as one-column [`TableConstraint`]s instead, so key checks look in one place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnConstraint {
+    pub name: Option<Ident>,
+    pub body: ColumnConstraintBody,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnConstraintBody {
+    NotNull,
+    Null,
+    /// The expression's source text.
+    Default(String),
+    /// The expression's source text, without the enclosing parentheses.
+    Check(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableConstraint {
+    pub name: Option<Ident>,
+    pub body: ConstraintBody,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConstraintBody {
+    PrimaryKey(PrimaryKey),
+    Unique(Vec<Ident>),
+    ForeignKey {
+        columns: Vec<Ident>,
+        target: ForeignKeyTarget,
+    },
+    /// The expression's source text, without the enclosing parentheses.
+    Check(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrimaryKey {
+    pub columns: Vec<Ident>,
+    /// NoSQL `PRIMARY KEY (SHARD(a, b), c)`: the shard key is the first `shard_key_len` columns.
+    pub shard_key_len: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForeignKeyTarget {
+    pub table: ObjectName,
+    /// Empty when the referenced table's primary key is meant.
+    pub columns: Vec<Ident>,
+    pub on_delete: Option<ReferentialAction>,
+    pub on_update: Option<ReferentialAction>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferentialAction {
+    Cascade,
+    SetNull,
+    SetDefault,
+    Restrict,
+    NoAction,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTablespaceSet {
+    pub name: Ident,
+    /// `USING SHARDS (s1, s2)`; empty means every shard.
+    pub shards: Vec<Ident>,
+    /// Oracle's `IN SHARDSPACE name`, recorded; shardwire has one shardspace.
+    pub shardspace: Option<Ident>,
+    /// Oracle's `USING TEMPLATE (...)` storage options, as source text. PostgreSQL shards have no
+    /// equivalent, so they are accepted and ignored.
+    pub template: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DropTablespaceSet {
+    pub name: Ident,
+    pub if_exists: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterRowMovement {
+    pub table: ObjectName,
+    pub movement: RowMovement,
+}
