@@ -25,6 +25,7 @@ pub mod config;
 pub mod error;
 pub mod frontend;
 pub mod metrics;
+pub mod pgcluster;
 pub mod protocol;
 pub mod router;
 pub mod server;
