@@ -22,6 +22,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod dev;
 pub mod error;
 pub mod frontend;
 pub mod metrics;
