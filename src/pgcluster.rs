@@ -367,9 +367,7 @@ impl LocalCluster {
         }
     }
 
-    /// The command that stops the server, for callers that must run it later, e.g. from a
-    /// watchdog process.
-    pub fn stop_command(&self, mode: StopMode) -> Command {
+    fn stop_command(&self, mode: StopMode) -> Command {
         let mut cmd = self.server_command(&self.bins.pg_ctl);
         cmd.arg("stop")
             .arg("-D")
