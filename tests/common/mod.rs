@@ -13,7 +13,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{ChildStdin, Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -31,9 +31,9 @@ pub struct TestShards {
     /// `postgres://postgres:PASSWORD@127.0.0.1:PORT/app`, one per shard.
     pub urls: Vec<String>,
     pub clusters: Vec<LocalCluster>,
-    /// Never written; when this process ends, however it ends, the pipe closes and the watchdog
-    /// stops the servers and removes their directory.
-    _watchdog: ChildStdin,
+    /// Its stdin is never written; when this process ends, however it ends, the pipe closes and
+    /// the watchdog stops the servers and removes their directory.
+    _watchdog: Child,
 }
 
 static SHARDS: OnceLock<TestShards> = OnceLock::new();
@@ -124,7 +124,7 @@ fn start_shard(bins: &PgBinaries, dir: &Path, auth: HostAuth) -> LocalCluster {
 /// waits for our end of its stdin to close, then stops every server under `root` at once
 /// (SIGQUIT is PostgreSQL's immediate shutdown) and removes `root`. It sweeps until it has twice
 /// found no server, because a `pg_ctl start` we left running may still bring one up.
-fn spawn_watchdog(root: &Path) -> ChildStdin {
+fn spawn_watchdog(root: &Path) -> Child {
     const SCRIPT: &str = r#"
         cat >/dev/null
         quiet=0
@@ -143,7 +143,7 @@ fn spawn_watchdog(root: &Path) -> ChildStdin {
         rm -rf "$1"
     "#;
     use std::os::unix::process::CommandExt;
-    let mut child = Command::new("sh")
+    Command::new("sh")
         .args(["-c", SCRIPT, "shardwire-test-watchdog"])
         .arg(root)
         .stdin(Stdio::piped())
@@ -151,8 +151,7 @@ fn spawn_watchdog(root: &Path) -> ChildStdin {
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .expect("spawn watchdog");
-    child.stdin.take().expect("piped stdin")
+        .expect("spawn watchdog")
 }
 
 /// A proxy serving on 127.0.0.1 in front of [`shards()`].
