@@ -76,13 +76,14 @@ impl DevProcess {
     }
 
     fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{name}"))
+        // The shell's builtin kill: /bin/kill (procps) is missing on minimal systems.
+        let ok = Command::new("sh")
+            .args(["-c", "kill -s \"$1\" \"$2\"", "sh", name])
             .arg(self.child.id().to_string())
             .status()
             .unwrap()
             .success();
-        assert!(ok, "kill -{name}");
+        assert!(ok, "kill -s {name}");
     }
 
     fn wait(&mut self) -> (ExitStatus, String) {

@@ -295,6 +295,7 @@ fn serve_on(
             deps,
         )
         .await
+        .map_err(|e| e.to_string())
     })
 }
 
