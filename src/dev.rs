@@ -132,7 +132,7 @@ struct Clusters(Vec<(String, LocalCluster)>);
 impl Drop for Clusters {
     fn drop(&mut self) {
         for (name, cluster) in self.0.iter().rev() {
-            if !cluster.dir().join("postmaster.pid").exists() {
+            if !cluster.has_server() {
                 continue;
             }
             info!(shard = %name, "stopping cluster");

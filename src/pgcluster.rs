@@ -71,33 +71,24 @@ pub struct PgBinaries {
 }
 
 impl PgBinaries {
-    /// `initdb` and `pg_ctl` from PATH, else from the newest `/usr/lib/postgresql/<version>/bin`.
+    /// `initdb` and `pg_ctl` from PATH, else from the newest `/usr/lib/postgresql/<version>/bin`;
+    /// psql from beside them, else from PATH.
     pub fn locate() -> Result<PgBinaries, ClusterError> {
-        let bin_dir = match (find_on_path("initdb"), find_on_path("pg_ctl")) {
-            // PATH often holds symlinks (e.g. /usr/local/bin/initdb); their target directory is
-            // where the matching psql lives.
-            (Some(initdb), Some(_)) => std::fs::canonicalize(&initdb)
-                .ok()
-                .and_then(|p| p.parent().map(Path::to_path_buf))
-                .filter(|dir| dir.join("pg_ctl").is_file()),
-            _ => None,
-        };
-        let bin_dir = bin_dir.or_else(newest_packaged_bin_dir);
-        let (initdb, pg_ctl) = match &bin_dir {
-            Some(dir) => (dir.join("initdb"), dir.join("pg_ctl")),
-            None => match (find_on_path("initdb"), find_on_path("pg_ctl")) {
-                (Some(i), Some(p)) => (i, p),
-                _ => return Err(ClusterError::BinariesNotFound),
-            },
-        };
-        let psql = bin_dir
-            .map(|d| d.join("psql"))
+        // PATH often holds symlinks (e.g. /usr/local/bin/initdb); their target directory is where
+        // the matching pg_ctl and psql live.
+        let bin_dir = find_on_path("initdb")
+            .and_then(|initdb| std::fs::canonicalize(initdb).ok())
+            .and_then(|initdb| initdb.parent().map(Path::to_path_buf))
+            .filter(|dir| is_executable(&dir.join("pg_ctl")))
+            .or_else(newest_packaged_bin_dir)
+            .ok_or(ClusterError::BinariesNotFound)?;
+        let psql = Some(bin_dir.join("psql"))
             .filter(|p| is_executable(p))
             .or_else(|| find_on_path("psql"))
             .ok_or(ClusterError::PsqlNotFound)?;
         Ok(PgBinaries {
-            initdb,
-            pg_ctl,
+            initdb: bin_dir.join("initdb"),
+            pg_ctl: bin_dir.join("pg_ctl"),
             psql,
         })
     }
@@ -265,7 +256,7 @@ impl LocalCluster {
     /// Our settings live in their own file, included once from postgresql.conf, so a reused
     /// cluster can be reconfigured by rewriting that file.
     fn write_settings(&self) -> Result<(), ClusterError> {
-        let mut conf = String::from("# Written by shardwire; rewritten on every start.\n");
+        let mut conf = String::from("# Written by shardwire; rewritten whenever shardwire sets this cluster up.\n");
         let quoted_dir = conf_quote(&self.dir.to_string_lossy());
         let _ = writeln!(conf, "port = {}", self.port);
         let _ = writeln!(conf, "listen_addresses = '127.0.0.1'");
@@ -293,7 +284,7 @@ impl LocalCluster {
 
         // The Unix socket sits in the data directory, which only the server's user can enter.
         let hba = format!(
-            "# Written by shardwire; rewritten on every start.\n\
+            "# Written by shardwire; rewritten whenever shardwire sets this cluster up.\n\
              local all all trust\n\
              host all all 127.0.0.1/32 {}\n",
             self.options.auth.hba_method()
@@ -376,9 +367,15 @@ impl LocalCluster {
         cmd
     }
 
+    /// Whether a server was started on this directory and has not shut down (its lock file
+    /// exists). Cheaper than [`LocalCluster::is_running`], and also true while it starts.
+    pub fn has_server(&self) -> bool {
+        self.dir.join("postmaster.pid").exists()
+    }
+
     /// Stops the server; nothing to do when it is not running.
     pub fn stop(&self, mode: StopMode) -> Result<(), ClusterError> {
-        if !self.dir.join("postmaster.pid").exists() {
+        if !self.has_server() {
             return Ok(());
         }
         run(self.stop_command(mode)).map(drop)
