@@ -256,7 +256,9 @@ impl LocalCluster {
     /// Our settings live in their own file, included once from postgresql.conf, so a reused
     /// cluster can be reconfigured by rewriting that file.
     fn write_settings(&self) -> Result<(), ClusterError> {
-        let mut conf = String::from("# Written by shardwire; rewritten whenever shardwire sets this cluster up.\n");
+        let mut conf = String::from(
+            "# Written by shardwire; rewritten whenever shardwire sets this cluster up.\n",
+        );
         let quoted_dir = conf_quote(&self.dir.to_string_lossy());
         let _ = writeln!(conf, "port = {}", self.port);
         let _ = writeln!(conf, "listen_addresses = '127.0.0.1'");
