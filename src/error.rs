@@ -19,7 +19,9 @@ impl ClientError for BackendError {
             BackendError::Connect { .. } | BackendError::Timeout { .. } => {
                 SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
             }
-            BackendError::Auth { .. } => SqlState::SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION,
+            BackendError::Auth { .. } => {
+                SqlState::SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION
+            }
             BackendError::Io(_) | BackendError::Frame(_) | BackendError::Closed => {
                 SqlState::CONNECTION_FAILURE
             }

@@ -4,7 +4,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "shardwire", version, about = "A PostgreSQL-wire-compatible sharding proxy")]
+#[command(
+    name = "shardwire",
+    version,
+    about = "A PostgreSQL-wire-compatible sharding proxy"
+)]
 struct Cli {
     /// Configuration file (for the default `serve` command).
     #[arg(long, global = true)]
@@ -19,6 +23,18 @@ enum Command {
     Serve,
     /// Validate a configuration file and print it resolved, passwords masked.
     CheckConfig,
+    /// Create (or reuse) local PostgreSQL shards under DIR and serve them; Ctrl-C stops all.
+    Dev {
+        /// Number of shards [default: 4, or as many as DIR already has]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+        shards: Option<u32>,
+        /// Port of the proxy on 127.0.0.1 [default: 6432, or the one DIR's configuration has]
+        #[arg(long)]
+        port: Option<u16>,
+        /// Where the clusters and the generated shardwire.toml live
+        #[arg(long, default_value = shardwire::dev::DEFAULT_DIR)]
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -35,6 +51,13 @@ fn main() -> ExitCode {
                 Err(e) => Err(e.to_string()),
             }
         }
+        Command::Dev { shards, port, dir } => runtime
+            .block_on(shardwire::dev::run(shardwire::dev::DevOptions {
+                shards,
+                port,
+                dir,
+            }))
+            .map_err(|e| e.to_string()),
         Command::CheckConfig => {
             let path = cli
                 .config

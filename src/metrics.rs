@@ -16,7 +16,11 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         .with_http_listener(addr)
         .install()
         .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    describe_counter!(SESSIONS_TOTAL, Unit::Count, "Client sessions authenticated.");
+    describe_counter!(
+        SESSIONS_TOTAL,
+        Unit::Count,
+        "Client sessions authenticated."
+    );
     describe_gauge!(SESSIONS_ACTIVE, Unit::Count, "Client sessions open now.");
     describe_counter!(
         AUTH_FAILURES_TOTAL,

@@ -208,7 +208,10 @@ mod tests {
     #[test]
     fn bad_length_is_an_error() {
         let mut buf = BytesMut::from(&[b'Q', 0, 0, 0, 2][..]);
-        assert!(matches!(split_frame(&mut buf), Err(FrameError::BadLength(2))));
+        assert!(matches!(
+            split_frame(&mut buf),
+            Err(FrameError::BadLength(2))
+        ));
     }
 
     #[test]

@@ -84,15 +84,13 @@ pub async fn run(
 
 /// Binds the configured addresses and serves until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> Result<(), String> {
-    let listener = TcpListener::bind(config.listen_addr())
-        .await
-        .map_err(|e| {
-            StartError::Listen {
-                addr: config.proxy.listen.clone(),
-                source: e,
-            }
-            .to_string()
-        })?;
+    let listener = TcpListener::bind(config.listen_addr()).await.map_err(|e| {
+        StartError::Listen {
+            addr: config.proxy.listen.clone(),
+            source: e,
+        }
+        .to_string()
+    })?;
     if let Some(addr) = config.metrics_addr() {
         crate::metrics::install(addr)?;
     }

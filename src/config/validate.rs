@@ -152,9 +152,7 @@ fn check_name(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()
         && s.len() <= 48
         && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && s
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok {
         Ok(())
     } else {
@@ -173,9 +171,9 @@ pub(super) fn parse_url(url: &str) -> Result<Endpoint, String> {
     if rest.contains('?') {
         return Err("query parameters (?...) are not supported in shard URLs".into());
     }
-    let (authority, dbname) = rest
-        .split_once('/')
-        .ok_or_else(|| "missing database name: expected postgres://user@host:port/dbname".to_string())?;
+    let (authority, dbname) = rest.split_once('/').ok_or_else(|| {
+        "missing database name: expected postgres://user@host:port/dbname".to_string()
+    })?;
     if dbname.is_empty() {
         return Err("missing database name: expected postgres://user@host:port/dbname".into());
     }
@@ -281,7 +279,10 @@ mod tests {
         let ep = parse_url("postgres://bob:s%40cret@db.local:6000/app").unwrap();
         assert_eq!(ep.user, "bob");
         assert_eq!(ep.password.as_deref(), Some("s@cret"));
-        assert_eq!((ep.host.as_str(), ep.port, ep.dbname.as_str()), ("db.local", 6000, "app"));
+        assert_eq!(
+            (ep.host.as_str(), ep.port, ep.dbname.as_str()),
+            ("db.local", 6000, "app")
+        );
         assert_eq!(
             mask_url_password("postgres://bob:secret@h:1/d"),
             "postgres://bob:********@h:1/d"
@@ -293,6 +294,9 @@ mod tests {
     fn tablespace_set_must_name_known_shards() {
         let text = cfg("[[shards]]\nname=\"s1\"\nurl=\"postgres://u@h/d\"\n[[tablespace_sets]]\nname=\"ts1\"\nshards=[\"s1\",\"s9\"]\n");
         let e = Config::parse(&text, "x.toml").unwrap_err().to_string();
-        assert_eq!(e, "x.toml: tablespace_sets[0].shards[1]: no shard named \"s9\" in [[shards]]");
+        assert_eq!(
+            e,
+            "x.toml: tablespace_sets[0].shards[1]: no shard named \"s9\" in [[shards]]"
+        );
     }
 }

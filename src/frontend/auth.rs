@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use pgwire::api::auth::md5pass::{hash_md5_password, Md5PasswordAuth};
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
 use pgwire::api::auth::{AuthSource, LoginInfo, Password};
 use pgwire::error::PgWireResult;
@@ -78,7 +78,9 @@ impl Users {
     /// The mechanism factory for the configured method.
     pub fn mechanism(self: &Arc<Self>) -> Arc<dyn AuthMechanismFactory> {
         match self.method {
-            AuthMethod::ScramSha256 => Arc::new(ScramAuth::new(Arc::new(ScramSource(self.clone())))),
+            AuthMethod::ScramSha256 => {
+                Arc::new(ScramAuth::new(Arc::new(ScramSource(self.clone()))))
+            }
             AuthMethod::Md5 => Arc::new(Md5PasswordAuth::new(Arc::new(Md5Source(self.clone())))),
         }
     }
@@ -110,10 +112,7 @@ impl AuthSource for Md5Source {
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
         let users = &self.0;
         let user = login.user().unwrap_or_default();
-        let password = users
-            .passwords
-            .get(user)
-            .unwrap_or(&users.unknown_password);
+        let password = users.passwords.get(user).unwrap_or(&users.unknown_password);
         let mut salt = vec![0u8; 4];
         rand::thread_rng().fill_bytes(&mut salt);
         let hashed = hash_md5_password(user, password, &salt);

@@ -91,7 +91,11 @@ impl Session {
         result
     }
 
-    async fn run_loop<R, W>(&mut self, client_r: &mut R, client_w: &mut W) -> Result<(), SessionError>
+    async fn run_loop<R, W>(
+        &mut self,
+        client_r: &mut R,
+        client_w: &mut W,
+    ) -> Result<(), SessionError>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -119,7 +123,11 @@ impl Session {
             let (backend_r, backend_buf, backend_w) = match self.backend.as_mut() {
                 Some(b) => {
                     let c = &mut b.conn;
-                    (Some(&mut c.reader), Some(&mut c.read_buf), Some(&mut c.writer))
+                    (
+                        Some(&mut c.reader),
+                        Some(&mut c.read_buf),
+                        Some(&mut c.writer),
+                    )
                 }
                 None => (None, None, None),
             };

@@ -40,7 +40,10 @@ pub struct ClientStart {
 
 pub enum Startup {
     Session(Box<ClientStart>),
-    Cancel { pid: i32, secret: i32 },
+    Cancel {
+        pid: i32,
+        secret: i32,
+    },
     /// The client went away, or was refused (it has been told why).
     Ended,
 }
@@ -214,8 +217,16 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
     })))
 }
 
-async fn refuse(socket: &mut StartupSocket, code: SqlState, message: &str) -> Result<(), StartupError> {
-    let info = ErrorInfo::new("FATAL".to_owned(), code.code().to_owned(), message.to_owned());
+async fn refuse(
+    socket: &mut StartupSocket,
+    code: SqlState,
+    message: &str,
+) -> Result<(), StartupError> {
+    let info = ErrorInfo::new(
+        "FATAL".to_owned(),
+        code.code().to_owned(),
+        message.to_owned(),
+    );
     socket
         .send(PgWireBackendMessage::ErrorResponse(info.into()))
         .await?;

@@ -91,7 +91,10 @@ impl<'a> Iterator for Statements<'a> {
                 }
                 b'\'' | b'"' => i = skip_quoted(s, i, s[i]),
                 b'-' if s.get(i + 1) == Some(&b'-') => {
-                    i = s[i..].iter().position(|c| *c == b'\n').map_or(s.len(), |p| i + p + 1)
+                    i = s[i..]
+                        .iter()
+                        .position(|c| *c == b'\n')
+                        .map_or(s.len(), |p| i + p + 1)
                 }
                 b'/' if s.get(i + 1) == Some(&b'*') => i = skip_block_comment(s, i),
                 b'$' => i = skip_dollar_quoted(s, i),
@@ -145,7 +148,9 @@ fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
         .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
         .map(|p| open + 1 + p);
     match tag_end {
-        Some(end) if s[end] == b'$' && !s[open + 1..end].first().is_some_and(u8::is_ascii_digit) => {
+        Some(end)
+            if s[end] == b'$' && !s[open + 1..end].first().is_some_and(u8::is_ascii_digit) =>
+        {
             let tag = &s[open..=end];
             let body = end + 1;
             s[body..]
@@ -166,7 +171,10 @@ fn leading_words(stmt: &[u8], n: usize) -> Vec<String> {
         if c.is_ascii_whitespace() || c == b'(' {
             i += 1;
         } else if c == b'-' && stmt.get(i + 1) == Some(&b'-') {
-            i = stmt[i..].iter().position(|c| *c == b'\n').map_or(stmt.len(), |p| i + p + 1);
+            i = stmt[i..]
+                .iter()
+                .position(|c| *c == b'\n')
+                .map_or(stmt.len(), |p| i + p + 1);
         } else if c == b'/' && stmt.get(i + 1) == Some(&b'*') {
             i = skip_block_comment(stmt, i);
         } else if c.is_ascii_alphabetic() || c == b'_' {
@@ -192,7 +200,9 @@ fn contains_word(hay: &[u8], word: &[u8]) -> bool {
     hay.windows(word.len()).enumerate().any(|(i, w)| {
         w.eq_ignore_ascii_case(word)
             && (i == 0 || !hay[i - 1].is_ascii_alphanumeric())
-            && hay.get(i + word.len()).is_none_or(|c| !c.is_ascii_alphanumeric())
+            && hay
+                .get(i + word.len())
+                .is_none_or(|c| !c.is_ascii_alphanumeric())
     })
 }
 

@@ -1,0 +1,220 @@
+//! `shardwire dev` as a user runs it: the real binary, real clusters, real signals.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use shardwire::config::Config;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+struct DevProcess {
+    child: Child,
+    /// Lines of stdout and stderr as they come.
+    output: Receiver<String>,
+    seen: Vec<String>,
+}
+
+fn forward_lines(stream: impl std::io::Read + Send + 'static, tx: Sender<String>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            eprintln!("[dev] {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+impl DevProcess {
+    fn spawn(dir: &Path, args: &[&str]) -> DevProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_shardwire"))
+            .arg("dev")
+            .arg("--dir")
+            .arg(dir)
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = channel();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        forward_lines(stdout, tx.clone());
+        forward_lines(stderr, tx);
+        DevProcess {
+            child,
+            output: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    fn wait_for_line(&mut self, needle: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        while Instant::now() < deadline {
+            match self.output.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    if let Some(status) = self.child.try_wait().unwrap() {
+                        panic!("dev exited ({status}) before {needle:?}: {:#?}", self.seen);
+                    }
+                }
+            }
+        }
+        panic!("no {needle:?} within {TIMEOUT:?}: {:#?}", self.seen);
+    }
+
+    fn signal(&self, name: &str) {
+        // The shell's builtin kill: /bin/kill (procps) is missing on minimal systems.
+        let ok = Command::new("sh")
+            .args(["-c", "kill -s \"$1\" \"$2\"", "sh", name])
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -s {name}");
+    }
+
+    fn wait(&mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // The reader threads end at EOF; collect what they still have.
+                while let Ok(line) = self.output.recv_timeout(Duration::from_secs(5)) {
+                    self.seen.push(line);
+                }
+                return (status, self.seen.join("\n"));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dev did not exit: {:#?}",
+                self.seen
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for DevProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.signal("TERM");
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn running_clusters(dir: &Path) -> Vec<PathBuf> {
+    (1..=4)
+        .map(|i| dir.join(format!("s{i}")))
+        .filter(|d| d.join("postmaster.pid").exists())
+        .collect()
+}
+
+async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+async fn query_one_string(url: &str, sql: &str) -> String {
+    client(url).await.query_one(sql, &[]).await.unwrap().get(0)
+}
+
+fn proxy_port() -> u16 {
+    shardwire::pgcluster::free_port().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_creates_reuses_and_always_stops_its_clusters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let config_path = dir.join("shardwire.toml");
+
+    // First run: two fresh clusters with database app, a config that points at them, a listener.
+    let port = proxy_port();
+    let mut dev = DevProcess::spawn(&dir, &["--shards", "2", "--port", &port.to_string()]);
+    dev.wait_for_line("connect with: psql");
+    let first = Config::load(&config_path).unwrap();
+    assert_eq!(
+        first.listen_addr(),
+        SocketAddr::from(([127, 0, 0, 1], port))
+    );
+    assert_eq!(first.proxy.database, "app");
+    assert_eq!(first.users[0].name, "app");
+    let names: Vec<&str> = first.shards.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["s1", "s2"]);
+    for shard in &first.shards {
+        let db = query_one_string(&shard.url, "SELECT current_database()::text").await;
+        assert_eq!(db, "app");
+        let prepared = query_one_string(
+            &shard.url,
+            "SELECT current_setting('max_prepared_transactions')",
+        )
+        .await;
+        assert!(prepared.parse::<u32>().unwrap() > 0);
+    }
+    client(&first.shards[0].url)
+        .await
+        .batch_execute("CREATE TABLE dev_kept (id int)")
+        .await
+        .unwrap();
+    TcpStream::connect(first.listen_addr()).expect("the proxy listens");
+    dev.signal("INT");
+    let (status, log) = dev.wait();
+    assert!(status.success(), "{status}: {log}");
+    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+
+    // A different shard count is refused rather than silently dropping or adding shards.
+    let (status, log) = DevProcess::spawn(&dir, &["--shards", "3"]).wait();
+    assert!(!status.success());
+    assert!(log.contains("--shards 2"), "{log}");
+    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+
+    // Second run: same clusters, same ports, same data; SIGTERM stops everything too.
+    let mut dev = DevProcess::spawn(&dir, &["--port", &port.to_string()]);
+    dev.wait_for_line("connect with: psql");
+    let second = Config::load(&config_path).unwrap();
+    let urls = |c: &Config| c.shards.iter().map(|s| s.url.clone()).collect::<Vec<_>>();
+    assert_eq!(urls(&second), urls(&first));
+    let kept = query_one_string(
+        &second.shards[0].url,
+        "SELECT count(*)::text FROM pg_tables WHERE tablename = 'dev_kept'",
+    )
+    .await;
+    assert_eq!(kept, "1");
+    dev.signal("TERM");
+    let (status, log) = dev.wait();
+    assert!(status.success(), "{status}: {log}");
+    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+
+    // Startup failing half-way (s2's port is taken) stops s1, which had already started.
+    let s2_port = second.shard_endpoint(1).port;
+    let blocker = TcpListener::bind(("127.0.0.1", s2_port)).unwrap();
+    let (status, log) = DevProcess::spawn(&dir, &[]).wait();
+    assert!(!status.success(), "{log}");
+    assert_eq!(log.matches("starting cluster").count(), 2, "{log}");
+    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+    drop(blocker);
+
+    // The proxy failing to start stops every cluster.
+    let blocker = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = blocker.local_addr().unwrap().port().to_string();
+    let (status, log) = DevProcess::spawn(&dir, &["--port", &taken]).wait();
+    assert!(!status.success(), "{log}");
+    assert!(log.contains(&taken), "{log}");
+    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+}
