@@ -17,30 +17,16 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
     for stmt in Statements::new(sql) {
         let words = leading_words(stmt, 3);
         let w = |i: usize| words.get(i).map(|w| w.as_str()).unwrap_or("");
+        let temp = |s: &str| matches!(s, "temp" | "temporary");
+        let tx_local_set = matches!(w(1), "local" | "transaction" | "constraints")
+            || (w(1) == "session" && w(2) == "characteristics");
         match w(0) {
-            "set" => {
-                if !matches!(w(1), "local" | "transaction" | "constraints")
-                    && !(w(1) == "session" && w(2) == "characteristics")
-                {
-                    effect.pins = true;
-                }
-            }
+            "set" if !tx_local_set => effect.pins = true,
             "reset" | "listen" | "load" => effect.pins = true,
-            "prepare" => {
-                if w(1) != "transaction" {
-                    effect.pins = true;
-                }
-            }
-            "declare" => {
-                if contains_word(stmt, b"hold") {
-                    effect.pins = true;
-                }
-            }
-            "create" => {
-                let temp = |s: &str| matches!(s, "temp" | "temporary");
-                if temp(w(1)) || (matches!(w(1), "local" | "global") && temp(w(2))) {
-                    effect.pins = true;
-                }
+            "prepare" if w(1) != "transaction" => effect.pins = true,
+            "declare" if contains_word(stmt, b"hold") => effect.pins = true,
+            "create" if temp(w(1)) || (matches!(w(1), "local" | "global") && temp(w(2))) => {
+                effect.pins = true
             }
             "discard" | "deallocate" => {
                 effect.resets = true;
