@@ -103,15 +103,24 @@ impl<'a> ClientFrame<'a> {
 /// The client refused a message itself; the session skips the rest of the batch.
 pub struct Refused;
 
-/// One client's prepared statements by the names it gave them ("" is the unnamed one).
+/// One client's prepared statements by the names it gave them.
 #[derive(Default)]
 pub struct StatementNames {
     by_name: HashMap<Box<[u8]>, Arc<StatementText>>,
+    unnamed: Option<Arc<StatementText>>,
 }
 
 impl StatementNames {
     pub fn forget_unnamed(&mut self) {
-        self.by_name.remove(&b""[..]);
+        self.unnamed = None;
+    }
+
+    fn get(&self, name: &[u8]) -> Option<&Arc<StatementText>> {
+        if name.is_empty() {
+            self.unnamed.as_ref()
+        } else {
+            self.by_name.get(name)
+        }
     }
 
     /// Sends one client message to `conn`, rewritten where statement names differ.
@@ -135,7 +144,7 @@ impl StatementNames {
                     param_types: types.into(),
                 });
                 if name.is_empty() {
-                    self.by_name.insert(Box::default(), statement.clone());
+                    self.unnamed = Some(statement.clone());
                     conn.unnamed = Some(statement.clone());
                     bout.extend_from_slice(&frame.raw);
                     pipeline.push(
@@ -212,7 +221,11 @@ impl StatementNames {
             }
             ClientFrame::Close { kind: b'S', name } => {
                 // Other clients may share the backend's copy; only the client's name goes.
-                self.by_name.remove(name);
+                if name.is_empty() {
+                    self.unnamed = None;
+                } else {
+                    self.by_name.remove(name);
+                }
                 pipeline.push(Pending::Composed(protocol::empty_message(b'3')), cout);
             }
             ClientFrame::Close { .. } => {
@@ -245,7 +258,7 @@ impl StatementNames {
         bout: &mut BytesMut,
         cout: &mut BytesMut,
     ) -> Option<Arc<str>> {
-        let statement = self.by_name.get(client_name)?;
+        let statement = self.get(client_name)?;
         if client_name.is_empty() {
             if conn.unnamed.as_deref() != Some(statement) {
                 write_parse(bout, b"", statement);

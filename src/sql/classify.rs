@@ -15,33 +15,32 @@ pub struct SessionEffect {
 pub fn session_effect(sql: &[u8]) -> SessionEffect {
     let mut effect = SessionEffect::default();
     for stmt in Statements::new(sql) {
-        let words = leading_words(stmt, 3);
-        let w = |i: usize| words.get(i).map(|w| w.as_str()).unwrap_or("");
-        let temp = |s: &str| matches!(s, "temp" | "temporary");
-        let tx_local_set = matches!(w(1), "local" | "transaction" | "constraints")
-            || (w(1) == "session" && w(2) == "characteristics");
-        match w(0) {
-            "set" if !tx_local_set => effect.pins = true,
-            "reset" | "listen" | "load" => effect.pins = true,
-            "prepare" if w(1) != "transaction" => effect.pins = true,
-            "declare" if contains_word(stmt, b"hold") => effect.pins = true,
-            "create" if temp(w(1)) || (matches!(w(1), "local" | "global") && temp(w(2))) => {
-                effect.pins = true
-            }
-            "discard" | "deallocate" => {
-                effect.resets = true;
-                if w(0) == "discard" && w(1) != "all" {
-                    effect.pins = true;
-                }
-            }
-            _ => {}
+        let [w0, w1, w2] = leading_words::<3>(stmt);
+        let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+        let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
+        let tx_local_set = is(w1, "local")
+            || is(w1, "transaction")
+            || is(w1, "constraints")
+            || (is(w1, "session") && is(w2, "characteristics"));
+        if (is(w0, "set") && !tx_local_set)
+            || is(w0, "reset")
+            || is(w0, "listen")
+            || is(w0, "load")
+            || (is(w0, "prepare") && !is(w1, "transaction"))
+            || (is(w0, "declare") && contains_word(stmt, b"hold"))
+            || (is(w0, "create")
+                && (temp(w1) || ((is(w1, "local") || is(w1, "global")) && temp(w2))))
+            || (is(w0, "discard") && !is(w1, "all"))
+        {
+            effect.pins = true;
+        }
+        if is(w0, "discard") || is(w0, "deallocate") {
+            effect.resets = true;
         }
         // Session-level advisory locks and set_config(…, false) hide inside any statement; the
-        // transaction-level lock functions are spelled pg_advisory_xact_lock… and do not match.
-        if contains_ci(stmt, b"pg_advisory_lock")
-            || contains_ci(stmt, b"pg_try_advisory_lock")
-            || contains_ci(stmt, b"set_config")
-        {
+        // transaction-level lock functions are spelled pg_advisory_xact_lock… and do not match
+        // "advisory_lock".
+        if contains_ci(stmt, b"advisory_lock") || contains_ci(stmt, b"set_config") {
             effect.pins = true;
         }
     }
@@ -148,11 +147,12 @@ fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
     }
 }
 
-/// The first `n` words of a statement, lower-cased, after whitespace and comments.
-fn leading_words(stmt: &[u8], n: usize) -> Vec<String> {
-    let mut words = Vec::with_capacity(n);
+/// The first `N` words of a statement, after whitespace and comments; missing words are empty.
+fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
+    let mut words: [&[u8]; N] = [&[]; N];
+    let mut found = 0;
     let mut i = 0;
-    while i < stmt.len() && words.len() < n {
+    while i < stmt.len() && found < N {
         let c = stmt[i];
         if c.is_ascii_whitespace() || c == b'(' {
             i += 1;
@@ -168,7 +168,8 @@ fn leading_words(stmt: &[u8], n: usize) -> Vec<String> {
                 .iter()
                 .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
                 .map_or(stmt.len(), |p| i + p);
-            words.push(String::from_utf8_lossy(&stmt[i..end]).to_ascii_lowercase());
+            words[found] = &stmt[i..end];
+            found += 1;
             i = end;
         } else {
             break;
