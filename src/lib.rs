@@ -18,9 +18,11 @@
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
 //! - [`dev`]: the `shardwire dev` command.
+//! - [`admin`]: the SHOW statements the proxy answers itself.
 //! - [`metrics`]: every metric name in one place.
 //! - [`error`]: the proxy's error type and its mapping to SQLSTATEs.
 
+pub mod admin;
 pub mod backend;
 pub mod catalog;
 pub mod config;

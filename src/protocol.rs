@@ -185,6 +185,78 @@ pub fn take_i16(buf: &mut &[u8], what: &'static str) -> Result<i16, FrameError> 
     Ok(buf.get_i16())
 }
 
+/// The PostgreSQL type of a column in a result set the proxy composes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Text,
+    Int8,
+    Bool,
+}
+
+impl ColumnType {
+    fn oid_and_len(self) -> (i32, i16) {
+        match self {
+            ColumnType::Text => (25, -1),
+            ColumnType::Int8 => (20, 8),
+            ColumnType::Bool => (16, 1),
+        }
+    }
+}
+
+/// A result set in text format, as the proxy answers its own statements (SHOW SHARDS …).
+#[derive(Debug, Clone, Default)]
+pub struct ResultSet {
+    pub columns: Vec<(String, ColumnType)>,
+    pub rows: Vec<Vec<Option<String>>>,
+}
+
+impl ResultSet {
+    pub fn new(columns: &[(&str, ColumnType)]) -> ResultSet {
+        ResultSet {
+            columns: columns.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<Option<String>>) {
+        debug_assert_eq!(row.len(), self.columns.len());
+        self.rows.push(row);
+    }
+
+    /// RowDescription, DataRows and CommandComplete with `tag`.
+    pub fn encode(&self, tag: &str, out: &mut BytesMut) {
+        let mut m = MessageBuilder::new(out, b'T');
+        m.i16(self.columns.len() as i16);
+        for (name, ty) in &self.columns {
+            let (oid, len) = ty.oid_and_len();
+            m.cstr(name.as_bytes())
+                .i32(0)
+                .i16(0)
+                .i32(oid)
+                .i16(len)
+                .i32(-1)
+                .i16(0);
+        }
+        m.finish();
+        for row in &self.rows {
+            let mut m = MessageBuilder::new(out, b'D');
+            m.i16(row.len() as i16);
+            for v in row {
+                match v {
+                    Some(v) => m.i32(v.len() as i32).bytes(v.as_bytes()),
+                    None => m.i32(-1),
+                };
+            }
+            m.finish();
+        }
+        command_complete(out, tag);
+    }
+}
+
+pub fn command_complete(out: &mut BytesMut, tag: &str) {
+    MessageBuilder::new(out, b'C').cstr(tag.as_bytes()).finish();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

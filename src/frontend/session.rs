@@ -13,12 +13,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::cancel::CancelGuard;
 use super::pipeline::{Pending, Pipeline};
 use super::statements::{ClientFrame, StatementNames};
+use crate::admin;
 use crate::backend::{BackendError, Pooled};
 use crate::error::ClientError;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
-use crate::sql::classify::session_effect;
+use crate::sql::classify::{first_word_is, session_effect};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -203,6 +204,19 @@ impl Session {
             }
         }
         let parsed = ClientFrame::parse(&frame)?;
+        if let ClientFrame::Query(sql) = parsed {
+            if first_word_is(sql, "show") {
+                if let Some(cmd) = admin::parse(sql) {
+                    let (rs, tag) = admin::answer(&cmd, &self.ctx);
+                    let mut out = BytesMut::new();
+                    rs.encode(&tag, &mut out);
+                    protocol::ready_for_query(&mut out, self.tx_status);
+                    self.pipeline
+                        .push(Pending::Composed(out.freeze()), &mut self.cout);
+                    return Ok(());
+                }
+            }
+        }
         if let Some(sql) = parsed.sql_text() {
             let effect = session_effect(sql);
             self.pinned |= effect.pins;

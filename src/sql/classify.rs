@@ -47,6 +47,12 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
     effect
 }
 
+/// Whether the text's first word is `keyword` (ASCII, any case), after whitespace and comments.
+pub fn first_word_is(sql: &[u8], keyword: &str) -> bool {
+    let [w] = leading_words::<1>(sql);
+    w.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
 /// Splits SQL text into statements at semicolons outside quotes, comments and dollar quotes.
 struct Statements<'a> {
     sql: &'a [u8],
