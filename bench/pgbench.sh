@@ -57,7 +57,7 @@ url = "postgres://postgres@127.0.0.1:$PGPORT/app"
 [pool]
 size = $POOL
 TOML
-RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
+env ${SW_WORKERS:+TOKIO_WORKER_THREADS=$SW_WORKERS} RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
 SWPID=$!
 
 cat >"$WORK/bouncer.ini" <<INI

@@ -40,18 +40,19 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     shardwire::server::init_tracing();
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let path = cli
                 .config
                 .unwrap_or_else(|| PathBuf::from("config/shardwire.toml"));
             match shardwire::config::Config::load(&path) {
-                Ok(config) => runtime.block_on(shardwire::server::serve(config)),
+                Ok(config) => {
+                    runtime(config.proxy.workers).block_on(shardwire::server::serve(config))
+                }
                 Err(e) => Err(e.to_string()),
             }
         }
-        Command::Dev { shards, port, dir } => runtime
+        Command::Dev { shards, port, dir } => runtime(None)
             .block_on(shardwire::dev::run(shardwire::dev::DevOptions {
                 shards,
                 port,
@@ -74,4 +75,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn runtime(workers: Option<usize>) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        builder.worker_threads(n);
+    }
+    builder.enable_all().build().expect("tokio runtime")
 }

@@ -1,16 +1,23 @@
 //! Every metric the proxy exports, in one place: name (prefixed `shardwire_`), unit suffix and
-//! bounded labels. Call sites use these functions, never metric names.
+//! bounded labels (the only label is `shard`, bounded by the configuration). Call sites use the
+//! handles in [`Metrics`], never metric names, and the handles are made once per proxy, so the
+//! per-statement cost is an atomic add.
 
 use std::net::SocketAddr;
 
-use metrics::{counter, describe_counter, describe_gauge, gauge, Unit};
+use metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge, Unit};
 
 pub const SESSIONS_TOTAL: &str = "shardwire_client_sessions_total";
 pub const SESSIONS_ACTIVE: &str = "shardwire_client_sessions_active";
 pub const AUTH_FAILURES_TOTAL: &str = "shardwire_auth_failures_total";
+pub const TRANSACTIONS_TOTAL: &str = "shardwire_backend_transactions_total";
+pub const PINNED_SESSIONS_TOTAL: &str = "shardwire_pinned_sessions_total";
+pub const BACKEND_ERRORS_TOTAL: &str = "shardwire_backend_errors_total";
+pub const CANCELS_TOTAL: &str = "shardwire_cancel_requests_total";
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
-/// process-wide by the metrics crate's design; the proxy installs it once, in `serve`.
+/// process-wide by the metrics crate's design; the proxy installs it once, in `serve`, before
+/// any [`Metrics`] is made.
 pub fn install(addr: SocketAddr) -> Result<(), String> {
     metrics_exporter_prometheus::PrometheusBuilder::new()
         .with_http_listener(addr)
@@ -25,20 +32,57 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
     describe_counter!(
         AUTH_FAILURES_TOTAL,
         Unit::Count,
-        "Client logins refused (wrong password, unknown user, protocol errors)."
+        "Client logins refused (wrong password, unknown user or database, protocol errors)."
     );
+    describe_counter!(
+        TRANSACTIONS_TOTAL,
+        Unit::Count,
+        "Times a backend connection was taken for a client transaction or statement."
+    );
+    describe_counter!(
+        PINNED_SESSIONS_TOTAL,
+        Unit::Count,
+        "Client sessions pinned to one backend connection by session state (SET, LISTEN, …)."
+    );
+    describe_counter!(
+        BACKEND_ERRORS_TOTAL,
+        Unit::Count,
+        "Failures to get or keep a backend connection, by shard."
+    );
+    describe_counter!(CANCELS_TOTAL, Unit::Count, "Cancel requests received.");
     Ok(())
 }
 
-pub fn session_started() {
-    counter!(SESSIONS_TOTAL).increment(1);
-    gauge!(SESSIONS_ACTIVE).increment(1.0);
+/// Handles to every metric, made once per proxy.
+pub struct Metrics {
+    pub sessions_total: Counter,
+    pub sessions_active: Gauge,
+    pub auth_failures: Counter,
+    pub transactions: Counter,
+    pub pinned_sessions: Counter,
+    pub cancels: Counter,
+    backend_errors: Vec<Counter>,
 }
 
-pub fn session_ended() {
-    gauge!(SESSIONS_ACTIVE).decrement(1.0);
-}
+impl Metrics {
+    pub fn new(shard_names: &[String]) -> Metrics {
+        Metrics {
+            sessions_total: counter!(SESSIONS_TOTAL),
+            sessions_active: gauge!(SESSIONS_ACTIVE),
+            auth_failures: counter!(AUTH_FAILURES_TOTAL),
+            transactions: counter!(TRANSACTIONS_TOTAL),
+            pinned_sessions: counter!(PINNED_SESSIONS_TOTAL),
+            cancels: counter!(CANCELS_TOTAL),
+            backend_errors: shard_names
+                .iter()
+                .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))
+                .collect(),
+        }
+    }
 
-pub fn auth_failure() {
-    counter!(AUTH_FAILURES_TOTAL).increment(1);
+    pub fn backend_error(&self, shard: crate::catalog::ShardId) {
+        if let Some(c) = self.backend_errors.get(shard.index()) {
+            c.increment(1);
+        }
+    }
 }

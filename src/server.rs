@@ -13,6 +13,7 @@ use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
+use crate::metrics::Metrics;
 
 /// What a running proxy needs from its caller, passed explicitly so tests can run several
 /// proxies in one process.
@@ -29,18 +30,21 @@ pub struct ServerCtx {
     pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
     pub cancels: Arc<CancelRegistry>,
+    pub metrics: Metrics,
 }
 
 impl ServerCtx {
     pub fn new(config: Arc<Config>) -> Result<ServerCtx, StartError> {
         let users = Arc::new(Users::new(&config));
         let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+        let shard_names: Vec<String> = config.shards.iter().map(|s| s.name.clone()).collect();
         Ok(ServerCtx {
             pools: Pools::new(&config),
             auth_mechanism: users.mechanism(),
             users,
             tls,
             cancels: Arc::new(CancelRegistry::default()),
+            metrics: Metrics::new(&shard_names),
             config,
         })
     }

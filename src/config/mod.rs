@@ -48,6 +48,9 @@ pub struct ProxyConfig {
     /// How clients authenticate to the proxy.
     #[serde(default)]
     pub auth_method: AuthMethod,
+    /// Threads serving clients; absent means one per CPU core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
 }
 
 fn default_chunks_per_shard() -> u32 {

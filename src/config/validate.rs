@@ -41,6 +41,9 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             "must be at least 1".into(),
         ));
     }
+    if c.proxy.workers == Some(0) {
+        return Err(bad("proxy.workers".into(), "must be at least 1".into()));
+    }
     if c.users.is_empty() {
         return Err(bad(
             "users".into(),

@@ -28,11 +28,15 @@ pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64)
     async move {
         match startup::startup(tcp, &ctx).await {
             Ok(Startup::Session(start)) => {
-                crate::metrics::session_started();
-                run_session(ctx, *start).await;
-                crate::metrics::session_ended();
+                ctx.metrics.sessions_total.increment(1);
+                ctx.metrics.sessions_active.increment(1.0);
+                run_session(ctx.clone(), *start).await;
+                ctx.metrics.sessions_active.decrement(1.0);
             }
-            Ok(Startup::Cancel { pid, secret }) => ctx.cancels.cancel(pid, secret).await,
+            Ok(Startup::Cancel { pid, secret }) => {
+                ctx.metrics.cancels.increment(1);
+                ctx.cancels.cancel(pid, secret).await
+            }
             Ok(Startup::Ended) => {}
             Err(e) => tracing::debug!(error = %e, "client startup failed"),
         }

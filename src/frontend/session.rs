@@ -219,7 +219,10 @@ impl Session {
         }
         if let Some(sql) = parsed.sql_text() {
             let effect = session_effect(sql);
-            self.pinned |= effect.pins;
+            if effect.pins && !self.pinned {
+                self.pinned = true;
+                self.ctx.metrics.pinned_sessions.increment(1);
+            }
             if effect.resets {
                 if let Some(b) = self.backend.as_mut() {
                     b.conn.prepared.clear();
@@ -274,7 +277,14 @@ impl Session {
             Route::Single(s) => *s,
             Route::Multi(_) | Route::All => crate::catalog::ShardId(0),
         };
-        let mut b = self.ctx.pools.shard(shard).get().await?;
+        let mut b = match self.ctx.pools.shard(shard).get().await {
+            Ok(b) => b,
+            Err(e) => {
+                self.ctx.metrics.backend_error(shard);
+                return Err(e);
+            }
+        };
+        self.ctx.metrics.transactions.increment(1);
         let conn = &mut b.conn;
         let mut set = String::new();
         for (name, value) in &self.settings {

@@ -177,7 +177,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 break;
             }
             Err(PgWireError::InvalidPassword(_)) => {
-                crate::metrics::auth_failure();
+                ctx.metrics.auth_failures.increment(1);
                 // An unknown user went through the same exchange as a known one, so the time
                 // taken tells nothing; only the answer differs, as the interface asks.
                 let (code, message) = if ctx.users.exists(&user) {
@@ -195,7 +195,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 return Ok(Startup::Ended);
             }
             Err(e) => {
-                crate::metrics::auth_failure();
+                ctx.metrics.auth_failures.increment(1);
                 refuse(&mut socket, SqlState::PROTOCOL_VIOLATION, &e.to_string()).await?;
                 return Ok(Startup::Ended);
             }
