@@ -31,7 +31,11 @@ pub(super) struct Resolved<'a> {
     pub foreign_keys: Vec<ResolvedFk<'a>>,
 }
 
-fn column_type(table: &CreateTable, nosql_parent: Option<&TableLayout>, name: &str) -> Option<String> {
+fn column_type(
+    table: &CreateTable,
+    nosql_parent: Option<&TableLayout>,
+    name: &str,
+) -> Option<String> {
     let inherited = nosql_parent.and_then(|p| p.primary_key.iter().find(|c| c.name == name));
     match inherited {
         Some(c) => Some(c.pg_type.clone()),
@@ -155,9 +159,7 @@ pub(super) fn resolve<'a>(
             .map(|c| (c.name.clone(), c.name.clone()))
             .collect();
         match parent.kind {
-            DistributionKind::Sharded => {
-                child_layout(base, parent, &pairs, None, &key_column)?
-            }
+            DistributionKind::Sharded => child_layout(base, parent, &pairs, None, &key_column)?,
             kind => TableLayout {
                 kind,
                 shards: parent.shards.clone(),
@@ -193,7 +195,10 @@ pub(super) fn resolve<'a>(
     })
 }
 
-fn check_tablespace(ctx: &RewriteContext, placement: Option<&Placement>) -> Result<(), RewriteError> {
+fn check_tablespace(
+    ctx: &RewriteContext,
+    placement: Option<&Placement>,
+) -> Result<(), RewriteError> {
     match placement {
         Some(Placement::TablespaceSet(set)) => tablespace_set(ctx, &set.value).map(drop),
         Some(Placement::Tablespace(ts)) => tablespace(ctx, &ts.value).map(drop),
@@ -202,12 +207,12 @@ fn check_tablespace(ctx: &RewriteContext, placement: Option<&Placement>) -> Resu
 }
 
 fn tablespace_set<'c>(ctx: &'c RewriteContext, name: &str) -> Result<&'c [ShardId], RewriteError> {
-    let shards = ctx
-        .tablespace_sets
-        .get(name)
-        .ok_or_else(|| RewriteError::UndefinedTablespaceSet {
-            name: name.to_owned(),
-        })?;
+    let shards =
+        ctx.tablespace_sets
+            .get(name)
+            .ok_or_else(|| RewriteError::UndefinedTablespaceSet {
+                name: name.to_owned(),
+            })?;
     if shards.is_empty() {
         return Err(RewriteError::EmptyTablespaceSet {
             name: name.to_owned(),
@@ -314,9 +319,10 @@ fn sharded_layout(
                 _ => PartitionCount::Auto,
             };
             let (set, shards) = match &table.tablespace {
-                Some(Placement::TablespaceSet(set)) => {
-                    (Some(set.value.clone()), tablespace_set(ctx, &set.value)?.to_vec())
-                }
+                Some(Placement::TablespaceSet(set)) => (
+                    Some(set.value.clone()),
+                    tablespace_set(ctx, &set.value)?.to_vec(),
+                ),
                 Some(Placement::Tablespace(ts)) => (None, vec![tablespace(ctx, &ts.value)?]),
                 None => (None, ctx.all_shards()),
             };
@@ -429,10 +435,9 @@ fn parent_table<'c>(
     name: &ObjectName,
 ) -> Result<&'c TableLayout, RewriteError> {
     let name = object_name(ctx, name)?;
-    ctx.table(&name)
-        .ok_or(RewriteError::UndefinedTable {
-            table: name.to_string(),
-        })
+    ctx.table(&name).ok_or(RewriteError::UndefinedTable {
+        table: name.to_string(),
+    })
 }
 
 /// A family child: partitioned like `parent` on the child columns that `pairs` (child column,

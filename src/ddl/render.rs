@@ -27,7 +27,11 @@ pub fn quote_literal(value: &str) -> String {
 }
 
 fn quote_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    names.into_iter().map(quote_ident).collect::<Vec<_>>().join(", ")
+    names
+        .into_iter()
+        .map(quote_ident)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn fnv1a(text: &str) -> u32 {
@@ -58,7 +62,10 @@ pub fn partition_relation(base: &str, suffix: &str) -> String {
         format!("{}_{tag}_{suffix}", truncate(base, room))
     } else {
         let tag = format!("{:08x}", fnv1a(&full));
-        format!("{}_{tag}", truncate(&full, MAX_IDENTIFIER_BYTES - tag.len() - 1))
+        format!(
+            "{}_{tag}",
+            truncate(&full, MAX_IDENTIFIER_BYTES - tag.len() - 1)
+        )
     }
 }
 
@@ -134,7 +141,10 @@ pub(super) fn bound_sql(
             if tuples.iter().flatten().any(|v| *v == Value::Default) {
                 return match tuples.as_slice() {
                     [only] if only.as_slice() == [Value::Default] => Ok("DEFAULT".to_owned()),
-                    _ => Err(invalid(partition, "DEFAULT must be the partition's only value")),
+                    _ => Err(invalid(
+                        partition,
+                        "DEFAULT must be the partition's only value",
+                    )),
                 };
             }
             let mut values = Vec::new();
@@ -178,11 +188,17 @@ fn action_sql(action: ReferentialAction) -> &'static str {
 }
 
 fn constraint_prefix(name: Option<&Ident>) -> String {
-    name.map_or_else(String::new, |n| format!("CONSTRAINT {} ", quote_ident(&n.value)))
+    name.map_or_else(String::new, |n| {
+        format!("CONSTRAINT {} ", quote_ident(&n.value))
+    })
 }
 
 fn column_sql(column: &ColumnDef) -> String {
-    let mut sql = format!("{} {}", quote_ident(&column.name.value), column.data_type.pg);
+    let mut sql = format!(
+        "{} {}",
+        quote_ident(&column.name.value),
+        column.data_type.pg
+    );
     for c in &column.constraints {
         sql.push(' ');
         sql.push_str(&constraint_prefix(c.name.as_ref()));
@@ -252,7 +268,10 @@ fn constraint_sql(resolved: &Resolved<'_>, c: &TableConstraint, name: Option<&Id
             } else {
                 "UNIQUE"
             };
-            format!("{prefix}{kind} ({})", quote_list(cols.iter().map(String::as_str)))
+            format!(
+                "{prefix}{kind} ({})",
+                quote_list(cols.iter().map(String::as_str))
+            )
         }
         ConstraintBody::Check(e) => format!("{prefix}CHECK ({e})"),
         ConstraintBody::ForeignKey { .. } => resolved
@@ -308,9 +327,7 @@ fn top_table_sql(resolved: &Resolved<'_>) -> String {
         Some(ShardingMethod::List) => partition_by("LIST", &layout.key),
         Some(ShardingMethod::Composite(SetMethod::List)) => partition_by("LIST", &layout.set_key),
         Some(ShardingMethod::Range) => partition_by("RANGE", &layout.key),
-        Some(ShardingMethod::Composite(SetMethod::Range)) => {
-            partition_by("RANGE", &layout.set_key)
-        }
+        Some(ShardingMethod::Composite(SetMethod::Range)) => partition_by("RANGE", &layout.set_key),
     };
     format!(
         "CREATE TABLE {} ({}){partitioning}",
@@ -351,7 +368,10 @@ pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
     for &shard in &layout.shards {
         let mut out = Vec::new();
         if resolved.nosql_parent.is_some() {
-            out.push(format!("CREATE SCHEMA IF NOT EXISTS {}", quote_ident(schema)));
+            out.push(format!(
+                "CREATE SCHEMA IF NOT EXISTS {}",
+                quote_ident(schema)
+            ));
         }
         out.push(top.clone());
         if let Some(chunks) = &layout.chunks {

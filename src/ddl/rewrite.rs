@@ -85,6 +85,16 @@ pub enum DistributionKind {
     Unsharded,
 }
 
+impl fmt::Display for DistributionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DistributionKind::Sharded => "sharded",
+            DistributionKind::Duplicated => "duplicated",
+            DistributionKind::Unsharded => "unsharded",
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShardingMethod {
     ConsistentHash,

@@ -3,7 +3,8 @@ use std::collections::BTreeMap;
 use tokio_postgres::error::SqlState;
 
 use super::*;
-use crate::ddl::{parse, Statement};
+use crate::ddl::ast::SetMethod;
+use crate::ddl::{parse, render, Statement};
 
 const CUSTOMERS: &str = "CREATE SHARDED TABLE customers
 (cust_id NUMBER NOT NULL, name VARCHAR2(50), class VARCHAR2(3),
@@ -64,7 +65,10 @@ fn err(ctx: &RewriteContext, sql: &str) -> RewriteError {
 #[test]
 fn consistent_hash_spreads_chunks_round_robin_over_the_tablespace_set() {
     let plan = create(&ctx(), CUSTOMERS).unwrap();
-    assert_eq!(plan.per_shard.keys().copied().collect::<Vec<_>>(), [ShardId(0), ShardId(1)]);
+    assert_eq!(
+        plan.per_shard.keys().copied().collect::<Vec<_>>(),
+        [ShardId(0), ShardId(1)]
+    );
     let top = "CREATE TABLE \"public\".\"customers\" (\"cust_id\" numeric NOT NULL, \"name\" varchar(50), \"class\" varchar(3), CONSTRAINT \"cust_pk\" PRIMARY KEY (\"cust_id\", \"name\")) PARTITION BY HASH (\"cust_id\", \"name\")";
     assert_eq!(
         shard(&plan, 0),
@@ -119,7 +123,10 @@ fn reference_child_is_partitioned_like_its_root_and_keeps_its_foreign_key() {
     assert_eq!(family.parent, family.root);
     assert_eq!(
         family.column_map,
-        [("custno".into(), "cust_id".into()), ("name".into(), "name".into())]
+        [
+            ("custno".into(), "cust_id".into()),
+            ("name".into(), "name".into())
+        ]
     );
     assert_eq!(
         shard(&plan, 1),
@@ -146,7 +153,10 @@ fn families_nest_three_levels_and_parent_clause_maps_columns_in_order() {
     assert!(shard(&items, 2)[1].contains("\"lineitems_c2\""));
 
     let notes = add(&mut c, "CREATE SHARDED TABLE notes (acct_id int, n int, PRIMARY KEY (acct_id, n)) PARENT accounts PARTITION BY CONSISTENT HASH (acct_id)");
-    assert_eq!(notes.layout.family.as_ref().unwrap().column_map, [("acct_id".into(), "id".into())]);
+    assert_eq!(
+        notes.layout.family.as_ref().unwrap().column_map,
+        [("acct_id".into(), "id".into())]
+    );
     assert_eq!(notes.layout.chunks.as_ref().unwrap().modulus(), 3);
 }
 
@@ -179,7 +189,10 @@ fn composite_range_puts_constraints_lacking_the_set_key_on_each_partition_set() 
     );
     assert!(shard(&plan, 2)[1].contains("\"cust_pk_gold\""));
     assert!(shard(&plan, 2)[1].contains("FOR VALUES FROM (10, 100) TO (20, 200)"));
-    assert_eq!(l.partitions[1].bound_sql, "FOR VALUES FROM (10, 100) TO (20, 200)");
+    assert_eq!(
+        l.partitions[1].bound_sql,
+        "FOR VALUES FROM (10, 100) TO (20, 200)"
+    );
 }
 
 #[test]
@@ -219,7 +232,11 @@ fn user_defined_range_places_partitions_by_tablespace_and_the_table_everywhere()
             "CREATE TABLE \"public\".\"accounts_p_southwest\" PARTITION OF \"public\".\"accounts\" FOR VALUES FROM (10, 100) TO (MAXVALUE, MAXVALUE)",
         ]
     );
-    assert_eq!(shard(&plan, 3).len(), 1, "a shard without partitions gets the table");
+    assert_eq!(
+        shard(&plan, 3).len(),
+        1,
+        "a shard without partitions gets the table"
+    );
     assert_eq!(
         plan.layout.partitions[0].placement,
         PartitionPlacement::Tablespace {
@@ -250,7 +267,11 @@ fn user_defined_list_quotes_values_and_maps_default() {
 
 #[test]
 fn duplicated_goes_everywhere_and_unsharded_to_the_first_shard() {
-    let dup = create(&ctx(), "CREATE DUPLICATED TABLE products (id NUMBER PRIMARY KEY, name VARCHAR2(20))").unwrap();
+    let dup = create(
+        &ctx(),
+        "CREATE DUPLICATED TABLE products (id NUMBER PRIMARY KEY, name VARCHAR2(20))",
+    )
+    .unwrap();
     assert_eq!(dup.layout.kind, DistributionKind::Duplicated);
     assert_eq!(dup.per_shard.len(), 4);
     assert_eq!(
@@ -267,19 +288,35 @@ fn duplicated_goes_everywhere_and_unsharded_to_the_first_shard() {
 
 #[test]
 fn nosql_shard_key_and_primary_key_sharding() {
-    let plan = create(&ctx(), "CREATE TABLE p (a STRING, b STRING, c INTEGER, PRIMARY KEY (SHARD(a, b), c))").unwrap();
+    let plan = create(
+        &ctx(),
+        "CREATE TABLE p (a STRING, b STRING, c INTEGER, PRIMARY KEY (SHARD(a, b), c))",
+    )
+    .unwrap();
     assert_eq!(plan.layout.method, Some(ShardingMethod::ConsistentHash));
-    assert!(shard(&plan, 0)[0].ends_with("PRIMARY KEY (\"a\", \"b\", \"c\")) PARTITION BY HASH (\"a\", \"b\")"));
+    assert!(shard(&plan, 0)[0]
+        .ends_with("PRIMARY KEY (\"a\", \"b\", \"c\")) PARTITION BY HASH (\"a\", \"b\")"));
     assert_eq!(plan.layout.chunks.as_ref().unwrap().modulus(), 8);
-    let by_pk = create(&ctx(), "CREATE SHARDED TABLE q (k text, v text, PRIMARY KEY (k))").unwrap();
+    let by_pk = create(
+        &ctx(),
+        "CREATE SHARDED TABLE q (k text, v text, PRIMARY KEY (k))",
+    )
+    .unwrap();
     assert!(shard(&by_pk, 1)[0].ends_with("PARTITION BY HASH (\"k\")"));
 }
 
 #[test]
 fn nosql_child_inherits_the_parent_key_and_may_not_declare_one() {
     let mut c = ctx();
-    add(&mut c, "CREATE TABLE p (a STRING, b INTEGER, PRIMARY KEY (SHARD(a), b))");
-    let child = create(&c, "CREATE TABLE p.kid (id INTEGER, d STRING, PRIMARY KEY (id))").unwrap();
+    add(
+        &mut c,
+        "CREATE TABLE p (a STRING, b INTEGER, PRIMARY KEY (SHARD(a), b))",
+    );
+    let child = create(
+        &c,
+        "CREATE TABLE p.kid (id INTEGER, d STRING, PRIMARY KEY (id))",
+    )
+    .unwrap();
     assert_eq!(child.layout.name, QualifiedName::new("p", "kid"));
     assert_eq!(
         shard(&child, 0)[..2],
@@ -289,7 +326,10 @@ fn nosql_child_inherits_the_parent_key_and_may_not_declare_one() {
         ]
     );
     assert_eq!(child.layout.family.as_ref().unwrap().root.name, "p");
-    let e = err(&c, "CREATE TABLE p.kid2 (id INTEGER, PRIMARY KEY (SHARD(id)))");
+    let e = err(
+        &c,
+        "CREATE TABLE p.kid2 (id INTEGER, PRIMARY KEY (SHARD(id)))",
+    );
     assert!(matches!(e, RewriteError::NoSqlChildShardKey { .. }), "{e}");
     assert_eq!(e.sqlstate(), SqlState::INVALID_TABLE_DEFINITION);
 }
@@ -299,38 +339,91 @@ fn primary_and_unique_keys_must_contain_the_sharding_key() {
     let e = err(&ctx(), "CREATE SHARDED TABLE t (a int, b int, CONSTRAINT pk PRIMARY KEY (a)) PARTITION BY CONSISTENT HASH (a, b)");
     assert_eq!(e.sqlstate(), SqlState::INVALID_TABLE_DEFINITION);
     assert_eq!(e.to_string(), "primary key \"pk\" of sharded table \"public\".\"t\" must contain the sharding key columns (a, b); missing: b");
-    let e = err(&ctx(), "CREATE SHARDED TABLE t (a int, b int, UNIQUE (b)) PARTITION BY CONSISTENT HASH (a)");
-    assert!(matches!(&e, RewriteError::KeyNotInConstraint { missing, .. } if missing == &["a"]), "{e}");
+    let e = err(
+        &ctx(),
+        "CREATE SHARDED TABLE t (a int, b int, UNIQUE (b)) PARTITION BY CONSISTENT HASH (a)",
+    );
+    assert!(
+        matches!(&e, RewriteError::KeyNotInConstraint { missing, .. } if missing == &["a"]),
+        "{e}"
+    );
     let mut c = ctx();
     add(&mut c, CUSTOMERS);
     let e = err(&c, "CREATE SHARDED TABLE o (n int, cid NUMBER, nm VARCHAR2(50), PRIMARY KEY (n, cid), CONSTRAINT fk FOREIGN KEY (cid, nm) REFERENCES customers) PARTITION BY REFERENCE (fk)");
-    assert!(matches!(&e, RewriteError::KeyNotInConstraint { missing, .. } if missing == &["nm"]), "{e}");
+    assert!(
+        matches!(&e, RewriteError::KeyNotInConstraint { missing, .. } if missing == &["nm"]),
+        "{e}"
+    );
 }
 
 #[test]
 fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
     let mut c = ctx();
     add(&mut c, CUSTOMERS);
-    add(&mut c, "CREATE SHARDED TABLE other (id int PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)");
-    add(&mut c, "CREATE DUPLICATED TABLE products (id int PRIMARY KEY)");
-    add(&mut c, "CREATE TABLE local (id int, PRIMARY KEY (SHARD(id)))");
+    add(
+        &mut c,
+        "CREATE SHARDED TABLE other (id int PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)",
+    );
+    add(
+        &mut c,
+        "CREATE DUPLICATED TABLE products (id int PRIMARY KEY)",
+    );
+    add(
+        &mut c,
+        "CREATE TABLE local (id int, PRIMARY KEY (SHARD(id)))",
+    );
     add(&mut c, "CREATE TABLE plain (id STRING, PRIMARY KEY (id))");
 
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, o int REFERENCES other (id)) PARTITION BY CONSISTENT HASH (id)");
-    assert!(matches!(e, RewriteError::ForeignKeyOutsideFamily { .. }), "{e}");
+    assert!(
+        matches!(e, RewriteError::ForeignKeyOutsideFamily { .. }),
+        "{e}"
+    );
     assert_eq!(e.sqlstate(), SqlState::INVALID_FOREIGN_KEY);
 
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, p int REFERENCES products (id)) PARTITION BY CONSISTENT HASH (id)");
-    assert!(matches!(&e, RewriteError::ShardedToUnshardedOrDuplicated { target_kind: "duplicated", columns, .. } if columns == &["p"]), "{e}");
+    assert!(
+        matches!(&e, RewriteError::ShardedToUnshardedOrDuplicated { target_kind: DistributionKind::Duplicated, columns, .. } if columns == &["p"]),
+        "{e}"
+    );
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, p text REFERENCES plain (id)) PARTITION BY CONSISTENT HASH (id)");
-    assert!(matches!(&e, RewriteError::ShardedToUnshardedOrDuplicated { target_kind: "unsharded", .. }), "{e}");
-    let e = err(&c, "CREATE DUPLICATED TABLE d (id int PRIMARY KEY, o int REFERENCES other (id))");
-    assert!(matches!(&e, RewriteError::ReferenceAcrossKinds { kind: "duplicated", target_kind: "sharded", .. }), "{e}");
-    create(&c, "CREATE DUPLICATED TABLE d (id int PRIMARY KEY, p int REFERENCES products (id))").unwrap();
+    assert!(
+        matches!(
+            &e,
+            RewriteError::ShardedToUnshardedOrDuplicated {
+                target_kind: DistributionKind::Unsharded,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = err(
+        &c,
+        "CREATE DUPLICATED TABLE d (id int PRIMARY KEY, o int REFERENCES other (id))",
+    );
+    assert!(
+        matches!(
+            &e,
+            RewriteError::ReferenceAcrossKinds {
+                kind: DistributionKind::Duplicated,
+                target_kind: DistributionKind::Sharded,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    create(
+        &c,
+        "CREATE DUPLICATED TABLE d (id int PRIMARY KEY, p int REFERENCES products (id))",
+    )
+    .unwrap();
 
     // The reference child must cover the whole root key.
     let e = err(&c, "CREATE SHARDED TABLE o (n int, cid NUMBER, PRIMARY KEY (cid, n), CONSTRAINT fk FOREIGN KEY (cid) REFERENCES customers (cust_id)) PARTITION BY REFERENCE (fk)");
-    assert!(matches!(&e, RewriteError::ForeignKeyMissesKey { missing, .. } if missing == &["name"]), "{e}");
+    assert!(
+        matches!(&e, RewriteError::ForeignKeyMissesKey { missing, .. } if missing == &["name"]),
+        "{e}"
+    );
     // A self-reference of a sharded table must stay on one shard.
     let e = err(&c, "CREATE SHARDED TABLE emp (id int PRIMARY KEY, boss int REFERENCES emp (id)) PARTITION BY CONSISTENT HASH (id)");
     assert!(matches!(e, RewriteError::ForeignKeyMissesKey { .. }), "{e}");
@@ -343,18 +436,27 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
     let e = err(&c2, "CREATE SHARDED TABLE notes (cid NUMBER, nm VARCHAR2(50), o NUMBER, c2 NUMBER, PRIMARY KEY (cid, nm, o),
         CONSTRAINT fk FOREIGN KEY (cid, nm) REFERENCES customers (cust_id, name),
         CONSTRAINT fo FOREIGN KEY (c2, nm, o) REFERENCES orders (custno, name, orderno)) PARTITION BY REFERENCE (fk)");
-    assert!(matches!(&e, RewriteError::ForeignKeyMissesKey { missing, .. } if missing == &["custno"]), "{e}");
+    assert!(
+        matches!(&e, RewriteError::ForeignKeyMissesKey { missing, .. } if missing == &["custno"]),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_child_key_must_hash_like_the_root_key() {
     let mut c = ctx();
-    add(&mut c, "CREATE SHARDED TABLE r (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)");
+    add(
+        &mut c,
+        "CREATE SHARDED TABLE r (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)",
+    );
     create(&c, "CREATE SHARDED TABLE k (rid integer PRIMARY KEY, CONSTRAINT fk FOREIGN KEY (rid) REFERENCES r) PARTITION BY REFERENCE (fk)").unwrap();
     let e = err(&c, "CREATE SHARDED TABLE k (rid numeric PRIMARY KEY, CONSTRAINT fk FOREIGN KEY (rid) REFERENCES r) PARTITION BY REFERENCE (fk)");
     assert!(matches!(e, RewriteError::KeyTypeMismatch { .. }), "{e}");
     assert_eq!(e.sqlstate(), SqlState::DATATYPE_MISMATCH);
-    let e = err(&ctx(), "CREATE SHARDED TABLE j (d jsonb PRIMARY KEY) PARTITION BY CONSISTENT HASH (d)");
+    let e = err(
+        &ctx(),
+        "CREATE SHARDED TABLE j (d jsonb PRIMARY KEY) PARTITION BY CONSISTENT HASH (d)",
+    );
     assert!(matches!(e, RewriteError::UnhashableKey { .. }), "{e}");
 }
 
@@ -364,7 +466,9 @@ fn existing_tables_and_unknown_placements_are_errors() {
     add(&mut c, CUSTOMERS);
     let e = err(&c, CUSTOMERS);
     assert_eq!(e.sqlstate(), SqlState::DUPLICATE_TABLE);
-    let Ok(Statement::CreateTable(t)) = parse(&CUSTOMERS.replace("TABLE customers", "TABLE IF NOT EXISTS customers")) else {
+    let Ok(Statement::CreateTable(t)) =
+        parse(&CUSTOMERS.replace("TABLE customers", "TABLE IF NOT EXISTS customers"))
+    else {
         panic!()
     };
     assert_eq!(
@@ -373,9 +477,18 @@ fn existing_tables_and_unknown_placements_are_errors() {
     );
     let e = err(&ctx(), &CUSTOMERS.replace("SET ts1", "SET nope"));
     assert_eq!(e.sqlstate(), SqlState::UNDEFINED_OBJECT);
-    assert!(e.to_string().contains("tablespace set \"nope\" does not exist"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("tablespace set \"nope\" does not exist"),
+        "{e}"
+    );
     let e = err(&ctx(), "CREATE SHARDED TABLE a (s int PRIMARY KEY) PARTITION BY LIST (s) (PARTITION p VALUES (1) TABLESPACE tbsx)");
-    assert_eq!(e, RewriteError::UndefinedTablespace { name: "tbsx".into() });
+    assert_eq!(
+        e,
+        RewriteError::UndefinedTablespace {
+            name: "tbsx".into()
+        }
+    );
     assert_eq!(e.sqlstate(), SqlState::UNDEFINED_OBJECT);
     let e = err(&ctx(), ORDERS);
     assert_eq!(e.sqlstate(), SqlState::UNDEFINED_TABLE);
@@ -397,17 +510,27 @@ fn drop_refuses_a_parent_with_children_and_index_goes_where_the_table_is() {
     assert_eq!(
         drop_table(&c, &orders).unwrap(),
         BTreeMap::from([
-            (ShardId(0), vec!["DROP TABLE \"public\".\"orders\"".to_owned()]),
-            (ShardId(1), vec!["DROP TABLE \"public\".\"orders\"".to_owned()]),
+            (
+                ShardId(0),
+                vec!["DROP TABLE \"public\".\"orders\"".to_owned()]
+            ),
+            (
+                ShardId(1),
+                vec!["DROP TABLE \"public\".\"orders\"".to_owned()]
+            ),
         ])
     );
     let sql = "CREATE INDEX ON customers (class)";
     assert_eq!(
-        passthrough(&customers.layout, sql).into_keys().collect::<Vec<_>>(),
+        passthrough(&customers.layout, sql)
+            .into_keys()
+            .collect::<Vec<_>>(),
         [ShardId(0), ShardId(1)]
     );
     assert_eq!(
-        drop_table(&c, &QualifiedName::new("public", "nope")).unwrap_err().sqlstate(),
+        drop_table(&c, &QualifiedName::new("public", "nope"))
+            .unwrap_err()
+            .sqlstate(),
         SqlState::UNDEFINED_TABLE
     );
 }

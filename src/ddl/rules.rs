@@ -63,17 +63,16 @@ pub enum RewriteError {
         constraint: String,
         columns: Vec<String>,
         target: String,
-        target_kind: &'static str,
+        target_kind: DistributionKind,
     },
-    #[error("foreign key {constraint} ({}) of {kind} table {table} references {target_kind} table {target}: a {kind} table may reference only {allowed} tables", columns.join(", "))]
+    #[error("foreign key {constraint} ({}) of {kind} table {table} references {target_kind} table {target}: a {kind} table may reference only {} tables", columns.join(", "), may_reference(*kind))]
     ReferenceAcrossKinds {
         table: String,
-        kind: &'static str,
+        kind: DistributionKind,
         constraint: String,
         columns: Vec<String>,
         target: String,
-        target_kind: &'static str,
-        allowed: &'static str,
+        target_kind: DistributionKind,
     },
     #[error("a child table cannot declare a shard key: {table} is sharded by its parent's key, so remove SHARD(...)")]
     NoSqlChildShardKey { table: String },
@@ -99,7 +98,10 @@ pub enum RewriteError {
         root_type: String,
     },
     #[error("sharding key column \"{column}\": {source}")]
-    UnhashableKey { column: String, source: HashError },
+    UnhashableKey {
+        column: String,
+        source: Box<HashError>,
+    },
     #[error("partition \"{partition}\": {reason}")]
     InvalidBound {
         partition: String,
@@ -140,11 +142,12 @@ impl RewriteError {
     }
 }
 
-fn kind_name(kind: DistributionKind) -> &'static str {
+/// What a table of `kind` may hold a foreign key to, besides its own family.
+fn may_reference(kind: DistributionKind) -> &'static str {
     match kind {
-        DistributionKind::Sharded => "sharded",
+        DistributionKind::Sharded => "sharded tables of its family",
         DistributionKind::Duplicated => "duplicated",
-        DistributionKind::Unsharded => "unsharded",
+        DistributionKind::Unsharded => "unsharded and duplicated",
     }
 }
 
@@ -208,19 +211,17 @@ fn check_foreign_key(
     target: &TableLayout,
 ) -> Result<(), RewriteError> {
     use DistributionKind::*;
-    let constraint = fk
-        .constraint
-        .name
-        .as_ref()
-        .map_or_else(|| format!("({})", fk.columns.join(", ")), |n| format!("\"{}\"", n.value));
-    let across = |allowed: &'static str| RewriteError::ReferenceAcrossKinds {
+    let constraint = fk.constraint.name.as_ref().map_or_else(
+        || format!("({})", fk.columns.join(", ")),
+        |n| format!("\"{}\"", n.value),
+    );
+    let across = || RewriteError::ReferenceAcrossKinds {
         table: layout.name.to_string(),
-        kind: kind_name(layout.kind),
+        kind: layout.kind,
         constraint: constraint.clone(),
         columns: fk.columns.clone(),
         target: target.name.to_string(),
-        target_kind: kind_name(target.kind),
-        allowed,
+        target_kind: target.kind,
     };
     match (layout.kind, target.kind) {
         (Sharded, Sharded) => {
@@ -251,17 +252,21 @@ fn check_foreign_key(
             constraint,
             columns: fk.columns.clone(),
             target: target.name.to_string(),
-            target_kind: kind_name(target.kind),
+            target_kind: target.kind,
         }),
         (Duplicated, Duplicated) | (Unsharded, Duplicated | Unsharded) => Ok(()),
-        (Duplicated, Sharded | Unsharded) => Err(across("duplicated")),
-        (Unsharded, Sharded) => Err(across("unsharded and duplicated")),
+        (Duplicated, Sharded | Unsharded) | (Unsharded, Sharded) => Err(across()),
     }
 }
 
 /// Whether the foreign key references `target_column` from a column that holds the same root
 /// column, so the referencing and referenced rows always share a shard.
-fn colocated(layout: &TableLayout, fk: &ResolvedFk<'_>, target: &TableLayout, target_column: &str) -> bool {
+fn colocated(
+    layout: &TableLayout,
+    fk: &ResolvedFk<'_>,
+    target: &TableLayout,
+    target_column: &str,
+) -> bool {
     let root = target.root_column(target_column);
     fk.columns
         .iter()
@@ -280,7 +285,7 @@ fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
     for c in &layout.key {
         KeyType::from_pg_type_name(&c.pg_type).map_err(|source| RewriteError::UnhashableKey {
             column: c.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(())
@@ -297,18 +302,17 @@ fn check_unique_constraints(resolved: &Resolved<'_>) -> Result<(), RewriteError>
             .iter()
             .find(|c| matches!(c.body, ConstraintBody::PrimaryKey(_)))
             .and_then(|c| c.name.as_ref())
-            .map_or("primary key".to_owned(), |n| format!("primary key \"{}\"", n.value));
+            .map_or("primary key".to_owned(), |n| {
+                format!("primary key \"{}\"", n.value)
+            });
         let cols = layout.primary_key.iter().map(|c| c.name.clone()).collect();
         constraints.push((name, cols));
     }
     for c in &resolved.table.constraints {
         if let ConstraintBody::Unique(cols) = &c.body {
-            let name = c
-                .name
-                .as_ref()
-                .map_or("unique constraint".to_owned(), |n| {
-                    format!("unique constraint \"{}\"", n.value)
-                });
+            let name = c.name.as_ref().map_or("unique constraint".to_owned(), |n| {
+                format!("unique constraint \"{}\"", n.value)
+            });
             constraints.push((name, cols.iter().map(|i| i.value.clone()).collect()));
         }
     }
