@@ -112,23 +112,21 @@ pub(super) fn resolve<'a>(
             continue;
         };
         let target_name = object_name(ctx, &target.table)?;
-        let ref_columns = if !target.columns.is_empty() {
-            names(&target.columns)
-        } else if target_name == name {
-            pk_names.clone()
-        } else {
-            let t = ctx
-                .table(&target_name)
-                .ok_or_else(|| RewriteError::UndefinedTable {
-                    table: target_name.to_string(),
-                })?;
-            t.primary_key.iter().map(|c| c.name.clone()).collect()
+        // A self-reference names the table being created, which the context cannot know yet.
+        let target_layout = match target_name == name {
+            true => None,
+            false => Some(
+                ctx.table(&target_name)
+                    .ok_or_else(|| RewriteError::UndefinedTable {
+                        table: target_name.to_string(),
+                    })?,
+            ),
         };
-        if target_name != name && ctx.table(&target_name).is_none() {
-            return Err(RewriteError::UndefinedTable {
-                table: target_name.to_string(),
-            });
-        }
+        let ref_columns = match (target.columns.is_empty(), target_layout) {
+            (false, _) => names(&target.columns),
+            (true, Some(t)) => t.primary_key.iter().map(|c| c.name.clone()).collect(),
+            (true, None) => pk_names.clone(),
+        };
         foreign_keys.push(ResolvedFk {
             constraint,
             columns: names(columns),

@@ -17,9 +17,9 @@
 //!   as PostgreSQL requires and as Oracle compares. A list value `DEFAULT` is the default
 //!   partition.
 //! - **Composite**: the table on every shard, `PARTITION BY LIST|RANGE` on the partition-set
-//!   key; each partition set is a partition `t_<set>` on the shards of its tablespace set,
-//!   itself `PARTITION BY HASH` on the sharding key with its own chunks `t_<set>_c<k>` (its own
-//!   M, counted from its own set's shards). A primary key or unique constraint that lacks a
+//!   key; each partition set is a partition `t_<set>` on the shards of its tablespace set that
+//!   own at least one of its chunks, itself `PARTITION BY HASH` on the sharding key with its own
+//!   chunks `t_<set>_c<k>` (its own M, counted from its own set's shards, spread as above). A primary key or unique constraint that lacks a
 //!   partition-set column is declared on every `t_<set>` (named `<constraint>_<set>`) instead of
 //!   on `t`, so it holds per partition set: PostgreSQL requires a constraint on a partitioned
 //!   table to contain that level's partition columns, while Oracle requires only the sharding key.
