@@ -1,6 +1,7 @@
 //! shardwire's own parser for the sharding DDL of DESIGN.md §2. Everything else is PostgreSQL
 //! SQL and goes to PostgreSQL's parser; [`is_sharding_ddl`] tells the two apart from the first
-//! keywords. The rewrite to per-shard SQL consumes the [`ast`].
+//! keywords. [`rewrite`] turns a parsed CREATE into the plain PostgreSQL each shard runs and
+//! enforces the sharding rules that need the catalog.
 //!
 //! # Grammar
 //!
@@ -67,9 +68,13 @@
 //! - `REFERENCE (fk)` must name a foreign key constraint of the same table.
 
 pub mod ast;
+mod layout;
 pub mod lexer;
 mod parser;
 mod partition;
+pub mod render;
+pub mod rewrite;
+mod rules;
 pub mod types;
 mod validate;
 

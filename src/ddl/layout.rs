@@ -1,0 +1,519 @@
+//! Settles where a new table lives: its name, kind, family, chunks and partitions, from the
+//! statement and the [`RewriteContext`]. The rules that need the finished layout are in
+//! [`super::rules`].
+
+use super::ast::*;
+use super::render::{bound_sql, partition_relation};
+use super::rewrite::*;
+use super::rules::{self, RewriteError};
+use crate::catalog::ShardId;
+
+/// A foreign key with its target resolved.
+#[derive(Debug)]
+pub(super) struct ResolvedFk<'a> {
+    pub constraint: &'a TableConstraint,
+    pub columns: Vec<String>,
+    pub target: QualifiedName,
+    /// The referenced columns: as written, or the target's primary key.
+    pub ref_columns: Vec<String>,
+    pub on_delete: Option<ReferentialAction>,
+    pub on_update: Option<ReferentialAction>,
+}
+
+/// A CREATE TABLE with everything around it settled.
+#[derive(Debug)]
+pub(super) struct Resolved<'a> {
+    pub layout: TableLayout,
+    pub table: &'a CreateTable,
+    /// An Oracle NoSQL child: the parent's primary-key columns, which come first in its column
+    /// list and its primary key; its schema is created if missing.
+    pub nosql_parent: Option<TableLayout>,
+    pub foreign_keys: Vec<ResolvedFk<'a>>,
+}
+
+fn column_type(
+    table: &CreateTable,
+    nosql_parent: Option<&TableLayout>,
+    name: &str,
+) -> Option<String> {
+    let inherited = nosql_parent.and_then(|p| p.primary_key.iter().find(|c| c.name == name));
+    match inherited {
+        Some(c) => Some(c.pg_type.clone()),
+        None => table.column(name).map(|c| c.data_type.pg.to_string()),
+    }
+}
+
+fn names(idents: &[Ident]) -> Vec<String> {
+    idents.iter().map(|i| i.value.clone()).collect()
+}
+
+fn object_name(ctx: &RewriteContext, name: &ObjectName) -> Result<QualifiedName, RewriteError> {
+    match name.parts.as_slice() {
+        [table] => Ok(QualifiedName::new(&ctx.default_schema, &table.value)),
+        [schema, table] => Ok(QualifiedName::new(&schema.value, &table.value)),
+        _ => Err(RewriteError::UnsupportedName {
+            name: name
+                .parts
+                .iter()
+                .map(|p| p.value.as_str())
+                .collect::<Vec<_>>()
+                .join("."),
+        }),
+    }
+}
+
+/// The new table's name, and its Oracle NoSQL parent when it is written `parent.child` with
+/// `parent` an existing table of the default schema in a statement without SHARDED/DUPLICATED.
+pub(super) fn table_name<'c>(
+    ctx: &'c RewriteContext,
+    table: &CreateTable,
+) -> Result<(QualifiedName, Option<&'c TableLayout>), RewriteError> {
+    let name = object_name(ctx, &table.name)?;
+    let has_shard_key = table
+        .primary_key()
+        .is_some_and(|pk| pk.shard_key_len.is_some());
+    let nosql_form = table.kind == TableKind::Plain || has_shard_key;
+    if let [qualifier, child] = table.name.parts.as_slice() {
+        let parent = ctx.table(&QualifiedName::new(&ctx.default_schema, &qualifier.value));
+        if let (Some(parent), true) = (parent, nosql_form) {
+            if has_shard_key {
+                return Err(RewriteError::NoSqlChildShardKey {
+                    table: format!("{}.{}", qualifier.value, child.value),
+                });
+            }
+            return Ok((name, Some(parent)));
+        }
+    }
+    Ok((name, None))
+}
+
+pub(super) fn resolve<'a>(
+    ctx: &RewriteContext,
+    table: &'a CreateTable,
+    name: QualifiedName,
+    nosql_parent: Option<&TableLayout>,
+) -> Result<Resolved<'a>, RewriteError> {
+    let nosql_parent = nosql_parent.cloned();
+    let own_pk = table.primary_key().map(|pk| names(&pk.columns));
+    let mut pk_names: Vec<String> = nosql_parent
+        .iter()
+        .flat_map(|p| p.primary_key.iter().map(|c| c.name.clone()))
+        .collect();
+    pk_names.extend(own_pk.unwrap_or_default());
+    let key_column = |n: &str| KeyColumn {
+        name: n.to_owned(),
+        pg_type: column_type(table, nosql_parent.as_ref(), n).unwrap_or_default(),
+    };
+    let primary_key: Vec<KeyColumn> = pk_names.iter().map(|n| key_column(n)).collect();
+
+    let mut foreign_keys = Vec::new();
+    for constraint in &table.constraints {
+        let ConstraintBody::ForeignKey { columns, target } = &constraint.body else {
+            continue;
+        };
+        let target_name = object_name(ctx, &target.table)?;
+        // A self-reference names the table being created, which the context cannot know yet.
+        let target_layout = match target_name == name {
+            true => None,
+            false => Some(
+                ctx.table(&target_name)
+                    .ok_or_else(|| RewriteError::UndefinedTable {
+                        table: target_name.to_string(),
+                    })?,
+            ),
+        };
+        let ref_columns = match (target.columns.is_empty(), target_layout) {
+            (false, _) => names(&target.columns),
+            (true, Some(t)) => t.primary_key.iter().map(|c| c.name.clone()).collect(),
+            (true, None) => pk_names.clone(),
+        };
+        foreign_keys.push(ResolvedFk {
+            constraint,
+            columns: names(columns),
+            target: target_name,
+            ref_columns,
+            on_delete: target.on_delete,
+            on_update: target.on_update,
+        });
+    }
+
+    let base = TableLayout {
+        name: name.clone(),
+        kind: DistributionKind::Unsharded,
+        method: None,
+        key: vec![],
+        set_key: vec![],
+        primary_key,
+        family: None,
+        chunks: None,
+        partitions: vec![],
+        tablespace_set: None,
+        shards: vec![],
+    };
+    let layout = if let Some(parent) = &nosql_parent {
+        let pairs: Vec<(String, String)> = parent
+            .primary_key
+            .iter()
+            .map(|c| (c.name.clone(), c.name.clone()))
+            .collect();
+        match parent.kind {
+            DistributionKind::Sharded => child_layout(base, parent, &pairs, None, &key_column)?,
+            kind => TableLayout {
+                kind,
+                shards: parent.shards.clone(),
+                ..base
+            },
+        }
+    } else {
+        match table.kind {
+            TableKind::Duplicated => {
+                check_tablespace(ctx, table.tablespace.as_ref())?;
+                TableLayout {
+                    kind: DistributionKind::Duplicated,
+                    shards: ctx.all_shards(),
+                    ..base
+                }
+            }
+            TableKind::Plain => {
+                check_tablespace(ctx, table.tablespace.as_ref())?;
+                TableLayout {
+                    kind: DistributionKind::Unsharded,
+                    shards: vec![ShardId(0)],
+                    ..base
+                }
+            }
+            TableKind::Sharded => sharded_layout(ctx, table, base, &foreign_keys, &key_column)?,
+        }
+    };
+    Ok(Resolved {
+        layout,
+        table,
+        nosql_parent,
+        foreign_keys,
+    })
+}
+
+fn check_tablespace(
+    ctx: &RewriteContext,
+    placement: Option<&Placement>,
+) -> Result<(), RewriteError> {
+    match placement {
+        Some(Placement::TablespaceSet(set)) => tablespace_set(ctx, &set.value).map(drop),
+        Some(Placement::Tablespace(ts)) => tablespace(ctx, &ts.value).map(drop),
+        None => Ok(()),
+    }
+}
+
+fn tablespace_set<'c>(ctx: &'c RewriteContext, name: &str) -> Result<&'c [ShardId], RewriteError> {
+    let shards =
+        ctx.tablespace_sets
+            .get(name)
+            .ok_or_else(|| RewriteError::UndefinedTablespaceSet {
+                name: name.to_owned(),
+            })?;
+    if shards.is_empty() {
+        return Err(RewriteError::EmptyTablespaceSet {
+            name: name.to_owned(),
+        });
+    }
+    Ok(shards)
+}
+
+fn tablespace(ctx: &RewriteContext, name: &str) -> Result<ShardId, RewriteError> {
+    ctx.tablespaces
+        .get(name)
+        .copied()
+        .ok_or_else(|| RewriteError::UndefinedTablespace {
+            name: name.to_owned(),
+        })
+}
+
+/// The chunks of a hash level over `shards`.
+fn chunk_map(
+    ctx: &RewriteContext,
+    count: PartitionCount,
+    shards: &[ShardId],
+) -> Result<ChunkMap, RewriteError> {
+    let modulus = match count {
+        PartitionCount::Fixed(0) => return Err(RewriteError::ZeroPartitions),
+        PartitionCount::Fixed(n) => n,
+        PartitionCount::Auto => ctx.chunks_per_shard.max(1) * shards.len() as u32,
+    };
+    Ok(ChunkMap::spread(modulus, shards))
+}
+
+fn sorted(shards: &[ShardId]) -> Vec<ShardId> {
+    let mut v = shards.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn sharded_layout(
+    ctx: &RewriteContext,
+    table: &CreateTable,
+    base: TableLayout,
+    foreign_keys: &[ResolvedFk<'_>],
+    key_column: &dyn Fn(&str) -> KeyColumn,
+) -> Result<TableLayout, RewriteError> {
+    let columns = |idents: &[&Ident]| -> Vec<KeyColumn> {
+        idents.iter().map(|i| key_column(&i.value)).collect()
+    };
+    let base = TableLayout {
+        kind: DistributionKind::Sharded,
+        ..base
+    };
+    if let Some(parent_name) = &table.parent {
+        let parent = parent_table(ctx, parent_name)?;
+        let own: Vec<String> = table
+            .sharding_key()
+            .unwrap_or_default()
+            .iter()
+            .map(|i| i.value.clone())
+            .collect();
+        if !parent.set_key.is_empty() || own.len() != parent.key.len() {
+            return Err(RewriteError::ParentKeyArity {
+                table: base.name.to_string(),
+                parent: parent.name.to_string(),
+                expected: parent.partition_columns().map(|c| c.name.clone()).collect(),
+            });
+        }
+        let pairs: Vec<(String, String)> = own
+            .into_iter()
+            .zip(parent.key.iter().map(|c| c.name.clone()))
+            .collect();
+        return child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column);
+    }
+    match &table.distribution {
+        Distribution::Reference { constraint } => {
+            let fk = foreign_keys
+                .iter()
+                .find(|fk| {
+                    fk.constraint
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| n.value == constraint.value)
+                })
+                .ok_or_else(|| RewriteError::UndefinedTable {
+                    table: constraint.value.clone(),
+                })?;
+            let parent = ctx
+                .table(&fk.target)
+                .filter(|_| fk.target != base.name)
+                .ok_or_else(|| RewriteError::UndefinedTable {
+                    table: fk.target.to_string(),
+                })?;
+            let pairs: Vec<(String, String)> = fk
+                .columns
+                .iter()
+                .cloned()
+                .zip(fk.ref_columns.iter().cloned())
+                .collect();
+            child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column)
+        }
+        Distribution::ConsistentHash { .. } | Distribution::PrimaryKey => {
+            let count = match &table.distribution {
+                Distribution::ConsistentHash { partitions, .. } => *partitions,
+                _ => PartitionCount::Auto,
+            };
+            let (set, shards) = match &table.tablespace {
+                Some(Placement::TablespaceSet(set)) => (
+                    Some(set.value.clone()),
+                    tablespace_set(ctx, &set.value)?.to_vec(),
+                ),
+                Some(Placement::Tablespace(ts)) => (None, vec![tablespace(ctx, &ts.value)?]),
+                None => (None, ctx.all_shards()),
+            };
+            if shards.is_empty() {
+                return Err(RewriteError::NoShards);
+            }
+            Ok(TableLayout {
+                method: Some(ShardingMethod::ConsistentHash),
+                key: columns(&table.sharding_key().unwrap_or_default()),
+                chunks: Some(chunk_map(ctx, count, &shards)?),
+                tablespace_set: set,
+                shards: sorted(&shards),
+                ..base
+            })
+        }
+        Distribution::List { column, partitions } => {
+            check_tablespace(ctx, table.tablespace.as_ref())?;
+            let partitions = user_partitions(ctx, &base.name, SetMethod::List, partitions)?;
+            Ok(TableLayout {
+                method: Some(ShardingMethod::List),
+                key: columns(&[column]),
+                partitions,
+                shards: ctx.all_shards(),
+                ..base
+            })
+        }
+        Distribution::Range {
+            columns: cols,
+            partitions,
+        } => {
+            check_tablespace(ctx, table.tablespace.as_ref())?;
+            let partitions = user_partitions(ctx, &base.name, SetMethod::Range, partitions)?;
+            Ok(TableLayout {
+                method: Some(ShardingMethod::Range),
+                key: columns(&cols.iter().collect::<Vec<_>>()),
+                partitions,
+                shards: ctx.all_shards(),
+                ..base
+            })
+        }
+        Distribution::Composite {
+            set_method,
+            set_columns,
+            hash_columns,
+            partitions,
+            partition_sets,
+        } => {
+            check_tablespace(ctx, table.tablespace.as_ref())?;
+            let mut sets = Vec::new();
+            let mut previous = None;
+            for set in partition_sets {
+                let set_name = match &set.placement {
+                    Placement::TablespaceSet(s) | Placement::Tablespace(s) => &s.value,
+                };
+                let chunks = chunk_map(ctx, *partitions, tablespace_set(ctx, set_name)?)?;
+                sets.push(PartitionPlan {
+                    name: set.name.value.clone(),
+                    relation: partition_relation(&base.name.name, &set.name.value),
+                    bound: set.bound.clone(),
+                    bound_sql: bound_sql(*set_method, &set.name.value, &set.bound, previous)?,
+                    placement: PartitionPlacement::TablespaceSet {
+                        name: set_name.clone(),
+                        chunks,
+                    },
+                });
+                previous = Some(&set.bound);
+            }
+            Ok(TableLayout {
+                method: Some(ShardingMethod::Composite(*set_method)),
+                key: columns(&hash_columns.iter().collect::<Vec<_>>()),
+                set_key: columns(&set_columns.iter().collect::<Vec<_>>()),
+                partitions: sets,
+                shards: ctx.all_shards(),
+                ..base
+            })
+        }
+        Distribution::None => Err(RewriteError::NoShards),
+    }
+}
+
+fn user_partitions(
+    ctx: &RewriteContext,
+    table: &QualifiedName,
+    method: SetMethod,
+    partitions: &[NamedPartition],
+) -> Result<Vec<PartitionPlan>, RewriteError> {
+    let mut out = Vec::new();
+    let mut previous = None;
+    for p in partitions {
+        let ts = match &p.placement {
+            Placement::Tablespace(t) | Placement::TablespaceSet(t) => &t.value,
+        };
+        out.push(PartitionPlan {
+            name: p.name.value.clone(),
+            relation: partition_relation(&table.name, &p.name.value),
+            bound: p.bound.clone(),
+            bound_sql: bound_sql(method, &p.name.value, &p.bound, previous)?,
+            placement: PartitionPlacement::Tablespace {
+                name: ts.clone(),
+                shard: tablespace(ctx, ts)?,
+            },
+        });
+        previous = Some(&p.bound);
+    }
+    Ok(out)
+}
+
+fn parent_table<'c>(
+    ctx: &'c RewriteContext,
+    name: &ObjectName,
+) -> Result<&'c TableLayout, RewriteError> {
+    let name = object_name(ctx, name)?;
+    ctx.table(&name).ok_or(RewriteError::UndefinedTable {
+        table: name.to_string(),
+    })
+}
+
+/// A family child: partitioned like `parent` on the child columns that `pairs` (child column,
+/// parent column) map to the parent's partitioning columns.
+fn child_layout(
+    base: TableLayout,
+    parent: &TableLayout,
+    pairs: &[(String, String)],
+    tablespace: Option<&Placement>,
+    key_column: &dyn Fn(&str) -> KeyColumn,
+) -> Result<TableLayout, RewriteError> {
+    if parent.kind != DistributionKind::Sharded {
+        return Err(RewriteError::ParentNotSharded {
+            table: base.name.to_string(),
+            parent: parent.name.to_string(),
+        });
+    }
+    if let Some(Placement::TablespaceSet(set)) = tablespace {
+        if parent.tablespace_set.as_deref() != Some(set.value.as_str()) {
+            return Err(RewriteError::ChildPlacement {
+                table: base.name.to_string(),
+                root: parent.root().to_string(),
+                set: set.value.clone(),
+            });
+        }
+    }
+    let mut missing = Vec::new();
+    let mut map_level = |level: &[KeyColumn]| -> Result<Vec<(KeyColumn, String)>, RewriteError> {
+        let mut out = Vec::new();
+        for pc in level {
+            match pairs.iter().find(|(_, p)| *p == pc.name) {
+                Some((child, _)) => {
+                    let col = key_column(child);
+                    rules::check_key_type(&col, pc)?;
+                    let root_col = parent.root_column(&pc.name).unwrap_or(&pc.name).to_owned();
+                    out.push((col, root_col));
+                }
+                None => missing.push(pc.name.clone()),
+            }
+        }
+        Ok(out)
+    };
+    let set_key = map_level(&parent.set_key)?;
+    let key = map_level(&parent.key)?;
+    if !missing.is_empty() {
+        return Err(RewriteError::ForeignKeyMissesKey {
+            table: base.name.to_string(),
+            target: parent.name.to_string(),
+            missing,
+        });
+    }
+    let column_map = set_key
+        .iter()
+        .chain(&key)
+        .map(|(c, r)| (c.name.clone(), r.clone()))
+        .collect();
+    let partitions = parent
+        .partitions
+        .iter()
+        .map(|p| PartitionPlan {
+            relation: partition_relation(&base.name.name, &p.name),
+            ..p.clone()
+        })
+        .collect();
+    Ok(TableLayout {
+        kind: DistributionKind::Sharded,
+        method: parent.method,
+        key: key.into_iter().map(|(c, _)| c).collect(),
+        set_key: set_key.into_iter().map(|(c, _)| c).collect(),
+        family: Some(FamilyLink {
+            root: parent.root().clone(),
+            parent: parent.name.clone(),
+            column_map,
+        }),
+        chunks: parent.chunks.clone(),
+        partitions,
+        tablespace_set: parent.tablespace_set.clone(),
+        shards: parent.shards.clone(),
+        ..base
+    })
+}

@@ -1,0 +1,331 @@
+//! The sharding rules of DESIGN.md §2 that need the table's settled layout and the tables it
+//! refers to, checked before any SQL is produced.
+//!
+//! - Primary keys and unique constraints of a sharded table contain its sharding key columns
+//!   (a family child's: the columns that hold the root's key).
+//! - A foreign key between sharded tables stays inside one family and covers the referenced
+//!   table's partitioning columns with the columns that hold the same root columns, so both rows
+//!   are always on one shard. A self-reference of a sharded table follows the same rule.
+//! - No foreign key from a sharded table to an unsharded or duplicated table, from a duplicated
+//!   table to a sharded or unsharded one, or from an unsharded table to a sharded one: none of
+//!   them could be enforced by one shard (the last two go beyond Oracle's list for the same reason).
+//! - A hash sharding key has a type the router can hash like PostgreSQL, and a family child's key
+//!   columns hash like the root's (same type up to typmod; smallint, integer and bigint agree).
+
+use tokio_postgres::error::SqlState;
+
+use super::ast::ConstraintBody;
+use super::layout::{Resolved, ResolvedFk};
+use super::rewrite::{DistributionKind, KeyColumn, RewriteContext, ShardingMethod, TableLayout};
+use crate::router::hash::{HashError, KeyType};
+
+/// Errors of the rewrite; each names the rule and the columns involved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("relation {table} already exists")]
+    TableExists { table: String },
+    #[error("relation {table} does not exist")]
+    UndefinedTable { table: String },
+    #[error("tablespace set \"{name}\" does not exist: create it with CREATE TABLESPACE SET {name}, or name an existing one")]
+    UndefinedTablespaceSet { name: String },
+    #[error("tablespace \"{name}\" does not exist: add it to [[tablespaces]] in the configuration, or name an existing one")]
+    UndefinedTablespace { name: String },
+    #[error("tablespace set \"{name}\" has no shards; add shards to it first")]
+    EmptyTablespaceSet { name: String },
+    #[error("there are no shards to place the table on")]
+    NoShards,
+    #[error("PARTITIONS must be at least 1")]
+    ZeroPartitions,
+    #[error("name \"{name}\" has too many parts: use table or schema.table")]
+    UnsupportedName { name: String },
+    #[error("{constraint} of sharded table {table} must contain the sharding key columns ({}); missing: {}", key.join(", "), missing.join(", "))]
+    KeyNotInConstraint {
+        table: String,
+        constraint: String,
+        key: Vec<String>,
+        missing: Vec<String>,
+    },
+    #[error("foreign key {constraint} of {table} references {target}, which is in another table family: foreign keys between sharded tables must stay inside one family (make {table} a child with PARTITION BY REFERENCE)")]
+    ForeignKeyOutsideFamily {
+        table: String,
+        constraint: String,
+        target: String,
+    },
+    #[error("{table} must reference the sharding key of {target} so related rows share a shard; its foreign key does not cover: {}", missing.join(", "))]
+    ForeignKeyMissesKey {
+        table: String,
+        target: String,
+        missing: Vec<String>,
+    },
+    #[error("foreign key {constraint} ({}) of sharded table {table} references {target_kind} table {target}: foreign keys from sharded tables to {target_kind} tables are not allowed", columns.join(", "))]
+    ShardedToUnshardedOrDuplicated {
+        table: String,
+        constraint: String,
+        columns: Vec<String>,
+        target: String,
+        target_kind: DistributionKind,
+    },
+    #[error("foreign key {constraint} ({}) of {kind} table {table} references {target_kind} table {target}: a {kind} table may reference only {} tables", columns.join(", "), may_reference(*kind))]
+    ReferenceAcrossKinds {
+        table: String,
+        kind: DistributionKind,
+        constraint: String,
+        columns: Vec<String>,
+        target: String,
+        target_kind: DistributionKind,
+    },
+    #[error("a child table cannot declare a shard key: {table} is sharded by its parent's key, so remove SHARD(...)")]
+    NoSqlChildShardKey { table: String },
+    #[error("{table} cannot be a child of {parent}: the parent of a table family must be a sharded table")]
+    ParentNotSharded { table: String, parent: String },
+    #[error("PARENT {parent}: the PARTITION BY CONSISTENT HASH columns of {table} must hold the parent's key columns ({}), one for one", expected.join(", "))]
+    ParentKeyArity {
+        table: String,
+        parent: String,
+        expected: Vec<String>,
+    },
+    #[error("{table} is placed with its family's root {root}; remove TABLESPACE SET {set}")]
+    ChildPlacement {
+        table: String,
+        root: String,
+        set: String,
+    },
+    #[error("column \"{column}\" has type {column_type} but holds key column \"{root_column}\" of type {root_type}; give it type {root_type} so both hash alike")]
+    KeyTypeMismatch {
+        column: String,
+        column_type: String,
+        root_column: String,
+        root_type: String,
+    },
+    #[error("sharding key column \"{column}\": {source}")]
+    UnhashableKey {
+        column: String,
+        source: Box<HashError>,
+    },
+    #[error("partition \"{partition}\": {reason}")]
+    InvalidBound {
+        partition: String,
+        reason: &'static str,
+    },
+    #[error("cannot drop table {table} because other tables of its family depend on it: {}; drop them first", children.join(", "))]
+    ParentHasChildren {
+        table: String,
+        children: Vec<String>,
+    },
+}
+
+impl RewriteError {
+    pub fn sqlstate(&self) -> SqlState {
+        match self {
+            RewriteError::TableExists { .. } => SqlState::DUPLICATE_TABLE,
+            RewriteError::UndefinedTable { .. } => SqlState::UNDEFINED_TABLE,
+            RewriteError::UndefinedTablespaceSet { .. }
+            | RewriteError::UndefinedTablespace { .. } => SqlState::UNDEFINED_OBJECT,
+            RewriteError::UnsupportedName { .. } => SqlState::INVALID_NAME,
+            RewriteError::ForeignKeyOutsideFamily { .. }
+            | RewriteError::ForeignKeyMissesKey { .. }
+            | RewriteError::ShardedToUnshardedOrDuplicated { .. }
+            | RewriteError::ReferenceAcrossKinds { .. } => SqlState::INVALID_FOREIGN_KEY,
+            RewriteError::KeyTypeMismatch { .. } => SqlState::DATATYPE_MISMATCH,
+            RewriteError::UnhashableKey { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            RewriteError::ParentHasChildren { .. } => SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
+            RewriteError::EmptyTablespaceSet { .. }
+            | RewriteError::NoShards
+            | RewriteError::ZeroPartitions
+            | RewriteError::KeyNotInConstraint { .. }
+            | RewriteError::NoSqlChildShardKey { .. }
+            | RewriteError::ParentNotSharded { .. }
+            | RewriteError::ParentKeyArity { .. }
+            | RewriteError::ChildPlacement { .. }
+            | RewriteError::InvalidBound { .. } => SqlState::INVALID_TABLE_DEFINITION,
+        }
+    }
+}
+
+/// What a table of `kind` may hold a foreign key to, besides its own family.
+fn may_reference(kind: DistributionKind) -> &'static str {
+    match kind {
+        DistributionKind::Sharded => "sharded tables of its family",
+        DistributionKind::Duplicated => "duplicated",
+        DistributionKind::Unsharded => "unsharded and duplicated",
+    }
+}
+
+/// Types whose hash-partitioning hashes agree on every value both can hold.
+fn hash_class(ty: KeyType) -> KeyType {
+    match ty {
+        KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => KeyType::Int8,
+        KeyType::Numeric(_) => KeyType::Numeric(None),
+        KeyType::Varchar(_) | KeyType::Text => KeyType::Text,
+        KeyType::Bpchar(_) => KeyType::Bpchar(None),
+        KeyType::Timestamp(_) => KeyType::Timestamp(None),
+        KeyType::Timestamptz(_) => KeyType::Timestamptz(None),
+        other => other,
+    }
+}
+
+/// A child's key column must place rows where the root's column does.
+pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), RewriteError> {
+    let same = match (
+        KeyType::from_pg_type_name(&child.pg_type),
+        KeyType::from_pg_type_name(&root.pg_type),
+    ) {
+        (Ok(a), Ok(b)) => hash_class(a) == hash_class(b),
+        _ => child.pg_type.eq_ignore_ascii_case(&root.pg_type),
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(RewriteError::KeyTypeMismatch {
+            column: child.name.clone(),
+            column_type: child.pg_type.clone(),
+            root_column: root.name.clone(),
+            root_type: root.pg_type.clone(),
+        })
+    }
+}
+
+pub(super) fn check(ctx: &RewriteContext, resolved: &Resolved<'_>) -> Result<(), RewriteError> {
+    let layout = &resolved.layout;
+    if layout.kind == DistributionKind::Sharded {
+        check_hashable(layout)?;
+        check_unique_constraints(resolved)?;
+    }
+    for fk in &resolved.foreign_keys {
+        let target = if fk.target == layout.name {
+            layout
+        } else {
+            ctx.table(&fk.target)
+                .ok_or_else(|| RewriteError::UndefinedTable {
+                    table: fk.target.to_string(),
+                })?
+        };
+        check_foreign_key(layout, fk, target)?;
+    }
+    Ok(())
+}
+
+fn check_foreign_key(
+    layout: &TableLayout,
+    fk: &ResolvedFk<'_>,
+    target: &TableLayout,
+) -> Result<(), RewriteError> {
+    use DistributionKind::*;
+    let constraint = fk.constraint.name.as_ref().map_or_else(
+        || format!("({})", fk.columns.join(", ")),
+        |n| format!("\"{}\"", n.value),
+    );
+    let across = || RewriteError::ReferenceAcrossKinds {
+        table: layout.name.to_string(),
+        kind: layout.kind,
+        constraint: constraint.clone(),
+        columns: fk.columns.clone(),
+        target: target.name.to_string(),
+        target_kind: target.kind,
+    };
+    match (layout.kind, target.kind) {
+        (Sharded, Sharded) => {
+            if layout.root() != target.root() {
+                return Err(RewriteError::ForeignKeyOutsideFamily {
+                    table: layout.name.to_string(),
+                    constraint,
+                    target: target.name.to_string(),
+                });
+            }
+            let missing: Vec<String> = target
+                .partition_columns()
+                .filter(|tc| !colocated(layout, fk, target, &tc.name))
+                .map(|tc| tc.name.clone())
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(RewriteError::ForeignKeyMissesKey {
+                    table: layout.name.to_string(),
+                    target: target.name.to_string(),
+                    missing,
+                })
+            }
+        }
+        (Sharded, Duplicated | Unsharded) => Err(RewriteError::ShardedToUnshardedOrDuplicated {
+            table: layout.name.to_string(),
+            constraint,
+            columns: fk.columns.clone(),
+            target: target.name.to_string(),
+            target_kind: target.kind,
+        }),
+        (Duplicated, Duplicated) | (Unsharded, Duplicated | Unsharded) => Ok(()),
+        (Duplicated, Sharded | Unsharded) | (Unsharded, Sharded) => Err(across()),
+    }
+}
+
+/// Whether the foreign key references `target_column` from a column that holds the same root
+/// column, so the referencing and referenced rows always share a shard.
+fn colocated(
+    layout: &TableLayout,
+    fk: &ResolvedFk<'_>,
+    target: &TableLayout,
+    target_column: &str,
+) -> bool {
+    let root = target.root_column(target_column);
+    fk.columns
+        .iter()
+        .zip(&fk.ref_columns)
+        .any(|(c, r)| r == target_column && root.is_some() && layout.root_column(c) == root)
+}
+
+fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
+    let hashed = matches!(
+        layout.method,
+        Some(ShardingMethod::ConsistentHash | ShardingMethod::Composite(_))
+    );
+    if !hashed || layout.family.is_some() {
+        return Ok(());
+    }
+    for c in &layout.key {
+        KeyType::from_pg_type_name(&c.pg_type).map_err(|source| RewriteError::UnhashableKey {
+            column: c.name.clone(),
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
+}
+
+fn check_unique_constraints(resolved: &Resolved<'_>) -> Result<(), RewriteError> {
+    let layout = &resolved.layout;
+    let key: Vec<String> = layout.key.iter().map(|c| c.name.clone()).collect();
+    let mut constraints: Vec<(String, Vec<String>)> = Vec::new();
+    if !layout.primary_key.is_empty() {
+        let name = resolved
+            .table
+            .constraints
+            .iter()
+            .find(|c| matches!(c.body, ConstraintBody::PrimaryKey(_)))
+            .and_then(|c| c.name.as_ref())
+            .map_or("primary key".to_owned(), |n| {
+                format!("primary key \"{}\"", n.value)
+            });
+        let cols = layout.primary_key.iter().map(|c| c.name.clone()).collect();
+        constraints.push((name, cols));
+    }
+    for c in &resolved.table.constraints {
+        if let ConstraintBody::Unique(cols) = &c.body {
+            let name = c.name.as_ref().map_or("unique constraint".to_owned(), |n| {
+                format!("unique constraint \"{}\"", n.value)
+            });
+            constraints.push((name, cols.iter().map(|i| i.value.clone()).collect()));
+        }
+    }
+    for (constraint, cols) in constraints {
+        let missing: Vec<String> = key.iter().filter(|k| !cols.contains(k)).cloned().collect();
+        if !missing.is_empty() {
+            return Err(RewriteError::KeyNotInConstraint {
+                table: layout.name.to_string(),
+                constraint,
+                key,
+                missing,
+            });
+        }
+    }
+    Ok(())
+}
