@@ -405,7 +405,7 @@ impl NewTable {
             return Err("a sharded table needs sharding key columns".into());
         }
         let composite = matches!(self.method, Some(M::CompositeList | M::CompositeRange));
-        if composite != !self.partition_set_columns.is_empty() {
+        if composite == self.partition_set_columns.is_empty() {
             return Err("partition-set key columns belong to composite sharding only".into());
         }
         let single_column = |cols: &[KeyColumn], what: &str| {

@@ -122,13 +122,7 @@ async fn sync_config(tx: &Transaction<'_>, config: &Config) -> Result<bool, Cata
             )
             .await?;
     }
-    let all_shards: Vec<String> = config.shards.iter().map(|s| s.name.clone()).collect();
     for set in &config.tablespace_sets {
-        let wanted = if set.shards.is_empty() {
-            &all_shards
-        } else {
-            &set.shards
-        };
         let inserted = tx
             .query_opt(
                 "INSERT INTO shardwire_catalog.tablespace_set (name) VALUES ($1)
@@ -154,13 +148,13 @@ async fn sync_config(tx: &Transaction<'_>, config: &Config) -> Result<bool, Cata
             )
             .await?
             .get(0);
-        if &current != wanted {
+        if current != set.shards {
             tx.execute(
                 "DELETE FROM shardwire_catalog.tablespace_set_shard WHERE set_id = $1",
                 &[&id],
             )
             .await?;
-            insert_set_members(tx, id, wanted).await?;
+            insert_set_members(tx, id, &set.shards).await?;
             changed += 1;
         }
     }
@@ -551,7 +545,7 @@ pub(super) fn decode_bound(
 ) -> Result<PartitionBound, String> {
     let width = usize::try_from(width)
         .ok()
-        .filter(|&w| w > 0 && values.len() % w == 0 && !values.is_empty())
+        .filter(|&w| w > 0 && values.len().is_multiple_of(w) && !values.is_empty())
         .ok_or_else(|| {
             format!(
                 "{} bound values do not make tuples of {width}",
