@@ -181,14 +181,15 @@ impl Catalog {
     /// Records a table in state CREATING, with its chunks, partition sets and partitions.
     pub async fn create_table(&self, table: &NewTable) -> Result<TableId, CatalogError> {
         let id = store::create_table(&mut *self.client().await?, table, &self.shard_names).await?;
-        self.reload().await?;
+        self.refresh().await;
         Ok(id)
     }
 
     /// Moves a table along CREATING → ACTIVE → DROPPING (or CREATING → DROPPING).
     pub async fn set_state(&self, id: TableId, state: TableState) -> Result<(), CatalogError> {
         store::set_state(&mut *self.client().await?, id, state).await?;
-        self.reload().await.map(drop)
+        self.refresh().await;
+        Ok(())
     }
 
     pub async fn set_row_movement(
@@ -197,13 +198,15 @@ impl Catalog {
         movement: RowMovement,
     ) -> Result<(), CatalogError> {
         store::set_row_movement(&mut *self.client().await?, id, movement).await?;
-        self.reload().await.map(drop)
+        self.refresh().await;
+        Ok(())
     }
 
     /// Removes a table entry with its chunks and partitions; refused while it has children.
     pub async fn delete_table(&self, id: TableId) -> Result<(), CatalogError> {
         store::delete_table(&mut *self.client().await?, id).await?;
-        self.reload().await.map(drop)
+        self.refresh().await;
+        Ok(())
     }
 
     /// Creates a tablespace set over `shards` (in that order); no shards means every shard.
@@ -218,14 +221,23 @@ impl Catalog {
             store::shard_names(shards, &self.shard_names)?
         };
         let id = store::create_tablespace_set(&mut *self.client().await?, name, &names).await?;
-        self.reload().await?;
+        self.refresh().await;
         Ok(id)
     }
 
     /// Drops a tablespace set; refused while a table or partition set uses it.
     pub async fn drop_tablespace_set(&self, name: &str) -> Result<(), CatalogError> {
         store::drop_tablespace_set(&mut *self.client().await?, name).await?;
-        self.reload().await.map(drop)
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Makes a committed write visible here at once. A failed reload does not undo the write,
+    /// so it is not the caller's error; the watcher retries.
+    async fn refresh(&self) {
+        if let Err(e) = self.reload().await {
+            tracing::warn!(error = %e, "catalog written but not reloaded; the watcher will retry");
+        }
     }
 
     /// The catalog connection, connecting first when there is none or it was lost.

@@ -376,9 +376,8 @@ impl NewTable {
     /// Checks that the entry is one shardwire can route by; the reason otherwise.
     pub fn check(&self) -> Result<(), String> {
         use ShardingMethod as M;
-        let no_placement =
-            self.chunks.is_empty() && self.partition_sets.is_empty() && self.partitions.is_empty();
-        match (self.kind, self.method) {
+        // Which of chunks, partition sets and partitions each kind of table records.
+        let (expected, placement) = match (self.kind, self.method) {
             (TableKind::Sharded, None) => return Err("a sharded table needs a method".into()),
             (TableKind::Duplicated | TableKind::Unsharded, Some(m)) => {
                 return Err(format!(
@@ -386,17 +385,32 @@ impl NewTable {
                     self.kind
                 ))
             }
-            (TableKind::Duplicated, None) if !no_placement => {
-                return Err("a duplicated table has no chunks or partitions".into())
+            (TableKind::Duplicated, None) | (TableKind::Sharded, Some(M::Reference)) => {
+                ((false, false, false), "no chunks or partitions of its own")
             }
-            (TableKind::Unsharded, None)
-                if self.chunks.len() != 1
-                    || !self.partition_sets.is_empty()
-                    || !self.partitions.is_empty() =>
-            {
-                return Err("an unsharded table has exactly one chunk: its shard".into())
+            (TableKind::Unsharded, None) | (TableKind::Sharded, Some(M::ConsistentHash)) => {
+                ((true, false, false), "chunks only")
             }
-            _ => {}
+            (TableKind::Sharded, Some(M::CompositeList | M::CompositeRange)) => {
+                ((false, true, false), "partition sets only")
+            }
+            (TableKind::Sharded, Some(M::List | M::Range)) => {
+                ((false, false, true), "partitions only")
+            }
+        };
+        let given = (
+            !self.chunks.is_empty(),
+            !self.partition_sets.is_empty(),
+            !self.partitions.is_empty(),
+        );
+        if given != expected {
+            let what = self
+                .method
+                .map_or(self.kind.as_str(), ShardingMethod::as_str);
+            return Err(format!("a {what} table records {placement}"));
+        }
+        if self.kind == TableKind::Unsharded && self.chunks.len() != 1 {
+            return Err("an unsharded table has exactly one chunk: its shard".into());
         }
         if (self.method == Some(M::Reference)) != self.parent.is_some() {
             return Err("a table has a parent exactly when it is partitioned by reference".into());
@@ -416,20 +430,9 @@ impl NewTable {
             }
         };
         match self.method {
-            Some(M::ConsistentHash) => {
-                if self.chunks.is_empty() || !self.partition_sets.is_empty() {
-                    return Err("a consistent-hash table has chunks and no partition sets".into());
-                }
-            }
-            Some(M::Reference) if !no_placement => {
-                return Err("a family child has no chunks or partitions of its own".into())
-            }
             Some(m @ (M::CompositeList | M::CompositeRange)) => {
                 if m == M::CompositeList {
                     single_column(&self.partition_set_columns, "a list partition set")?;
-                }
-                if self.partition_sets.is_empty() || !self.chunks.is_empty() {
-                    return Err("a composite table has partition sets, not chunks".into());
                 }
                 for set in &self.partition_sets {
                     if set.chunks.is_empty() {
@@ -447,9 +450,6 @@ impl NewTable {
                 if m == M::List {
                     single_column(&self.key_columns, "a list partition")?;
                 }
-                if self.partitions.is_empty() || !self.chunks.is_empty() {
-                    return Err("a user-defined sharded table has partitions, not chunks".into());
-                }
                 for p in &self.partitions {
                     if !p.bound.has_width(self.key_columns.len()) {
                         return Err(format!(
@@ -459,7 +459,7 @@ impl NewTable {
                     }
                 }
             }
-            Some(M::Reference) | None => {}
+            Some(M::ConsistentHash | M::Reference) | None => {}
         }
         if self.method.is_some_and(ShardingMethod::hashes_key) {
             for c in &self.key_columns {
@@ -468,5 +468,78 @@ impl NewTable {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashed() -> NewTable {
+        NewTable {
+            schema: "public".into(),
+            name: "t".into(),
+            kind: TableKind::Sharded,
+            method: Some(ShardingMethod::ConsistentHash),
+            key_columns: vec![KeyColumn::new("id", "bigint")],
+            partition_set_columns: Vec::new(),
+            parent: None,
+            row_movement: RowMovement::Disabled,
+            tablespace_set: None,
+            chunks: vec![ShardId(0), ShardId(1)],
+            partition_sets: Vec::new(),
+            partitions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn placement_must_fit_the_method() {
+        assert_eq!(hashed().check(), Ok(()));
+        let mut with_partition = hashed();
+        with_partition.partitions.push(NewPartition {
+            name: "p".into(),
+            bound: PartitionBound::In(vec![vec![BoundValue::Literal("1".into())]]),
+            tablespace: "tbs".into(),
+        });
+        assert!(with_partition.check().is_err());
+        let child_with_chunks = NewTable {
+            method: Some(ShardingMethod::Reference),
+            parent: Some(TableId(1)),
+            ..hashed()
+        };
+        assert!(child_with_chunks.check().is_err());
+        let child = NewTable {
+            chunks: Vec::new(),
+            ..child_with_chunks
+        };
+        assert_eq!(child.check(), Ok(()));
+        let unsharded = NewTable {
+            kind: TableKind::Unsharded,
+            method: None,
+            ..hashed()
+        };
+        assert!(unsharded.check().is_err(), "two chunks for one shard");
+    }
+
+    #[test]
+    fn list_sharding_takes_one_column() {
+        let list = NewTable {
+            method: Some(ShardingMethod::List),
+            key_columns: vec![KeyColumn::new("a", "text"), KeyColumn::new("b", "text")],
+            chunks: Vec::new(),
+            partitions: vec![NewPartition {
+                name: "p".into(),
+                bound: PartitionBound::In(vec![vec![
+                    BoundValue::Literal("x".into()),
+                    BoundValue::Literal("y".into()),
+                ]]),
+                tablespace: "tbs".into(),
+            }],
+            ..hashed()
+        };
+        assert!(list
+            .check()
+            .unwrap_err()
+            .contains("single partitioning column"));
     }
 }
