@@ -14,6 +14,7 @@
 //! - [`sql`]: cheap lexical classification of statements (what pins a session, what ends a
 //!   transaction).
 //! - [`router`]: where a statement goes ([`router::Route`]).
+//! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.

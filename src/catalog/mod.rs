@@ -1,19 +1,253 @@
-//! The shard catalog. For now: the typed ids the rest of the proxy passes around.
+//! The shard catalog: which tables exist, how they are sharded, and which shard holds each
+//! chunk. It lives in schema `shardwire_catalog` of the catalog database ([`store`]), shared by
+//! every proxy; each proxy keeps an immutable [`Snapshot`] in memory, replaced whole when the
+//! catalog changes (its own writes at once, other proxies' within a second via the watcher).
 
-use std::fmt;
+mod load;
+pub mod model;
+mod snapshot;
+mod store;
+mod watch;
 
-/// A shard, by its position in the configuration's `[[shards]]` list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ShardId(pub u32);
+use std::future::Future;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
-impl ShardId {
-    pub fn index(self) -> usize {
-        self.0 as usize
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+pub use model::{
+    BoundValue, ChunkId, KeyColumn, NewPartition, NewTable, Partition, PartitionBound,
+    PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table, TableId, TableKind,
+    TableState, Tablespace, TablespaceSet, TablespaceSetId,
+};
+pub use snapshot::Snapshot;
+pub use store::NOTIFY_CHANNEL;
+
+use crate::config::{Config, Endpoint};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot connect to the catalog database {endpoint}: {source}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("catalog database: {0}")]
+    Query(#[from] tokio_postgres::Error),
+    #[error("the catalog is inconsistent: {0}")]
+    Corrupt(String),
+    #[error(
+        "the catalog places {used_by} on shard \"{shard}\", which this proxy's configuration \
+         does not list: add it to [[shards]]"
+    )]
+    ShardNotConfigured { shard: String, used_by: String },
+    #[error("shard {0} is not in the configuration")]
+    UnknownShard(ShardId),
+    #[error("table {schema}.{name} already exists")]
+    TableExists { schema: String, name: String },
+    #[error("table {0} is not in the catalog")]
+    NoSuchTable(TableId),
+    #[error("tablespace set \"{0}\" already exists")]
+    TablespaceSetExists(String),
+    #[error("tablespace set \"{0}\" does not exist")]
+    NoSuchTablespaceSet(String),
+    #[error("tablespace set {0} was dropped meanwhile")]
+    TablespaceSetGone(TablespaceSetId),
+    #[error("tablespace \"{0}\" does not exist: declare it in [[tablespaces]]")]
+    NoSuchTablespace(String),
+    #[error(
+        "cannot drop tablespace set \"{name}\": tables use it ({}); drop them first",
+        tables.join(", ")
+    )]
+    TablespaceSetInUse { name: String, tables: Vec<String> },
+    #[error(
+        "cannot drop table {table} before the tables of its family that reference it ({}); \
+         drop them first",
+        children.join(", ")
+    )]
+    HasChildren {
+        table: String,
+        children: Vec<String>,
+    },
+    #[error("table {table} is {from} and cannot become {to}")]
+    InvalidTransition {
+        table: String,
+        from: TableState,
+        to: TableState,
+    },
+    #[error("invalid catalog entry: {0}")]
+    InvalidEntry(String),
+}
+
+impl CatalogError {
+    pub fn sqlstate(&self) -> SqlState {
+        match self {
+            CatalogError::Connect { .. } => SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+            CatalogError::Query(e) => e.code().cloned().unwrap_or(SqlState::CONNECTION_FAILURE),
+            CatalogError::Corrupt(_) => SqlState::DATA_CORRUPTED,
+            CatalogError::ShardNotConfigured { .. } => SqlState::CONFIG_FILE_ERROR,
+            CatalogError::UnknownShard(_)
+            | CatalogError::NoSuchTablespaceSet(_)
+            | CatalogError::TablespaceSetGone(_)
+            | CatalogError::NoSuchTablespace(_) => SqlState::UNDEFINED_OBJECT,
+            CatalogError::TableExists { .. } => SqlState::DUPLICATE_TABLE,
+            CatalogError::NoSuchTable(_) => SqlState::UNDEFINED_TABLE,
+            CatalogError::TablespaceSetExists(_) => SqlState::DUPLICATE_OBJECT,
+            CatalogError::TablespaceSetInUse { .. } | CatalogError::HasChildren { .. } => {
+                SqlState::DEPENDENT_OBJECTS_STILL_EXIST
+            }
+            CatalogError::InvalidTransition { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            CatalogError::InvalidEntry(_) => SqlState::INVALID_TABLE_DEFINITION,
+        }
     }
 }
 
-impl fmt::Display for ShardId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+/// The catalog as one proxy sees it: the current snapshot, and the writes that change it.
+pub struct Catalog {
+    endpoint: Endpoint,
+    connect_timeout: Duration,
+    /// The configured shards; `ShardId` is the position.
+    shards: Vec<Shard>,
+    shard_names: Vec<String>,
+    /// For loads and writes; reconnected when it was lost. Writes are serialized per proxy,
+    /// which DDL can afford.
+    client: Mutex<Option<Client>>,
+    current: RwLock<Arc<Snapshot>>,
+}
+
+impl Catalog {
+    /// Connects to the catalog database, creates or migrates `shardwire_catalog`, records the
+    /// configuration's shards, tablespace sets and tablespaces, and loads the first snapshot.
+    pub async fn open(config: &Config) -> Result<Arc<Catalog>, CatalogError> {
+        let shards: Vec<Shard> = (0u32..)
+            .zip(&config.shards)
+            .map(|(i, s)| Shard {
+                id: ShardId(i),
+                name: s.name.clone(),
+            })
+            .collect();
+        let catalog = Catalog {
+            endpoint: config.catalog_endpoint(),
+            connect_timeout: Duration::from_millis(config.pool.connect_timeout_ms),
+            shard_names: shards.iter().map(|s| s.name.clone()).collect(),
+            shards,
+            client: Mutex::new(None),
+            current: RwLock::new(Arc::default()),
+        };
+        store::migrate_and_sync(&mut *catalog.client().await?, config).await?;
+        let snapshot = catalog.reload().await?;
+        tracing::info!(
+            endpoint = %catalog.endpoint,
+            version = snapshot.version(),
+            tables = snapshot.tables().len(),
+            "catalog loaded"
+        );
+        Ok(Arc::new(catalog))
+    }
+
+    /// The current snapshot; cheap, and never blocks on the catalog database.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the catalog again and makes it current (unless a newer snapshot already is).
+    pub async fn reload(&self) -> Result<Arc<Snapshot>, CatalogError> {
+        let loaded = Arc::new(load::load(&mut *self.client().await?, &self.shards).await?);
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        // Two reloads may finish out of order; never go back to an older version.
+        if loaded.version() >= current.version() {
+            *current = loaded;
+        }
+        Ok(current.clone())
+    }
+
+    /// Starts the task that keeps the snapshot current with other proxies' writes: it listens
+    /// on [`NOTIFY_CHANNEL`] and also compares `catalog_version` every 500 ms (a notification
+    /// is lost while its connection is down). It runs until `shutdown` completes.
+    pub fn spawn_watcher(
+        self: &Arc<Self>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> JoinHandle<()> {
+        tokio::spawn(watch::run(self.clone(), shutdown))
+    }
+
+    /// Records a table in state CREATING, with its chunks, partition sets and partitions.
+    pub async fn create_table(&self, table: &NewTable) -> Result<TableId, CatalogError> {
+        let id = store::create_table(&mut *self.client().await?, table, &self.shard_names).await?;
+        self.refresh().await;
+        Ok(id)
+    }
+
+    /// Moves a table along CREATING → ACTIVE → DROPPING (or CREATING → DROPPING).
+    pub async fn set_state(&self, id: TableId, state: TableState) -> Result<(), CatalogError> {
+        store::set_state(&mut *self.client().await?, id, state).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    pub async fn set_row_movement(
+        &self,
+        id: TableId,
+        movement: RowMovement,
+    ) -> Result<(), CatalogError> {
+        store::set_row_movement(&mut *self.client().await?, id, movement).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Removes a table entry with its chunks and partitions; refused while it has children.
+    pub async fn delete_table(&self, id: TableId) -> Result<(), CatalogError> {
+        store::delete_table(&mut *self.client().await?, id).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Creates a tablespace set over `shards` (in that order); no shards means every shard.
+    pub async fn create_tablespace_set(
+        &self,
+        name: &str,
+        shards: &[ShardId],
+    ) -> Result<TablespaceSetId, CatalogError> {
+        let names = if shards.is_empty() {
+            self.shard_names.clone()
+        } else {
+            store::shard_names(shards, &self.shard_names)?
+        };
+        let id = store::create_tablespace_set(&mut *self.client().await?, name, &names).await?;
+        self.refresh().await;
+        Ok(id)
+    }
+
+    /// Drops a tablespace set; refused while a table or partition set uses it.
+    pub async fn drop_tablespace_set(&self, name: &str) -> Result<(), CatalogError> {
+        store::drop_tablespace_set(&mut *self.client().await?, name).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Makes a committed write visible here at once. A failed reload does not undo the write,
+    /// so it is not the caller's error; the watcher retries.
+    async fn refresh(&self) {
+        if let Err(e) = self.reload().await {
+            tracing::warn!(error = %e, "catalog written but not reloaded; the watcher will retry");
+        }
+    }
+
+    /// The catalog connection, connecting first when there is none or it was lost.
+    async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, CatalogError> {
+        let mut guard = self.client.lock().await;
+        if guard.as_ref().is_none_or(Client::is_closed) {
+            *guard = Some(store::connect(&self.endpoint, self.connect_timeout).await?);
+        }
+        Ok(MutexGuard::map(guard, |c| {
+            c.as_mut().expect("connected just above")
+        }))
     }
 }

@@ -1,0 +1,257 @@
+//! Reads the whole catalog in one read-only repeatable-read transaction, so a snapshot never
+//! mixes two versions.
+
+use std::collections::HashMap;
+
+use tokio_postgres::{Client, IsolationLevel, Row};
+
+use super::model::{
+    KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table,
+    TableId, TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+};
+use super::snapshot::Snapshot;
+use super::store::{decode_bound, version};
+use super::CatalogError;
+
+/// Loads a snapshot; `shards` are this proxy's configured shards, which every shard the catalog
+/// places something on must be among.
+pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapshot, CatalogError> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let version = version(&tx).await?;
+    let resolve = Resolver::new(shards);
+
+    let mut tablespace_sets = Vec::new();
+    for row in tx
+        .query(
+            "SELECT s.id, s.name,
+                    coalesce(array_agg(m.shard ORDER BY m.position)
+                             FILTER (WHERE m.shard IS NOT NULL), '{}')
+             FROM shardwire_catalog.tablespace_set s
+             LEFT JOIN shardwire_catalog.tablespace_set_shard m ON m.set_id = s.id
+             GROUP BY s.id ORDER BY s.id",
+            &[],
+        )
+        .await?
+    {
+        let name: String = row.get(1);
+        let members: Vec<String> = row.get(2);
+        let what = || format!("tablespace set {name}");
+        tablespace_sets.push(TablespaceSet {
+            id: TablespaceSetId(row.get(0)),
+            shards: members
+                .iter()
+                .map(|s| resolve.shard(s, what))
+                .collect::<Result<_, _>>()?,
+            name,
+        });
+    }
+
+    let mut tablespaces = Vec::new();
+    for row in tx
+        .query(
+            "SELECT name, shard FROM shardwire_catalog.tablespace ORDER BY name",
+            &[],
+        )
+        .await?
+    {
+        let name: String = row.get(0);
+        let shard = resolve.shard(row.get(1), || format!("tablespace {name}"))?;
+        tablespaces.push(Tablespace { name, shard });
+    }
+
+    let mut tables = Vec::new();
+    for row in tx
+        .query(
+            "SELECT id, schema_name, table_name, kind, method, key_columns, key_types,
+                    set_columns, set_types, parent_id, root_id, row_movement, state,
+                    tablespace_set_id
+             FROM shardwire_catalog.table_entry",
+            &[],
+        )
+        .await?
+    {
+        tables.push(table_from_row(&row)?);
+    }
+    let index: HashMap<TableId, usize> =
+        tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+
+    let mut set_owner: HashMap<i64, (i64, usize)> = HashMap::new();
+    for row in tx
+        .query(
+            "SELECT id, table_id, name, bound_kind, bound_width, bound_values, tablespace_set_id
+             FROM shardwire_catalog.partition_set ORDER BY table_id, position",
+            &[],
+        )
+        .await?
+    {
+        let table_id: i64 = row.get(1);
+        let name: String = row.get(2);
+        let table = table_mut(&mut tables, &index, table_id)?;
+        let bound = decode_bound(row.get(3), row.get(4), &row.get::<_, Vec<String>>(5))
+            .map_err(|e| CatalogError::Corrupt(format!("partition set {name}: {e}")))?;
+        set_owner.insert(row.get(0), (table_id, table.partition_sets.len()));
+        table.partition_sets.push(PartitionSet {
+            name,
+            bound,
+            tablespace_set: TablespaceSetId(row.get(6)),
+            chunks: Vec::new(),
+        });
+    }
+
+    for row in tx
+        .query(
+            "SELECT table_id, partition_set_id, chunk_no, shard FROM shardwire_catalog.chunk
+             ORDER BY table_id, partition_set_id NULLS FIRST, chunk_no",
+            &[],
+        )
+        .await?
+    {
+        let table_id: i64 = row.get(0);
+        let chunk_no: i32 = row.get(2);
+        let what = || format!("chunk {chunk_no} of table {table_id}");
+        let shard = resolve.shard(row.get(3), what)?;
+        let table = table_mut(&mut tables, &index, table_id)?;
+        let chunks = match row.get::<_, Option<i64>>(1) {
+            None => &mut table.chunks,
+            Some(set) => {
+                let i = match set_owner.get(&set) {
+                    Some(&(owner, i)) if owner == table_id => i,
+                    _ => {
+                        return Err(CatalogError::Corrupt(format!(
+                            "{} names a partition set of another table",
+                            what()
+                        )))
+                    }
+                };
+                &mut table.partition_sets[i].chunks
+            }
+        };
+        // Rows come in chunk order, so a gap shows up as a mismatch here.
+        if usize::try_from(chunk_no).ok() != Some(chunks.len()) {
+            return Err(CatalogError::Corrupt(format!(
+                "{}: chunk numbers must run from 0 without gaps",
+                what()
+            )));
+        }
+        chunks.push(shard);
+    }
+
+    for row in tx
+        .query(
+            "SELECT table_id, name, bound_kind, bound_width, bound_values, tablespace
+             FROM shardwire_catalog.user_partition ORDER BY table_id, position",
+            &[],
+        )
+        .await?
+    {
+        let name: String = row.get(1);
+        let tablespace: String = row.get(5);
+        let bound = decode_bound(row.get(2), row.get(3), &row.get::<_, Vec<String>>(4))
+            .map_err(|e| CatalogError::Corrupt(format!("partition {name}: {e}")))?;
+        let shard = tablespaces
+            .iter()
+            .find(|t| t.name == tablespace)
+            .map(|t| t.shard)
+            .ok_or_else(|| {
+                CatalogError::Corrupt(format!("partition {name}: no tablespace {tablespace}"))
+            })?;
+        table_mut(&mut tables, &index, row.get(0))?
+            .partitions
+            .push(Partition {
+                name,
+                bound,
+                tablespace,
+                shard,
+            });
+    }
+    tx.commit().await?;
+    Ok(Snapshot::new(
+        version,
+        shards.to_vec(),
+        tablespace_sets,
+        tablespaces,
+        tables,
+    ))
+}
+
+fn table_mut<'t>(
+    tables: &'t mut [Table],
+    index: &HashMap<TableId, usize>,
+    id: i64,
+) -> Result<&'t mut Table, CatalogError> {
+    index
+        .get(&TableId(id))
+        .map(|&i| &mut tables[i])
+        .ok_or_else(|| CatalogError::Corrupt(format!("a row names missing table {id}")))
+}
+
+fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
+    let id = TableId(row.get(0));
+    let corrupt =
+        |what: &str, value: &str| CatalogError::Corrupt(format!("table {id}: {what} \"{value}\""));
+    let kind: &str = row.get(3);
+    let method: Option<&str> = row.get(4);
+    let state: &str = row.get(12);
+    let columns = |names: usize, types: usize| -> Vec<KeyColumn> {
+        let names: Vec<String> = row.get(names);
+        let types: Vec<String> = row.get(types);
+        names
+            .into_iter()
+            .zip(types)
+            .map(|(name, pg_type)| KeyColumn { name, pg_type })
+            .collect()
+    };
+    let parent: Option<i64> = row.get(9);
+    let root: Option<i64> = row.get(10);
+    Ok(Table {
+        id,
+        schema: row.get(1),
+        name: row.get(2),
+        kind: TableKind::from_code(kind).ok_or_else(|| corrupt("kind", kind))?,
+        method: method
+            .map(|m| ShardingMethod::from_code(m).ok_or_else(|| corrupt("method", m)))
+            .transpose()?,
+        key_columns: columns(5, 6),
+        partition_set_columns: columns(7, 8),
+        root: root.map_or(id, TableId),
+        parent: parent.map(TableId),
+        row_movement: if row.get(11) {
+            RowMovement::Enabled
+        } else {
+            RowMovement::Disabled
+        },
+        state: TableState::from_code(state).ok_or_else(|| corrupt("state", state))?,
+        tablespace_set: row.get::<_, Option<i64>>(13).map(TablespaceSetId),
+        chunks: Vec::new(),
+        partition_sets: Vec::new(),
+        partitions: Vec::new(),
+    })
+}
+
+/// Shard names as the catalog stores them → this proxy's shard ids.
+struct Resolver<'a> {
+    by_name: HashMap<&'a str, ShardId>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(shards: &'a [Shard]) -> Resolver<'a> {
+        Resolver {
+            by_name: shards.iter().map(|s| (s.name.as_str(), s.id)).collect(),
+        }
+    }
+
+    fn shard(&self, name: &str, used_by: impl FnOnce() -> String) -> Result<ShardId, CatalogError> {
+        self.by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| CatalogError::ShardNotConfigured {
+                shard: name.to_string(),
+                used_by: used_by(),
+            })
+    }
+}

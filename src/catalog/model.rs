@@ -1,0 +1,545 @@
+//! What the catalog knows, as typed values: shards, tablespace sets, tablespaces, tables with
+//! their families, chunks, partition sets and user-defined partitions.
+//!
+//! Names (schemas, tables, columns, tablespace sets, tablespaces, partitions) are stored exactly
+//! as the DDL parser folds them: unquoted names in lower case, quoted names with their case. A
+//! lookup therefore compares strings exactly, as PostgreSQL compares resolved identifiers.
+
+use std::fmt;
+
+use crate::ddl::ast;
+use crate::router::hash::{HashError, KeyType};
+
+/// A shard, by its position in the configuration's `[[shards]]` list. The catalog itself stores
+/// shard names, so proxies whose configurations list the shards in another order still agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId(pub u32);
+
+impl ShardId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ShardId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A table entry in the catalog (its row id in `shardwire_catalog.table_entry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId(pub i64);
+
+impl fmt::Display for TableId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A chunk's number within its family (or partition set): the hash-partition remainder k of
+/// `FOR VALUES WITH (MODULUS M, REMAINDER k)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkId(pub u32);
+
+impl fmt::Display for ChunkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A tablespace set (its row id in `shardwire_catalog.tablespace_set`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TablespaceSetId(pub i64);
+
+impl fmt::Display for TablespaceSetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Defines an enum whose variants are stored in the catalog as fixed lower-case codes; the
+/// codes are part of the catalog schema (its CHECK constraints), so they never change.
+macro_rules! catalog_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// The code stored in the catalog.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $code),+
+                }
+            }
+
+            /// Reads a stored code; `None` for anything else.
+            pub fn from_code(code: &str) -> Option<$name> {
+                match code {
+                    $($code => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+catalog_enum!(
+    /// How a table is placed.
+    TableKind {
+        /// Rows spread over shards by a sharding key.
+        Sharded = "sharded",
+        /// A full copy on every shard of its tablespace set (all shards when it has none).
+        Duplicated = "duplicated",
+        /// One shard holds it: the table's single chunk 0 says which.
+        Unsharded = "unsharded",
+    }
+);
+
+catalog_enum!(
+    /// How a sharded table's rows map to shards.
+    ShardingMethod {
+        /// System-managed: PostgreSQL hash partitions (chunks) spread over a tablespace set.
+        ConsistentHash = "consistent_hash",
+        /// User-defined list partitions, each in a tablespace (one shard).
+        List = "list",
+        /// User-defined range partitions, each in a tablespace (one shard).
+        Range = "range",
+        /// List partition sets, each hash-partitioned into chunks over its tablespace set.
+        CompositeList = "composite_list",
+        /// Range partition sets, each hash-partitioned into chunks over its tablespace set.
+        CompositeRange = "composite_range",
+        /// A family child: placed with its root, by the columns that map to the root's key.
+        Reference = "reference",
+    }
+);
+
+impl ShardingMethod {
+    /// Whether rows are placed by PostgreSQL's partition hash of the sharding key, so the key
+    /// types must be ones `router::hash` can hash.
+    pub fn hashes_key(self) -> bool {
+        match self {
+            ShardingMethod::ConsistentHash
+            | ShardingMethod::CompositeList
+            | ShardingMethod::CompositeRange
+            | ShardingMethod::Reference => true,
+            ShardingMethod::List | ShardingMethod::Range => false,
+        }
+    }
+}
+
+catalog_enum!(
+    /// Where a table is in its life. A multi-shard CREATE records CREATING before touching the
+    /// shards and ACTIVE once every shard has it; DROP records DROPPING first. So after a crash
+    /// the state says which shards may hold a partial table.
+    TableState {
+        Creating = "creating",
+        Active = "active",
+        Dropping = "dropping",
+    }
+);
+
+impl TableState {
+    /// The transitions the catalog accepts: forward only, and a failed CREATE may go straight
+    /// to DROPPING to be cleaned up.
+    pub fn can_become(self, next: TableState) -> bool {
+        matches!(
+            (self, next),
+            (TableState::Creating, TableState::Active)
+                | (TableState::Creating, TableState::Dropping)
+                | (TableState::Active, TableState::Dropping)
+        )
+    }
+}
+
+/// `ENABLE|DISABLE ROW MOVEMENT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RowMovement {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+impl From<ast::RowMovement> for RowMovement {
+    fn from(m: ast::RowMovement) -> RowMovement {
+        match m {
+            ast::RowMovement::Enable => RowMovement::Enabled,
+            ast::RowMovement::Disable => RowMovement::Disabled,
+        }
+    }
+}
+
+/// A sharding-key (or partition-set key) column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyColumn {
+    pub name: String,
+    /// The column's PostgreSQL type as `KeyType::from_pg_type_name` reads it, e.g. `integer`,
+    /// `numeric(10,2)`, `character varying(20)`.
+    pub pg_type: String,
+}
+
+impl KeyColumn {
+    pub fn new(name: impl Into<String>, pg_type: impl Into<String>) -> KeyColumn {
+        KeyColumn {
+            name: name.into(),
+            pg_type: pg_type.into(),
+        }
+    }
+
+    pub fn key_type(&self) -> Result<KeyType, HashError> {
+        KeyType::from_pg_type_name(&self.pg_type)
+    }
+}
+
+/// A shard this proxy's configuration names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    pub id: ShardId,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablespaceSet {
+    pub id: TablespaceSetId,
+    pub name: String,
+    /// In the order chunks are dealt out to them.
+    pub shards: Vec<ShardId>,
+}
+
+/// A tablespace of user-defined sharding: one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tablespace {
+    pub name: String,
+    pub shard: ShardId,
+}
+
+/// One value of a partition bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundValue {
+    /// The value's text as PostgreSQL's input function for the column type reads it (`10`,
+    /// `OR`, `2024-01-01`).
+    Literal(String),
+    Null,
+    /// A list partition's `DEFAULT`: every value no other partition takes.
+    Default,
+    /// A range bound's `MAXVALUE`.
+    MaxValue,
+}
+
+impl From<&ast::Value> for BoundValue {
+    fn from(v: &ast::Value) -> BoundValue {
+        match v {
+            ast::Value::String(s) | ast::Value::Number(s) => BoundValue::Literal(s.clone()),
+            ast::Value::Typed { value, .. } => BoundValue::Literal(value.clone()),
+            ast::Value::Null => BoundValue::Null,
+            ast::Value::Default => BoundValue::Default,
+            ast::Value::MaxValue => BoundValue::MaxValue,
+        }
+    }
+}
+
+/// A list or range bound, one value per partitioning column in each tuple.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionBound {
+    /// `VALUES (...)`: the tuples the partition takes.
+    In(Vec<Vec<BoundValue>>),
+    /// `VALUES LESS THAN (...)`: the exclusive upper bound; the lower bound is the previous
+    /// partition's upper bound.
+    LessThan(Vec<BoundValue>),
+}
+
+impl From<&ast::PartitionBound> for PartitionBound {
+    fn from(b: &ast::PartitionBound) -> PartitionBound {
+        let values = |vs: &[ast::Value]| vs.iter().map(BoundValue::from).collect();
+        match b {
+            ast::PartitionBound::In(tuples) => {
+                PartitionBound::In(tuples.iter().map(|t| values(t)).collect())
+            }
+            ast::PartitionBound::LessThan(vs) => PartitionBound::LessThan(values(vs)),
+        }
+    }
+}
+
+impl PartitionBound {
+    /// Whether every tuple has `width` values.
+    pub fn has_width(&self, width: usize) -> bool {
+        match self {
+            PartitionBound::In(tuples) => {
+                !tuples.is_empty() && tuples.iter().all(|t| t.len() == width)
+            }
+            PartitionBound::LessThan(values) => values.len() == width,
+        }
+    }
+}
+
+/// A partition set of composite sharding: its bound on the partition-set key, and its own
+/// chunks over its own tablespace set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSet {
+    pub name: String,
+    pub bound: PartitionBound,
+    pub tablespace_set: TablespaceSetId,
+    /// Indexed by chunk number: `chunks[k]` holds hash remainder k; the modulus is the length.
+    pub chunks: Vec<ShardId>,
+}
+
+/// A partition of user-defined (list or range) sharding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    pub name: String,
+    pub bound: PartitionBound,
+    pub tablespace: String,
+    /// The tablespace's shard.
+    pub shard: ShardId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub id: TableId,
+    pub schema: String,
+    pub name: String,
+    pub kind: TableKind,
+    /// `None` for duplicated and unsharded tables.
+    pub method: Option<ShardingMethod>,
+    /// The sharding key (the hash columns of composite sharding, the partitioning columns of
+    /// user-defined sharding). For a family child: its own columns that map to the root's key,
+    /// in the order of the root's key, so `key_columns[i]` corresponds to the root's
+    /// `key_columns[i]`.
+    pub key_columns: Vec<KeyColumn>,
+    /// The partition-set key of composite sharding; empty otherwise.
+    pub partition_set_columns: Vec<KeyColumn>,
+    /// The family's root; a table that is not a child is its own root.
+    pub root: TableId,
+    pub parent: Option<TableId>,
+    pub row_movement: RowMovement,
+    pub state: TableState,
+    pub tablespace_set: Option<TablespaceSetId>,
+    /// Consistent-hash roots (and unsharded tables, with one chunk): indexed by chunk number.
+    /// Children use their root's; see [`crate::catalog::Snapshot::chunks`].
+    pub chunks: Vec<ShardId>,
+    pub partition_sets: Vec<PartitionSet>,
+    pub partitions: Vec<Partition>,
+}
+
+impl Table {
+    pub fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// The modulus M of a table that owns chunks (`None` for children and tables without).
+    pub fn modulus(&self) -> Option<u32> {
+        (!self.chunks.is_empty()).then_some(self.chunks.len() as u32)
+    }
+
+    /// `schema.name`, for messages.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+}
+
+/// A table entry to record: everything of a [`Table`] the catalog does not assign itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTable {
+    pub schema: String,
+    pub name: String,
+    pub kind: TableKind,
+    pub method: Option<ShardingMethod>,
+    pub key_columns: Vec<KeyColumn>,
+    pub partition_set_columns: Vec<KeyColumn>,
+    /// A family child's parent (the root is found through it).
+    pub parent: Option<TableId>,
+    pub row_movement: RowMovement,
+    pub tablespace_set: Option<TablespaceSetId>,
+    pub chunks: Vec<ShardId>,
+    pub partition_sets: Vec<PartitionSet>,
+    pub partitions: Vec<NewPartition>,
+}
+
+/// A user-defined partition to record; its shard is its tablespace's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPartition {
+    pub name: String,
+    pub bound: PartitionBound,
+    pub tablespace: String,
+}
+
+impl NewTable {
+    /// Checks that the entry is one shardwire can route by; the reason otherwise.
+    pub fn check(&self) -> Result<(), String> {
+        use ShardingMethod as M;
+        // Which of chunks, partition sets and partitions each kind of table records.
+        let (expected, placement) = match (self.kind, self.method) {
+            (TableKind::Sharded, None) => return Err("a sharded table needs a method".into()),
+            (TableKind::Duplicated | TableKind::Unsharded, Some(m)) => {
+                return Err(format!(
+                    "a {} table has no sharding method ({m})",
+                    self.kind
+                ))
+            }
+            (TableKind::Duplicated, None) | (TableKind::Sharded, Some(M::Reference)) => {
+                ((false, false, false), "no chunks or partitions of its own")
+            }
+            (TableKind::Unsharded, None) | (TableKind::Sharded, Some(M::ConsistentHash)) => {
+                ((true, false, false), "chunks only")
+            }
+            (TableKind::Sharded, Some(M::CompositeList | M::CompositeRange)) => {
+                ((false, true, false), "partition sets only")
+            }
+            (TableKind::Sharded, Some(M::List | M::Range)) => {
+                ((false, false, true), "partitions only")
+            }
+        };
+        let given = (
+            !self.chunks.is_empty(),
+            !self.partition_sets.is_empty(),
+            !self.partitions.is_empty(),
+        );
+        if given != expected {
+            let what = self
+                .method
+                .map_or(self.kind.as_str(), ShardingMethod::as_str);
+            return Err(format!("a {what} table records {placement}"));
+        }
+        if self.kind == TableKind::Unsharded && self.chunks.len() != 1 {
+            return Err("an unsharded table has exactly one chunk: its shard".into());
+        }
+        if (self.method == Some(M::Reference)) != self.parent.is_some() {
+            return Err("a table has a parent exactly when it is partitioned by reference".into());
+        }
+        if self.kind == TableKind::Sharded && self.key_columns.is_empty() {
+            return Err("a sharded table needs sharding key columns".into());
+        }
+        let composite = matches!(self.method, Some(M::CompositeList | M::CompositeRange));
+        if composite == self.partition_set_columns.is_empty() {
+            return Err("partition-set key columns belong to composite sharding only".into());
+        }
+        let single_column = |cols: &[KeyColumn], what: &str| {
+            if cols.len() == 1 {
+                Ok(())
+            } else {
+                Err(format!("{what} expects a single partitioning column"))
+            }
+        };
+        match self.method {
+            Some(m @ (M::CompositeList | M::CompositeRange)) => {
+                if m == M::CompositeList {
+                    single_column(&self.partition_set_columns, "a list partition set")?;
+                }
+                for set in &self.partition_sets {
+                    if set.chunks.is_empty() {
+                        return Err(format!("partition set {} has no chunks", set.name));
+                    }
+                    if !set.bound.has_width(self.partition_set_columns.len()) {
+                        return Err(format!(
+                            "partition set {} needs one value per partition-set column",
+                            set.name
+                        ));
+                    }
+                }
+            }
+            Some(m @ (M::List | M::Range)) => {
+                if m == M::List {
+                    single_column(&self.key_columns, "a list partition")?;
+                }
+                for p in &self.partitions {
+                    if !p.bound.has_width(self.key_columns.len()) {
+                        return Err(format!(
+                            "partition {} needs one value per partitioning column",
+                            p.name
+                        ));
+                    }
+                }
+            }
+            Some(M::ConsistentHash | M::Reference) | None => {}
+        }
+        if self.method.is_some_and(ShardingMethod::hashes_key) {
+            for c in &self.key_columns {
+                c.key_type()
+                    .map_err(|e| format!("sharding key column {}: {e}", c.name))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashed() -> NewTable {
+        NewTable {
+            schema: "public".into(),
+            name: "t".into(),
+            kind: TableKind::Sharded,
+            method: Some(ShardingMethod::ConsistentHash),
+            key_columns: vec![KeyColumn::new("id", "bigint")],
+            partition_set_columns: Vec::new(),
+            parent: None,
+            row_movement: RowMovement::Disabled,
+            tablespace_set: None,
+            chunks: vec![ShardId(0), ShardId(1)],
+            partition_sets: Vec::new(),
+            partitions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn placement_must_fit_the_method() {
+        assert_eq!(hashed().check(), Ok(()));
+        let mut with_partition = hashed();
+        with_partition.partitions.push(NewPartition {
+            name: "p".into(),
+            bound: PartitionBound::In(vec![vec![BoundValue::Literal("1".into())]]),
+            tablespace: "tbs".into(),
+        });
+        assert!(with_partition.check().is_err());
+        let child_with_chunks = NewTable {
+            method: Some(ShardingMethod::Reference),
+            parent: Some(TableId(1)),
+            ..hashed()
+        };
+        assert!(child_with_chunks.check().is_err());
+        let child = NewTable {
+            chunks: Vec::new(),
+            ..child_with_chunks
+        };
+        assert_eq!(child.check(), Ok(()));
+        let unsharded = NewTable {
+            kind: TableKind::Unsharded,
+            method: None,
+            ..hashed()
+        };
+        assert!(unsharded.check().is_err(), "two chunks for one shard");
+    }
+
+    #[test]
+    fn list_sharding_takes_one_column() {
+        let list = NewTable {
+            method: Some(ShardingMethod::List),
+            key_columns: vec![KeyColumn::new("a", "text"), KeyColumn::new("b", "text")],
+            chunks: Vec::new(),
+            partitions: vec![NewPartition {
+                name: "p".into(),
+                bound: PartitionBound::In(vec![vec![
+                    BoundValue::Literal("x".into()),
+                    BoundValue::Literal("y".into()),
+                ]]),
+                tablespace: "tbs".into(),
+            }],
+            ..hashed()
+        };
+        assert!(list
+            .check()
+            .unwrap_err()
+            .contains("single partitioning column"));
+    }
+}

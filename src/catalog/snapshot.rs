@@ -1,0 +1,223 @@
+//! An immutable, consistent view of the catalog at one `catalog_version`, with the lookups the
+//! planner, router and executor need.
+
+use std::collections::HashMap;
+
+use super::model::{
+    ChunkId, Shard, ShardId, Table, TableId, TableKind, Tablespace, TablespaceSet, TablespaceSetId,
+};
+
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    version: i64,
+    shards: Vec<Shard>,
+    tablespace_sets: Vec<TablespaceSet>,
+    tablespaces: Vec<Tablespace>,
+    /// Ordered by id, so families and listings come out in creation order.
+    tables: Vec<Table>,
+    by_id: HashMap<TableId, usize>,
+    by_name: HashMap<(String, String), usize>,
+    children: HashMap<TableId, Vec<TableId>>,
+}
+
+impl Snapshot {
+    /// Builds the indexes over what the store loaded. `shards` are the configured shards, in
+    /// configuration order.
+    pub(super) fn new(
+        version: i64,
+        shards: Vec<Shard>,
+        tablespace_sets: Vec<TablespaceSet>,
+        tablespaces: Vec<Tablespace>,
+        mut tables: Vec<Table>,
+    ) -> Snapshot {
+        tables.sort_by_key(|t| t.id);
+        let by_id = tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        let by_name = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((t.schema.clone(), t.name.clone()), i))
+            .collect();
+        let mut children: HashMap<TableId, Vec<TableId>> = HashMap::new();
+        for t in &tables {
+            if let Some(parent) = t.parent {
+                children.entry(parent).or_default().push(t.id);
+            }
+        }
+        Snapshot {
+            version,
+            shards,
+            tablespace_sets,
+            tablespaces,
+            tables,
+            by_id,
+            by_name,
+            children,
+        }
+    }
+
+    /// The `catalog_version` this snapshot was read at; every catalog write increments it.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// The configured shards, in configuration order (`ShardId` is the position).
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
+    }
+
+    pub fn shard(&self, id: ShardId) -> Option<&Shard> {
+        self.shards.get(id.index())
+    }
+
+    pub fn shard_by_name(&self, name: &str) -> Option<&Shard> {
+        self.shards.iter().find(|s| s.name == name)
+    }
+
+    pub fn tablespace_sets(&self) -> &[TablespaceSet] {
+        &self.tablespace_sets
+    }
+
+    pub fn tablespace_set(&self, id: TablespaceSetId) -> Option<&TablespaceSet> {
+        self.tablespace_sets.iter().find(|s| s.id == id)
+    }
+
+    pub fn tablespace_set_by_name(&self, name: &str) -> Option<&TablespaceSet> {
+        self.tablespace_sets.iter().find(|s| s.name == name)
+    }
+
+    pub fn tablespaces(&self) -> &[Tablespace] {
+        &self.tablespaces
+    }
+
+    pub fn tablespace(&self, name: &str) -> Option<&Tablespace> {
+        self.tablespaces.iter().find(|t| t.name == name)
+    }
+
+    /// Every table, in creation order.
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+
+    pub fn table(&self, id: TableId) -> Option<&Table> {
+        self.by_id.get(&id).map(|&i| &self.tables[i])
+    }
+
+    /// The table `schema.name`; both as the parser folded them.
+    pub fn table_by_name(&self, schema: &str, name: &str) -> Option<&Table> {
+        self.by_name
+            .get(&(schema.to_string(), name.to_string()))
+            .map(|&i| &self.tables[i])
+    }
+
+    /// An unqualified name resolved as PostgreSQL resolves it: the first schema of
+    /// `search_path` that has a table of that name.
+    pub fn resolve_table(&self, search_path: &[&str], name: &str) -> Option<&Table> {
+        search_path
+            .iter()
+            .find_map(|schema| self.table_by_name(schema, name))
+    }
+
+    /// The root of `id`'s family (the table itself when it is a root).
+    pub fn root_of(&self, id: TableId) -> Option<&Table> {
+        self.table(self.table(id)?.root)
+    }
+
+    /// The direct children of `id`, in creation order.
+    pub fn children(&self, id: TableId) -> Vec<&Table> {
+        self.children
+            .get(&id)
+            .map(|ids| ids.iter().filter_map(|&c| self.table(c)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The whole family `id` belongs to, root first, every parent before its children
+    /// (depth-first): the order to lock and insert in; reversed, the order to delete in.
+    pub fn family(&self, id: TableId) -> Vec<&Table> {
+        let mut out = Vec::new();
+        let mut stack: Vec<&Table> = self.root_of(id).into_iter().collect();
+        while let Some(t) = stack.pop() {
+            out.push(t);
+            stack.extend(self.children(t.id).into_iter().rev());
+        }
+        out
+    }
+
+    /// How deep `id` is nested in its family: 0 for a root.
+    pub fn depth(&self, id: TableId) -> Option<usize> {
+        let mut table = self.table(id)?;
+        let mut depth = 0;
+        while let Some(parent) = table.parent {
+            table = self.table(parent)?;
+            depth += 1;
+        }
+        Some(depth)
+    }
+
+    /// For a family member: (its column, the root's sharding-key column) pairs, in the order
+    /// of the root's key. For a root, each key column maps to itself.
+    pub fn root_key_mapping(&self, id: TableId) -> Vec<(&str, &str)> {
+        let (Some(table), Some(root)) = (self.table(id), self.root_of(id)) else {
+            return Vec::new();
+        };
+        table
+            .key_columns
+            .iter()
+            .zip(&root.key_columns)
+            .map(|(own, root)| (own.name.as_str(), root.name.as_str()))
+            .collect()
+    }
+
+    /// Tables placed on tablespace set `id`, directly or through a partition set.
+    pub fn tables_using_tablespace_set(&self, id: TablespaceSetId) -> Vec<&Table> {
+        self.tables
+            .iter()
+            .filter(|t| {
+                t.tablespace_set == Some(id)
+                    || t.partition_sets.iter().any(|s| s.tablespace_set == id)
+            })
+            .collect()
+    }
+
+    /// The chunk → shard map of `id`'s family (its root's chunks), indexed by chunk number.
+    /// Empty for tables placed by partition sets or partitions.
+    pub fn chunks(&self, id: TableId) -> &[ShardId] {
+        self.root_of(id).map_or(&[], |root| root.chunks.as_slice())
+    }
+
+    /// The shard holding chunk `chunk` of `id`'s family.
+    pub fn chunk_shard(&self, id: TableId, chunk: ChunkId) -> Option<ShardId> {
+        self.chunks(id).get(chunk.0 as usize).copied()
+    }
+
+    /// Every shard that holds some of `id`, ascending: where DDL on it must go.
+    pub fn shards_of(&self, id: TableId) -> Vec<ShardId> {
+        let Some(table) = self.table(id) else {
+            return Vec::new();
+        };
+        let mut shards: Vec<ShardId> = match table.kind {
+            TableKind::Duplicated => match table.tablespace_set {
+                Some(set) => self
+                    .tablespace_set(set)
+                    .map(|s| s.shards.clone())
+                    .unwrap_or_default(),
+                None => self.shards.iter().map(|s| s.id).collect(),
+            },
+            TableKind::Sharded | TableKind::Unsharded => {
+                let root = self.root_of(id).unwrap_or(table);
+                root.chunks
+                    .iter()
+                    .copied()
+                    .chain(
+                        root.partition_sets
+                            .iter()
+                            .flat_map(|s| s.chunks.iter().copied()),
+                    )
+                    .chain(root.partitions.iter().map(|p| p.shard))
+                    .collect()
+            }
+        };
+        shards.sort();
+        shards.dedup();
+        shards
+    }
+}

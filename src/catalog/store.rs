@@ -1,0 +1,608 @@
+//! The catalog's home: schema `shardwire_catalog` in the catalog database. Migrations, the
+//! configuration's shards, tablespace sets and tablespaces, and every write. Each write is one
+//! transaction that also increments `catalog_version` and notifies [`NOTIFY_CHANNEL`], so other
+//! proxies reload.
+
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, GenericClient, NoTls, Transaction};
+
+use super::model::{
+    BoundValue, NewTable, PartitionBound, RowMovement, ShardId, TableId, TableState,
+    TablespaceSetId,
+};
+use super::CatalogError;
+use crate::config::{Config, Endpoint};
+
+/// The channel every catalog write notifies; the payload is the new `catalog_version`.
+pub const NOTIFY_CHANNEL: &str = "shardwire_catalog";
+
+/// Migration n is `MIGRATIONS[n - 1]`; add the next one at the end. Each runs in the
+/// transaction that records it, so a migration is applied entirely or not at all.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+
+/// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog
+/// at once ("shardwir" in ASCII, so an operator can recognise it in pg_locks).
+const MIGRATION_LOCK: i64 = 0x7368_6172_6477_6972;
+
+/// Connects to the catalog database; the connection runs on its own task, logging how it ended.
+pub(super) async fn connect(
+    endpoint: &Endpoint,
+    timeout: Duration,
+) -> Result<Client, CatalogError> {
+    let mut config = endpoint.pg_config();
+    config.connect_timeout(timeout);
+    let (client, connection) =
+        config
+            .connect(NoTls)
+            .await
+            .map_err(|source| CatalogError::Connect {
+                endpoint: endpoint.to_string(),
+                source,
+            })?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "catalog connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// Brings the schema to the newest migration and records the configuration's shards, tablespace
+/// sets and tablespaces, all in one transaction under an advisory lock, so proxies starting at
+/// once apply each migration exactly once.
+pub(super) async fn migrate_and_sync(
+    client: &mut Client,
+    config: &Config,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(
+        "CREATE SCHEMA IF NOT EXISTS shardwire_catalog;
+         CREATE TABLE IF NOT EXISTS shardwire_catalog.schema_version (
+             version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );",
+    )
+    .await?;
+    let applied: i32 = tx
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM shardwire_catalog.schema_version",
+            &[],
+        )
+        .await?
+        .get(0);
+    let known = MIGRATIONS.len() as i32;
+    if applied > known {
+        // A newer proxy migrated this catalog; migrations only add, so keep going.
+        tracing::warn!(
+            applied,
+            known,
+            "the catalog schema is newer than this shardwire"
+        );
+    }
+    for (version, sql) in (1..).zip(MIGRATIONS).skip(applied.max(0) as usize) {
+        tracing::info!(version, "applying catalog migration");
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO shardwire_catalog.schema_version (version) VALUES ($1)",
+            &[&version],
+        )
+        .await?;
+    }
+    if sync_config(&tx, config).await? {
+        bump_version(&tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records the configured shards, tablespaces and tablespace sets; whether anything changed.
+/// The configuration is authoritative for what it names; entries it does not name are kept,
+/// since other proxies' configurations may name them.
+async fn sync_config(tx: &Transaction<'_>, config: &Config) -> Result<bool, CatalogError> {
+    let mut changed = 0;
+    for shard in &config.shards {
+        changed += tx
+            .execute(
+                "INSERT INTO shardwire_catalog.shard (name) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[&shard.name],
+            )
+            .await?;
+    }
+    for ts in &config.tablespaces {
+        changed += tx
+            .execute(
+                "INSERT INTO shardwire_catalog.tablespace AS t (name, shard) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET shard = excluded.shard
+                 WHERE t.shard <> excluded.shard",
+                &[&ts.name, &ts.shard],
+            )
+            .await?;
+    }
+    for set in &config.tablespace_sets {
+        let inserted = tx
+            .query_opt(
+                "INSERT INTO shardwire_catalog.tablespace_set (name) VALUES ($1)
+                 ON CONFLICT DO NOTHING RETURNING id",
+                &[&set.name],
+            )
+            .await?;
+        let id: i64 = match inserted {
+            Some(row) => row.get(0),
+            None => tx
+                .query_one(
+                    "SELECT id FROM shardwire_catalog.tablespace_set WHERE name = $1",
+                    &[&set.name],
+                )
+                .await?
+                .get(0),
+        };
+        let current: Vec<String> = tx
+            .query_one(
+                "SELECT coalesce(array_agg(shard ORDER BY position), '{}')
+                 FROM shardwire_catalog.tablespace_set_shard WHERE set_id = $1",
+                &[&id],
+            )
+            .await?
+            .get(0);
+        if current != set.shards {
+            tx.execute(
+                "DELETE FROM shardwire_catalog.tablespace_set_shard WHERE set_id = $1",
+                &[&id],
+            )
+            .await?;
+            insert_set_members(tx, id, &set.shards).await?;
+            changed += 1;
+        }
+    }
+    Ok(changed > 0)
+}
+
+async fn insert_set_members(
+    tx: &Transaction<'_>,
+    set_id: i64,
+    shards: &[String],
+) -> Result<(), CatalogError> {
+    tx.execute(
+        "INSERT INTO shardwire_catalog.tablespace_set_shard (set_id, position, shard)
+         SELECT $1, ordinality - 1, shard FROM unnest($2::text[]) WITH ORDINALITY AS u(shard)",
+        &[&set_id, &shards],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Increments `catalog_version` and notifies, both taking effect when the transaction commits.
+async fn bump_version(tx: &Transaction<'_>) -> Result<i64, CatalogError> {
+    let row = tx
+        .query_one(
+            "WITH v AS (
+                 UPDATE shardwire_catalog.catalog_version SET version = version + 1
+                 RETURNING version)
+             SELECT version, pg_notify($1, version::text) FROM v",
+            &[&NOTIFY_CHANNEL],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// The current `catalog_version`.
+pub(super) async fn version(client: &impl GenericClient) -> Result<i64, CatalogError> {
+    Ok(client
+        .query_one("SELECT version FROM shardwire_catalog.catalog_version", &[])
+        .await?
+        .get(0))
+}
+
+/// Maps a constraint violation of one statement to the error that explains it.
+fn on_violation(
+    code: SqlState,
+    explain: impl FnOnce() -> CatalogError,
+) -> impl FnOnce(tokio_postgres::Error) -> CatalogError {
+    move |e| {
+        if e.code() == Some(&code) {
+            explain()
+        } else {
+            CatalogError::Query(e)
+        }
+    }
+}
+
+pub(super) fn shard_names(
+    shards: &[ShardId],
+    names: &[String],
+) -> Result<Vec<String>, CatalogError> {
+    shards
+        .iter()
+        .map(|id| {
+            names
+                .get(id.index())
+                .cloned()
+                .ok_or(CatalogError::UnknownShard(*id))
+        })
+        .collect()
+}
+
+async fn insert_chunks(
+    tx: &Transaction<'_>,
+    table: i64,
+    partition_set: Option<i64>,
+    shards: &[String],
+) -> Result<(), CatalogError> {
+    tx.execute(
+        "INSERT INTO shardwire_catalog.chunk (table_id, partition_set_id, chunk_no, shard)
+         SELECT $1, $2, ordinality - 1, shard FROM unnest($3::text[]) WITH ORDINALITY AS u(shard)",
+        &[&table, &partition_set, &shards],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records a table in state CREATING with its chunks, partition sets and partitions.
+/// `names` maps each `ShardId` to its shard name.
+pub(super) async fn create_table(
+    client: &mut Client,
+    t: &NewTable,
+    names: &[String],
+) -> Result<TableId, CatalogError> {
+    t.check().map_err(CatalogError::InvalidEntry)?;
+    let chunks = shard_names(&t.chunks, names)?;
+    let tx = client.transaction().await?;
+    let root = match t.parent {
+        None => None,
+        Some(parent) => {
+            let row = tx
+                .query_opt(
+                    "SELECT coalesce(root_id, id), kind FROM shardwire_catalog.table_entry
+                     WHERE id = $1 FOR KEY SHARE",
+                    &[&parent.0],
+                )
+                .await?
+                .ok_or(CatalogError::NoSuchTable(parent))?;
+            if row.get::<_, &str>(1) != "sharded" {
+                return Err(CatalogError::InvalidEntry(
+                    "a family's parent must be a sharded table".into(),
+                ));
+            }
+            Some(row.get::<_, i64>(0))
+        }
+    };
+    let (key_names, key_types): (Vec<&str>, Vec<&str>) = t
+        .key_columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.pg_type.as_str()))
+        .unzip();
+    let (set_names, set_types): (Vec<&str>, Vec<&str>) = t
+        .partition_set_columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.pg_type.as_str()))
+        .unzip();
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO shardwire_catalog.table_entry (schema_name, table_name, kind, method,
+                 key_columns, key_types, set_columns, set_types, parent_id, root_id,
+                 row_movement, state, tablespace_set_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+             RETURNING id",
+            &[
+                &t.schema,
+                &t.name,
+                &t.kind.as_str(),
+                &t.method.map(|m| m.as_str()),
+                &key_names,
+                &key_types,
+                &set_names,
+                &set_types,
+                &t.parent.map(|p| p.0),
+                &root,
+                &(t.row_movement == RowMovement::Enabled),
+                &TableState::Creating.as_str(),
+                &t.tablespace_set.map(|s| s.0),
+            ],
+        )
+        .await
+        .map_err(|e| match e.code() {
+            Some(c) if *c == SqlState::UNIQUE_VIOLATION => CatalogError::TableExists {
+                schema: t.schema.clone(),
+                name: t.name.clone(),
+            },
+            // The parent is locked, so only the tablespace set can have gone.
+            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => match t.tablespace_set {
+                Some(set) => CatalogError::TablespaceSetGone(set),
+                None => CatalogError::Query(e),
+            },
+            _ => CatalogError::Query(e),
+        })?
+        .get(0);
+    insert_chunks(&tx, id, None, &chunks).await?;
+    for (position, set) in (0i32..).zip(&t.partition_sets) {
+        let (kind, width, values) = encode_bound(&set.bound);
+        let set_id: i64 = tx
+            .query_one(
+                "INSERT INTO shardwire_catalog.partition_set (table_id, position, name,
+                     bound_kind, bound_width, bound_values, tablespace_set_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                &[
+                    &id,
+                    &position,
+                    &set.name,
+                    &kind,
+                    &width,
+                    &values,
+                    &set.tablespace_set.0,
+                ],
+            )
+            .await
+            .map_err(on_violation(SqlState::FOREIGN_KEY_VIOLATION, || {
+                CatalogError::TablespaceSetGone(set.tablespace_set)
+            }))?
+            .get(0);
+        insert_chunks(&tx, id, Some(set_id), &shard_names(&set.chunks, names)?).await?;
+    }
+    for (position, p) in (0i32..).zip(&t.partitions) {
+        let (kind, width, values) = encode_bound(&p.bound);
+        tx.execute(
+            "INSERT INTO shardwire_catalog.user_partition (table_id, position, name,
+                 bound_kind, bound_width, bound_values, tablespace)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &id,
+                &position,
+                &p.name,
+                &kind,
+                &width,
+                &values,
+                &p.tablespace,
+            ],
+        )
+        .await
+        .map_err(on_violation(SqlState::FOREIGN_KEY_VIOLATION, || {
+            CatalogError::NoSuchTablespace(p.tablespace.clone())
+        }))?;
+    }
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(TableId(id))
+}
+
+/// Locks table `id`'s row for the rest of the transaction; its state and `schema.name`.
+async fn lock_table(
+    tx: &Transaction<'_>,
+    id: TableId,
+) -> Result<(TableState, String), CatalogError> {
+    let row = tx
+        .query_opt(
+            "SELECT state, schema_name || '.' || table_name FROM shardwire_catalog.table_entry
+             WHERE id = $1 FOR UPDATE",
+            &[&id.0],
+        )
+        .await?
+        .ok_or(CatalogError::NoSuchTable(id))?;
+    let code: &str = row.get(0);
+    let state = TableState::from_code(code)
+        .ok_or_else(|| CatalogError::Corrupt(format!("table {id} has state \"{code}\"")))?;
+    Ok((state, row.get(1)))
+}
+
+pub(super) async fn set_state(
+    client: &mut Client,
+    id: TableId,
+    to: TableState,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    let (from, table) = lock_table(&tx, id).await?;
+    if !from.can_become(to) {
+        return Err(CatalogError::InvalidTransition { table, from, to });
+    }
+    tx.execute(
+        "UPDATE shardwire_catalog.table_entry SET state = $2 WHERE id = $1",
+        &[&id.0, &to.as_str()],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn set_row_movement(
+    client: &mut Client,
+    id: TableId,
+    movement: RowMovement,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    lock_table(&tx, id).await?;
+    tx.execute(
+        "UPDATE shardwire_catalog.table_entry SET row_movement = $2 WHERE id = $1",
+        &[&id.0, &(movement == RowMovement::Enabled)],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Deletes a table entry with its chunks, partition sets and partitions; refused while the
+/// table has children in its family.
+pub(super) async fn delete_table(client: &mut Client, id: TableId) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    let (_, table) = lock_table(&tx, id).await?;
+    let children: Vec<String> = tx
+        .query(
+            "SELECT schema_name || '.' || table_name FROM shardwire_catalog.table_entry
+             WHERE parent_id = $1 ORDER BY id",
+            &[&id.0],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !children.is_empty() {
+        return Err(CatalogError::HasChildren { table, children });
+    }
+    tx.execute(
+        "DELETE FROM shardwire_catalog.table_entry WHERE id = $1",
+        &[&id.0],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn create_tablespace_set(
+    client: &mut Client,
+    name: &str,
+    shards: &[String],
+) -> Result<TablespaceSetId, CatalogError> {
+    let tx = client.transaction().await?;
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO shardwire_catalog.tablespace_set (name) VALUES ($1) RETURNING id",
+            &[&name],
+        )
+        .await
+        .map_err(on_violation(SqlState::UNIQUE_VIOLATION, || {
+            CatalogError::TablespaceSetExists(name.to_string())
+        }))?
+        .get(0);
+    insert_set_members(&tx, id, shards).await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(TablespaceSetId(id))
+}
+
+/// Drops a tablespace set; refused while a table or partition set uses it.
+pub(super) async fn drop_tablespace_set(
+    client: &mut Client,
+    name: &str,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    let id: i64 = tx
+        .query_opt(
+            "SELECT id FROM shardwire_catalog.tablespace_set WHERE name = $1 FOR UPDATE",
+            &[&name],
+        )
+        .await?
+        .ok_or_else(|| CatalogError::NoSuchTablespaceSet(name.to_string()))?
+        .get(0);
+    let users: Vec<String> = tx
+        .query(
+            "SELECT t.schema_name || '.' || t.table_name FROM shardwire_catalog.table_entry t
+             WHERE t.tablespace_set_id = $1
+                OR t.id IN (SELECT table_id FROM shardwire_catalog.partition_set
+                            WHERE tablespace_set_id = $1)
+             ORDER BY t.id",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !users.is_empty() {
+        return Err(CatalogError::TablespaceSetInUse {
+            name: name.to_string(),
+            tables: users,
+        });
+    }
+    tx.execute(
+        "DELETE FROM shardwire_catalog.tablespace_set WHERE id = $1",
+        &[&id],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A bound as stored: its kind, the values per tuple, and every value as an SQL literal.
+pub(super) fn encode_bound(bound: &PartitionBound) -> (&'static str, i32, Vec<String>) {
+    let (kind, tuples): (_, Vec<&[BoundValue]>) = match bound {
+        PartitionBound::In(tuples) => ("in", tuples.iter().map(Vec::as_slice).collect()),
+        PartitionBound::LessThan(values) => ("less_than", vec![values.as_slice()]),
+    };
+    let width = tuples.first().map_or(0, |t| t.len()) as i32;
+    let values = tuples
+        .iter()
+        .flat_map(|t| t.iter())
+        .map(|v| match v {
+            BoundValue::Literal(s) => format!("'{}'", s.replace('\'', "''")),
+            BoundValue::Null => "NULL".into(),
+            BoundValue::Default => "DEFAULT".into(),
+            BoundValue::MaxValue => "MAXVALUE".into(),
+        })
+        .collect();
+    (kind, width, values)
+}
+
+/// The inverse of [`encode_bound`]; the reason when the stored text is not one it wrote.
+pub(super) fn decode_bound(
+    kind: &str,
+    width: i32,
+    values: &[String],
+) -> Result<PartitionBound, String> {
+    let width = usize::try_from(width)
+        .ok()
+        .filter(|&w| w > 0 && values.len().is_multiple_of(w) && !values.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "{} bound values do not make tuples of {width}",
+                values.len()
+            )
+        })?;
+    let values = values
+        .iter()
+        .map(|v| match v.as_str() {
+            "NULL" => Ok(BoundValue::Null),
+            "DEFAULT" => Ok(BoundValue::Default),
+            "MAXVALUE" => Ok(BoundValue::MaxValue),
+            quoted if quoted.len() >= 2 && quoted.starts_with('\'') && quoted.ends_with('\'') => {
+                Ok(BoundValue::Literal(
+                    quoted[1..quoted.len() - 1].replace("''", "'"),
+                ))
+            }
+            other => Err(format!("bound value {other:?} is not an SQL literal")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match kind {
+        "in" => Ok(PartitionBound::In(
+            values.chunks(width).map(<[_]>::to_vec).collect(),
+        )),
+        "less_than" if values.len() == width => Ok(PartitionBound::LessThan(values)),
+        other => Err(format!("bound kind {other:?} with {} values", values.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_survive_storage() {
+        let bounds = [
+            PartitionBound::In(vec![
+                vec![BoundValue::Literal("O'Hare".into()), BoundValue::Null],
+                vec![
+                    BoundValue::Literal("".into()),
+                    BoundValue::Literal("NULL".into()),
+                ],
+            ]),
+            PartitionBound::In(vec![vec![BoundValue::Default]]),
+            PartitionBound::LessThan(vec![BoundValue::Literal("10".into()), BoundValue::MaxValue]),
+        ];
+        for bound in bounds {
+            let (kind, width, values) = encode_bound(&bound);
+            assert_eq!(decode_bound(kind, width, &values), Ok(bound));
+        }
+    }
+
+    #[test]
+    fn malformed_bounds_are_reported() {
+        assert!(decode_bound("in", 2, &["'a'".into()]).is_err());
+        assert!(decode_bound("in", 1, &["a".into()]).is_err());
+        assert!(decode_bound("less_than", 1, &["'a'".into(), "'b'".into()]).is_err());
+        assert!(decode_bound("between", 1, &["'a'".into()]).is_err());
+    }
+}
