@@ -84,12 +84,13 @@ pub struct ControlPool {
 }
 
 impl ControlPool {
-    fn new(endpoint: &Endpoint, settings: &TxnSettings) -> ControlPool {
+    fn new(endpoint: &Endpoint, settings: &TxnSettings, extra_options: &str) -> ControlPool {
         let mut pg = endpoint.pg_config();
-        pg.connect_timeout(settings.connect_timeout).options(format!(
-            "-c lock_timeout={}",
-            settings.lock_timeout.as_millis()
-        ));
+        pg.connect_timeout(settings.connect_timeout)
+            .options(format!(
+                "-c lock_timeout={}{extra_options}",
+                settings.lock_timeout.as_millis()
+            ));
         let last_error = LastError::default();
         // Built lazily: a shard that is down at start must not keep the proxy from starting.
         let pool = Pool::builder()
@@ -140,12 +141,18 @@ impl ControlPools {
                     id: ShardId(i as u32),
                     name: shard.name.clone(),
                 },
-                pool: ControlPool::new(&config.shard_endpoint(i), settings),
+                pool: ControlPool::new(&config.shard_endpoint(i), settings, ""),
             })
             .collect();
         ControlPools {
             shards,
-            catalog: ControlPool::new(&config.catalog_endpoint(), settings),
+            // A commit decision must survive a crash of the catalog server even where that
+            // server commits asynchronously by default.
+            catalog: ControlPool::new(
+                &config.catalog_endpoint(),
+                settings,
+                " -c synchronous_commit=on",
+            ),
         }
     }
 

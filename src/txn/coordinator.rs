@@ -90,7 +90,10 @@ impl Coordinator {
         }))
         .await;
         let mut problems = Vec::new();
-        let mut capacity = self.prepared_capacity.write().unwrap_or_else(|p| p.into_inner());
+        let mut capacity = self
+            .prepared_capacity
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         for (shard, check) in self.pools.shards().iter().zip(checks) {
             let known = match check {
                 Ok(0) => {
@@ -162,7 +165,10 @@ impl Coordinator {
 
     async fn run_two_phase(&self, work: &[(ShardId, Vec<String>)]) -> Result<Outcome, TxnError> {
         {
-            let capacity = self.prepared_capacity.read().unwrap_or_else(|p| p.into_inner());
+            let capacity = self
+                .prepared_capacity
+                .read()
+                .unwrap_or_else(|p| p.into_inner());
             if let Some((shard, _)) = work.iter().find(|(s, _)| capacity[s.index()] == Some(0)) {
                 return Err(TxnError::PreparedTransactionsDisabled {
                     shard: self.pools.shard(*shard).label.clone(),
@@ -199,7 +205,11 @@ impl Coordinator {
         let prepared: Vec<(Vec<u64>, Instant)> = prepared.into_iter().flatten().collect();
 
         // Past the deadline, recovery may be aborting this gid on some shard already.
-        let first_prepare = prepared.iter().map(|(_, at)| *at).min().expect("participants");
+        let first_prepare = prepared
+            .iter()
+            .map(|(_, at)| *at)
+            .min()
+            .expect("participants");
         let took = first_prepare.elapsed();
         if took >= self.settings.prepare_deadline {
             self.roll_back_prepared(&shards, &gid).await;
@@ -281,7 +291,10 @@ impl Coordinator {
                 Ok(()) => return true,
                 // Under a commit record nobody rolls back, so a missing gid was committed by
                 // recovery in the meantime.
-                Err(e) if e.db_error().is_some_and(|d| d.code() == &SqlState::UNDEFINED_OBJECT) => {
+                Err(e)
+                    if e.db_error()
+                        .is_some_and(|d| d.code() == &SqlState::UNDEFINED_OBJECT) =>
+                {
                     return true
                 }
                 Err(e) => {
@@ -321,7 +334,9 @@ impl Coordinator {
 
     async fn forget(&self, gid: &Gid) {
         let result = match self.pools.catalog().get().await {
-            Ok(conn) => decision_log::delete(&conn, gid).await.map_err(ConnectError::from),
+            Ok(conn) => decision_log::delete(&conn, gid)
+                .await
+                .map_err(ConnectError::from),
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -375,7 +390,10 @@ async fn prepare(
 
 /// BEGIN and the statements, leaving the transaction open; on failure the session is rolled back
 /// so it goes back to the pool clean.
-async fn run_in_transaction(conn: &Client, statements: &[String]) -> Result<Vec<u64>, ConnectError> {
+async fn run_in_transaction(
+    conn: &Client,
+    statements: &[String],
+) -> Result<Vec<u64>, ConnectError> {
     conn.batch_execute("BEGIN").await?;
     let mut rows = Vec::new();
     for statement in statements {

@@ -115,7 +115,10 @@ impl TxnError {
     /// session (shutdown, crash, termination), means the shard is unavailable.
     pub(crate) fn on_shard(shard: &ShardLabel, error: ConnectError) -> TxnError {
         if let Some(db) = error.db_error() {
-            let ends_session = matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic));
+            let ends_session = matches!(
+                db.parsed_severity(),
+                Some(Severity::Fatal | Severity::Panic)
+            );
             if !ends_session {
                 return TxnError::Statement {
                     shard: shard.clone(),

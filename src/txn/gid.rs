@@ -17,7 +17,9 @@ const PREFIX: &str = "sw";
 const PROXY_ID_LEN: usize = 8;
 
 fn is_tag(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 /// Names one shardwire cluster (the proxies sharing one catalog) inside its gids.
@@ -111,7 +113,8 @@ impl Gid {
         };
         let number = |s: &str| -> Option<u64> {
             // Only the canonical decimal form, so parse and format round-trip exactly.
-            let canonical = s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+            let canonical =
+                s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
             canonical.then(|| s.parse().ok()).flatten()
         };
         Ok(Gid {
@@ -200,7 +203,9 @@ mod tests {
         let gid = generator.next_gid();
         let text = gid.to_string();
         assert!(text.starts_with("sw_c0ffee_"), "{text}");
-        assert!(text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+        assert!(text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
         assert_eq!(Gid::parse(&text), Ok(gid.clone()));
         assert_ne!(generator.next_gid(), gid);
     }
