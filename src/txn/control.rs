@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bb8::{ErrorSink, Pool, PooledConnection};
 use bb8_postgres::PostgresConnectionManager;
-use tokio_postgres::error::DbError;
+use tokio_postgres::error::{DbError, SqlState};
 use tokio_postgres::NoTls;
 
 use super::TxnSettings;
@@ -55,6 +55,11 @@ impl ConnectError {
             ConnectError::Checkout { .. } => None,
             ConnectError::Postgres(e) => e.as_db_error(),
         }
+    }
+
+    /// The SQLSTATE the server answered with, if it answered.
+    pub fn code(&self) -> Option<&SqlState> {
+        self.db_error().map(DbError::code)
     }
 }
 
@@ -104,6 +109,11 @@ impl ControlPool {
             last_error,
             connect_timeout: settings.connect_timeout,
         }
+    }
+
+    /// Runs `sql` (simple protocol) on a session of its own.
+    pub async fn batch_execute(&self, sql: &str) -> Result<(), ConnectError> {
+        Ok(self.get().await?.batch_execute(sql).await?)
     }
 
     pub async fn get(&self) -> Result<ControlConn<'_>, ConnectError> {

@@ -9,7 +9,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use super::control::{ConnectError, ControlPools, ShardPool};
-use super::decision_log;
+use super::decision_log::{self, Decision};
 use super::error::TxnError;
 use super::gid::{Gid, GidGenerator};
 use super::TxnSettings;
@@ -280,25 +280,14 @@ impl Coordinator {
 
     /// COMMIT PREPARED with bounded retries; true once the shard confirmed.
     async fn commit_prepared(&self, shard: &ShardPool, gid: &Gid) -> bool {
-        let sql = format!("COMMIT PREPARED {}", gid.sql_literal());
         let mut pause = self.settings.commit_backoff;
         for attempt in 1..=self.settings.commit_attempts {
-            let result = match shard.pool.get().await {
-                Ok(conn) => conn.batch_execute(&sql).await.map_err(ConnectError::from),
-                Err(e) => Err(e),
-            };
-            match result {
+            // A gid already gone was committed by recovery: under a commit record nobody rolls
+            // back.
+            match finish_prepared(shard, gid, Decision::Commit).await {
                 Ok(()) => return true,
-                // Under a commit record nobody rolls back, so a missing gid was committed by
-                // recovery in the meantime.
-                Err(e)
-                    if e.db_error()
-                        .is_some_and(|d| d.code() == &SqlState::UNDEFINED_OBJECT) =>
-                {
-                    return true
-                }
                 Err(e) => {
-                    tracing::warn!(%gid, shard = %shard.label, attempt, error = %e, "COMMIT PREPARED failed");
+                    tracing::warn!(%gid, shard = %shard.label, attempt, error = %e, "COMMIT PREPARED failed")
                 }
             }
             if attempt < self.settings.commit_attempts {
@@ -313,20 +302,9 @@ impl Coordinator {
     /// Best effort: a prepared transaction left behind has no commit record, so recovery rolls
     /// it back.
     async fn roll_back_prepared(&self, shards: &[&ShardPool], gid: &Gid) {
-        let sql = format!("ROLLBACK PREPARED {}", gid.sql_literal());
-        join_all(shards.iter().map(|shard| {
-            let sql = &sql;
-            async move {
-                let result = match shard.pool.get().await {
-                    Ok(conn) => conn.batch_execute(sql).await.map_err(ConnectError::from),
-                    Err(e) => Err(e),
-                };
-                match result {
-                    Err(e) if !e.db_error().is_some_and(|d| d.code() == &SqlState::UNDEFINED_OBJECT) => {
-                        tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");
-                    }
-                    _ => {}
-                }
+        join_all(shards.iter().map(|shard| async move {
+            if let Err(e) = finish_prepared(shard, gid, Decision::Abort).await {
+                tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");
             }
         }))
         .await;
@@ -342,6 +320,24 @@ impl Coordinator {
         if let Err(e) = result {
             tracing::warn!(%gid, error = %e, "cannot delete the decision record; recovery will");
         }
+    }
+}
+
+/// COMMIT or ROLLBACK PREPARED on a session of its own. A gid that is not (or no longer)
+/// prepared counts as done: someone else finished it, or it never got prepared.
+pub(crate) async fn finish_prepared(
+    shard: &ShardPool,
+    gid: &Gid,
+    decision: Decision,
+) -> Result<(), ConnectError> {
+    let verb = match decision {
+        Decision::Commit => "COMMIT",
+        Decision::Abort => "ROLLBACK",
+    };
+    let sql = format!("{verb} PREPARED {}", gid.sql_literal());
+    match shard.pool.batch_execute(&sql).await {
+        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -9,15 +9,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::join_all;
-use tokio_postgres::error::SqlState;
-
 use super::control::{ConnectError, ControlPools, ShardPool};
+use super::coordinator::finish_prepared;
 use super::decision_log::{self, Decision, DecisionRecord};
 use super::error::TxnError;
 use super::gid::{ClusterTag, Gid};
 use super::TxnSettings;
 use crate::catalog::ShardId;
+use futures::future::join_all;
 
 /// What one pass did.
 #[derive(Debug, Default)]
@@ -103,7 +102,7 @@ impl Recovery {
                 let Some(at) = listing.iter().position(|p| p.gid == gid && p.past_grace) else {
                     continue;
                 };
-                match finish(shard, &gid, decision).await {
+                match finish_prepared(shard, &gid, decision).await {
                     Ok(()) => {
                         listing.remove(at);
                         let done = (gid.clone(), shard.label.id);
@@ -112,7 +111,7 @@ impl Recovery {
                             Decision::Abort => report.rolled_back.push(done),
                         }
                     }
-                    Err(e) => report.errors.push(e),
+                    Err(e) => report.errors.push(TxnError::on_shard(&shard.label, e)),
                 }
             }
         }
@@ -194,21 +193,4 @@ fn in_doubt(listings: &[Option<Vec<Prepared>>]) -> Vec<Gid> {
         }
     }
     gids
-}
-
-/// COMMIT or ROLLBACK PREPARED; a gid that is gone was finished by someone else.
-async fn finish(shard: &ShardPool, gid: &Gid, decision: Decision) -> Result<(), TxnError> {
-    let verb = match decision {
-        Decision::Commit => "COMMIT",
-        Decision::Abort => "ROLLBACK",
-    };
-    let on_shard = |e: ConnectError| TxnError::on_shard(&shard.label, e);
-    let conn = shard.pool.get().await.map_err(on_shard)?;
-    match conn
-        .batch_execute(&format!("{verb} PREPARED {}", gid.sql_literal()))
-        .await
-    {
-        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(on_shard(e.into())),
-        _ => Ok(()),
-    }
 }
