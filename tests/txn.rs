@@ -37,6 +37,7 @@ fn quick_settings() -> TxnSettings {
 }
 
 struct Fixture {
+    pools: Arc<ControlPools>,
     coordinator: Coordinator,
     recovery: Recovery,
     cluster: ClusterTag,
@@ -82,7 +83,8 @@ impl Fixture {
         let gids = GidGenerator::with_identity(cluster.clone(), ProxyId::new("p1").unwrap(), 7);
         Fixture {
             coordinator: Coordinator::new(pools.clone(), settings.clone(), gids).expect("settings"),
-            recovery: Recovery::new(pools, settings, cluster.clone()).expect("settings"),
+            recovery: Recovery::new(pools.clone(), settings, cluster.clone()).expect("settings"),
+            pools,
             cluster,
             catalog_url: catalog_url.unwrap_or_else(|| shard_urls[0].clone()),
             shard_urls,
@@ -338,6 +340,18 @@ async fn recovery_rolls_back_a_transaction_prepared_without_decision() {
     }
     // Kept, so the coordinator could never record commit after all.
     assert_eq!(f.decision(&f.gid(1)).await.as_deref(), Some("abort"));
+    let report = f.recovery.run_once().await.expect("recovery pass");
+    assert!(report.forgotten.is_empty(), "{report:?}");
+
+    // Once past its retention, nothing can need it any more.
+    let settings = TxnSettings {
+        abort_record_retention: Duration::ZERO,
+        ..quick_settings()
+    };
+    let recovery = Recovery::new(f.pools.clone(), settings, f.cluster.clone()).expect("settings");
+    let report = recovery.run_once().await.expect("recovery pass");
+    assert_eq!(report.forgotten, vec![f.gid(1)]);
+    assert_eq!(f.decision(&f.gid(1)).await, None);
 }
 
 #[tokio::test]
