@@ -16,6 +16,7 @@
 //! - [`router`]: where a statement goes ([`router::Route`]).
 //! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
+//! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
 //! - [`dev`]: the `shardwire dev` command.
@@ -37,3 +38,4 @@ pub mod protocol;
 pub mod router;
 pub mod server;
 pub mod sql;
+pub mod txn;

@@ -1,0 +1,187 @@
+//! Control-plane connections: one small bb8 pool of tokio-postgres sessions per shard and one for
+//! the catalog database. Every session runs with a `lock_timeout`, because PostgreSQL cannot see
+//! a deadlock whose wait spans two shards; the timeout breaks it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bb8::{ErrorSink, Pool, PooledConnection};
+use bb8_postgres::PostgresConnectionManager;
+use tokio_postgres::error::{DbError, SqlState};
+use tokio_postgres::NoTls;
+
+use super::TxnSettings;
+use crate::catalog::ShardId;
+use crate::config::{Config, Endpoint};
+
+type Manager = PostgresConnectionManager<NoTls>;
+
+/// A checked-out control session.
+pub type ControlConn<'a> = PooledConnection<'a, Manager>;
+
+/// A shard as errors and logs name it: its configured name, and its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardLabel {
+    pub id: ShardId,
+    pub name: String,
+}
+
+impl std::fmt::Display for ShardLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shard \"{}\"", self.name)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("no connection within {waited:?}{}", last_error_suffix(.last_error))]
+    Checkout {
+        waited: Duration,
+        last_error: Option<String>,
+    },
+    #[error(transparent)]
+    Postgres(#[from] tokio_postgres::Error),
+}
+
+fn last_error_suffix(last: &Option<String>) -> String {
+    last.as_ref()
+        .map(|e| format!(" (last attempt: {e})"))
+        .unwrap_or_default()
+}
+
+impl ConnectError {
+    pub fn db_error(&self) -> Option<&DbError> {
+        match self {
+            ConnectError::Checkout { .. } => None,
+            ConnectError::Postgres(e) => e.as_db_error(),
+        }
+    }
+
+    /// The SQLSTATE the server answered with, if it answered.
+    pub fn code(&self) -> Option<&SqlState> {
+        self.db_error().map(DbError::code)
+    }
+}
+
+/// bb8 retries failed connects until its timeout and then reports only "timed out"; this keeps
+/// the last real reason (connection refused, authentication failed, …) for the error message.
+#[derive(Debug, Clone, Default)]
+struct LastError(Arc<Mutex<Option<String>>>);
+
+impl ErrorSink<tokio_postgres::Error> for LastError {
+    fn sink(&self, error: tokio_postgres::Error) {
+        tracing::debug!(%error, "control connection attempt failed");
+        if let Ok(mut last) = self.0.lock() {
+            *last = Some(error.to_string());
+        }
+    }
+
+    fn boxed_clone(&self) -> Box<dyn ErrorSink<tokio_postgres::Error>> {
+        Box::new(self.clone())
+    }
+}
+
+/// One database's control pool.
+pub struct ControlPool {
+    pool: Pool<Manager>,
+    last_error: LastError,
+    connect_timeout: Duration,
+}
+
+impl ControlPool {
+    fn new(endpoint: &Endpoint, settings: &TxnSettings, extra_options: &str) -> ControlPool {
+        let mut pg = endpoint.pg_config();
+        pg.connect_timeout(settings.connect_timeout)
+            .options(format!(
+                "-c lock_timeout={}{extra_options}",
+                settings.lock_timeout.as_millis()
+            ));
+        let last_error = LastError::default();
+        // Built lazily: a shard that is down at start must not keep the proxy from starting.
+        let pool = Pool::builder()
+            .max_size(settings.pool_size)
+            .min_idle(None)
+            .connection_timeout(settings.connect_timeout)
+            .error_sink(Box::new(last_error.clone()))
+            .build_unchecked(PostgresConnectionManager::new(pg, NoTls));
+        ControlPool {
+            pool,
+            last_error,
+            connect_timeout: settings.connect_timeout,
+        }
+    }
+
+    /// Runs `sql` (simple protocol) on a session of its own.
+    pub async fn batch_execute(&self, sql: &str) -> Result<(), ConnectError> {
+        Ok(self.get().await?.batch_execute(sql).await?)
+    }
+
+    pub async fn get(&self) -> Result<ControlConn<'_>, ConnectError> {
+        self.pool.get().await.map_err(|e| match e {
+            bb8::RunError::User(e) => ConnectError::Postgres(e),
+            bb8::RunError::TimedOut => ConnectError::Checkout {
+                waited: self.connect_timeout,
+                last_error: self.last_error.0.lock().ok().and_then(|l| l.clone()),
+            },
+        })
+    }
+}
+
+/// A shard's control pool with the shard's label.
+pub struct ShardPool {
+    pub label: ShardLabel,
+    pub pool: ControlPool,
+}
+
+/// The control pools of every configured shard and of the catalog.
+pub struct ControlPools {
+    shards: Vec<ShardPool>,
+    catalog: ControlPool,
+}
+
+impl ControlPools {
+    /// Makes no connection yet; sessions are opened on first use.
+    pub fn new(config: &Config, settings: &TxnSettings) -> ControlPools {
+        let shards = config
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(i, shard)| ShardPool {
+                label: ShardLabel {
+                    id: ShardId(i as u32),
+                    name: shard.name.clone(),
+                },
+                pool: ControlPool::new(&config.shard_endpoint(i), settings, ""),
+            })
+            .collect();
+        ControlPools {
+            shards,
+            // A commit decision must survive a crash of the catalog server even where that
+            // server commits asynchronously by default.
+            catalog: ControlPool::new(
+                &config.catalog_endpoint(),
+                settings,
+                " -c synchronous_commit=on",
+            ),
+        }
+    }
+
+    /// Panics on an id that is not in the configuration: ids come from the catalog, which is
+    /// built from the same configuration.
+    pub fn shard(&self, id: ShardId) -> &ShardPool {
+        &self.shards[id.index()]
+    }
+
+    pub fn shards(&self) -> &[ShardPool] {
+        &self.shards
+    }
+
+    /// The shard with this configured name.
+    pub fn shard_named(&self, name: &str) -> Option<&ShardPool> {
+        self.shards.iter().find(|s| s.label.name == name)
+    }
+
+    pub fn catalog(&self) -> &ControlPool {
+        &self.catalog
+    }
+}

@@ -1,0 +1,419 @@
+//! The two-phase-commit coordinator: one unit of work over several shards, committed on all of
+//! them or on none (DESIGN.md §4).
+
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use futures::future::join_all;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+use super::control::{ConnectError, ControlPools, ShardPool};
+use super::decision_log::{self, Decision};
+use super::error::TxnError;
+use super::gid::{Gid, GidGenerator};
+use super::TxnSettings;
+use crate::catalog::ShardId;
+
+/// What one shard did: the row count of every command, in order (0 for commands without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardResult {
+    pub shard: ShardId,
+    pub rows_affected: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Commit {
+    /// A single participant committed with a plain COMMIT.
+    OnePhase,
+    /// Committed by two-phase commit. `unconfirmed` shards did not acknowledge COMMIT PREPARED
+    /// within the retries; the decision is durable, and recovery commits them later.
+    TwoPhase { gid: Gid, unconfirmed: Vec<ShardId> },
+}
+
+/// A committed unit of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// One entry per participant, in the order the work named them.
+    pub results: Vec<ShardResult>,
+    pub commit: Commit,
+}
+
+/// How a participant's PREPARE phase failed.
+struct PrepareFailure {
+    error: TxnError,
+    /// The connection broke while PREPARE was in flight: the transaction may be prepared.
+    maybe_prepared: bool,
+}
+
+pub struct Coordinator {
+    pools: Arc<ControlPools>,
+    settings: TxnSettings,
+    gids: GidGenerator,
+    /// `max_prepared_transactions` of each shard as last checked; `None` when not known.
+    prepared_capacity: RwLock<Vec<Option<i32>>>,
+}
+
+impl Coordinator {
+    pub fn new(
+        pools: Arc<ControlPools>,
+        settings: TxnSettings,
+        gids: GidGenerator,
+    ) -> Result<Coordinator, TxnError> {
+        settings.validate()?;
+        let shards = pools.shards().len();
+        Ok(Coordinator {
+            pools,
+            settings,
+            gids,
+            prepared_capacity: RwLock::new(vec![None; shards]),
+        })
+    }
+
+    pub fn gids(&self) -> &GidGenerator {
+        &self.gids
+    }
+
+    /// Reads `max_prepared_transactions` on every shard and remembers it: a shard with 0 makes
+    /// multi-shard work fail at once, with an error naming it. Returns the problems found (also
+    /// logged); a shard that cannot be reached is checked again on the next call.
+    pub async fn check_shards(&self) -> Vec<TxnError> {
+        let checks = join_all(self.pools.shards().iter().map(|shard| async move {
+            let conn = shard.pool.get().await?;
+            let row = conn
+                .query_one(
+                    "SELECT current_setting('max_prepared_transactions')::int4",
+                    &[],
+                )
+                .await?;
+            Ok::<i32, ConnectError>(row.get(0))
+        }))
+        .await;
+        let mut problems = Vec::new();
+        let mut capacity = self
+            .prepared_capacity
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        for (shard, check) in self.pools.shards().iter().zip(checks) {
+            let known = match check {
+                Ok(0) => {
+                    problems.push(TxnError::PreparedTransactionsDisabled {
+                        shard: shard.label.clone(),
+                    });
+                    Some(0)
+                }
+                Ok(n) => Some(n),
+                Err(e) => {
+                    problems.push(TxnError::on_shard(&shard.label, e));
+                    None
+                }
+            };
+            capacity[shard.label.id.index()] = known;
+        }
+        for problem in &problems {
+            tracing::error!(error = %problem, "shard check failed");
+        }
+        problems
+    }
+
+    /// Runs each participant's statements in one transaction on its shard, and commits them all
+    /// or none: plainly for one participant, by two-phase commit for several. Statements of a
+    /// shard named twice run in the order given. The SQL is sent as is (simple protocol).
+    pub async fn run(&self, work: Vec<(ShardId, Vec<String>)>) -> Result<Outcome, TxnError> {
+        let work = merge_by_shard(work);
+        match work.len() {
+            0 => Ok(Outcome {
+                results: Vec::new(),
+                commit: Commit::OnePhase,
+            }),
+            1 => {
+                let (shard, statements) = &work[0];
+                self.run_one_phase(self.pools.shard(*shard), statements)
+                    .await
+            }
+            _ => self.run_two_phase(&work).await,
+        }
+    }
+
+    async fn run_one_phase(
+        &self,
+        shard: &ShardPool,
+        statements: &[String],
+    ) -> Result<Outcome, TxnError> {
+        let on_shard = |e: ConnectError| TxnError::on_shard(&shard.label, e);
+        let conn = shard.pool.get().await.map_err(on_shard)?;
+        let rows_affected = run_in_transaction(&conn, statements)
+            .await
+            .map_err(on_shard)?;
+        if let Err(e) = conn.batch_execute("COMMIT").await {
+            if e.as_db_error().is_none() {
+                return Err(TxnError::CommitUnknown {
+                    shard: shard.label.clone(),
+                    source: e,
+                });
+            }
+            return Err(on_shard(e.into()));
+        }
+        Ok(Outcome {
+            results: vec![ShardResult {
+                shard: shard.label.id,
+                rows_affected,
+            }],
+            commit: Commit::OnePhase,
+        })
+    }
+
+    async fn run_two_phase(&self, work: &[(ShardId, Vec<String>)]) -> Result<Outcome, TxnError> {
+        {
+            let capacity = self
+                .prepared_capacity
+                .read()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some((shard, _)) = work.iter().find(|(s, _)| capacity[s.index()] == Some(0)) {
+                return Err(TxnError::PreparedTransactionsDisabled {
+                    shard: self.pools.shard(*shard).label.clone(),
+                });
+            }
+        }
+        let gid = self.gids.next_gid();
+        let shards: Vec<&ShardPool> = work.iter().map(|(s, _)| self.pools.shard(*s)).collect();
+
+        let prepared = join_all(
+            shards
+                .iter()
+                .zip(work)
+                .map(|(shard, (_, statements))| prepare(shard, statements, &gid)),
+        )
+        .await;
+        if prepared.iter().any(Result::is_err) {
+            let mut first_error = None;
+            let mut to_roll_back = Vec::new();
+            for (shard, result) in shards.iter().zip(prepared) {
+                match result {
+                    Ok(_) => to_roll_back.push(*shard),
+                    Err(failure) => {
+                        if failure.maybe_prepared {
+                            to_roll_back.push(*shard);
+                        }
+                        first_error.get_or_insert(failure.error);
+                    }
+                }
+            }
+            self.roll_back_prepared(&to_roll_back, &gid).await;
+            return Err(first_error.expect("a participant failed"));
+        }
+        let prepared: Vec<(Vec<u64>, Instant)> = prepared.into_iter().flatten().collect();
+
+        // Past the deadline, recovery may be aborting this gid on some shard already.
+        let first_prepare = prepared
+            .iter()
+            .map(|(_, at)| *at)
+            .min()
+            .expect("participants");
+        let took = first_prepare.elapsed();
+        if took >= self.settings.prepare_deadline {
+            self.roll_back_prepared(&shards, &gid).await;
+            return Err(TxnError::PrepareTooSlow {
+                gid,
+                took,
+                limit: self.settings.prepare_deadline,
+            });
+        }
+
+        self.decide_commit(&shards, &gid).await?;
+
+        let confirmed = join_all(shards.iter().map(|s| self.commit_prepared(s, &gid))).await;
+        let unconfirmed: Vec<ShardId> = shards
+            .iter()
+            .zip(&confirmed)
+            .filter(|(_, ok)| !**ok)
+            .map(|(s, _)| s.label.id)
+            .collect();
+        if unconfirmed.is_empty() {
+            self.forget(&gid).await;
+        }
+        Ok(Outcome {
+            results: shards
+                .iter()
+                .zip(prepared)
+                .map(|(s, (rows_affected, _))| ShardResult {
+                    shard: s.label.id,
+                    rows_affected,
+                })
+                .collect(),
+            commit: Commit::TwoPhase { gid, unconfirmed },
+        })
+    }
+
+    /// The decision point. Ok means commit is recorded durably; any error means the transaction
+    /// is rolled back, except `ResolutionUnknown`, where nothing may be touched.
+    async fn decide_commit(&self, shards: &[&ShardPool], gid: &Gid) -> Result<(), TxnError> {
+        let participants: Vec<String> = shards.iter().map(|s| s.label.name.clone()).collect();
+        let recorded = match self.pools.catalog().get().await {
+            Ok(conn) => decision_log::record_commit(&conn, gid, &participants).await,
+            Err(e) => {
+                // Nothing was sent, so nothing was recorded.
+                self.roll_back_prepared(shards, gid).await;
+                return Err(TxnError::DecisionLog { source: e });
+            }
+        };
+        match recorded {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.roll_back_prepared(shards, gid).await;
+                Err(TxnError::AbortedByRecovery { gid: gid.clone() })
+            }
+            // The server answered with an error: the autocommit INSERT did not commit.
+            Err(e) if e.as_db_error().is_some() => {
+                self.roll_back_prepared(shards, gid).await;
+                Err(TxnError::DecisionLog { source: e.into() })
+            }
+            Err(e) => {
+                tracing::error!(%gid, error = %e, "commit decision outcome unknown; recovery will resolve it");
+                Err(TxnError::ResolutionUnknown {
+                    gid: gid.clone(),
+                    source: e,
+                })
+            }
+        }
+    }
+
+    /// COMMIT PREPARED with bounded retries; true once the shard confirmed.
+    async fn commit_prepared(&self, shard: &ShardPool, gid: &Gid) -> bool {
+        let mut pause = self.settings.commit_backoff;
+        for attempt in 1..=self.settings.commit_attempts {
+            // A gid already gone was committed by recovery: under a commit record nobody rolls
+            // back.
+            match finish_prepared(shard, gid, Decision::Commit).await {
+                Ok(()) => return true,
+                Err(e) => {
+                    tracing::warn!(%gid, shard = %shard.label, attempt, error = %e, "COMMIT PREPARED failed")
+                }
+            }
+            if attempt < self.settings.commit_attempts {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        }
+        tracing::error!(%gid, shard = %shard.label, "COMMIT PREPARED not confirmed; recovery will finish it");
+        false
+    }
+
+    /// Best effort: a prepared transaction left behind has no commit record, so recovery rolls
+    /// it back.
+    async fn roll_back_prepared(&self, shards: &[&ShardPool], gid: &Gid) {
+        join_all(shards.iter().map(|shard| async move {
+            if let Err(e) = finish_prepared(shard, gid, Decision::Abort).await {
+                tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");
+            }
+        }))
+        .await;
+    }
+
+    async fn forget(&self, gid: &Gid) {
+        let result = match self.pools.catalog().get().await {
+            Ok(conn) => decision_log::delete(&conn, gid)
+                .await
+                .map_err(ConnectError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            tracing::warn!(%gid, error = %e, "cannot delete the decision record; recovery will");
+        }
+    }
+}
+
+/// COMMIT or ROLLBACK PREPARED on a session of its own. A gid that is not (or no longer)
+/// prepared counts as done: someone else finished it, or it never got prepared.
+pub(crate) async fn finish_prepared(
+    shard: &ShardPool,
+    gid: &Gid,
+    decision: Decision,
+) -> Result<(), ConnectError> {
+    let verb = match decision {
+        Decision::Commit => "COMMIT",
+        Decision::Abort => "ROLLBACK",
+    };
+    let sql = format!("{verb} PREPARED {}", gid.sql_literal());
+    match shard.pool.batch_execute(&sql).await {
+        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// BEGIN, the statements and PREPARE TRANSACTION on one shard. Returns the row counts and when
+/// PREPARE was sent (no later than the shard's own `prepared` timestamp).
+async fn prepare(
+    shard: &ShardPool,
+    statements: &[String],
+    gid: &Gid,
+) -> Result<(Vec<u64>, Instant), PrepareFailure> {
+    let fail = |e: ConnectError, maybe_prepared| PrepareFailure {
+        error: TxnError::on_shard(&shard.label, e),
+        maybe_prepared,
+    };
+    let conn = shard.pool.get().await.map_err(|e| fail(e, false))?;
+    let rows = run_in_transaction(&conn, statements)
+        .await
+        .map_err(|e| fail(e, false))?;
+    let sent_at = Instant::now();
+    match conn
+        .batch_execute(&format!("PREPARE TRANSACTION {}", gid.sql_literal()))
+        .await
+    {
+        Ok(()) => Ok((rows, sent_at)),
+        Err(e) => {
+            let answered = e.as_db_error().is_some();
+            if answered {
+                // A failed PREPARE already rolled back; this only clears a parse-level failure.
+                let _ = conn.batch_execute("ROLLBACK").await;
+            }
+            let disabled = e
+                .as_db_error()
+                .is_some_and(|d| d.code() == &SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+            if disabled {
+                return Err(PrepareFailure {
+                    error: TxnError::PreparedTransactionsDisabled {
+                        shard: shard.label.clone(),
+                    },
+                    maybe_prepared: false,
+                });
+            }
+            Err(fail(e.into(), !answered))
+        }
+    }
+}
+
+/// BEGIN and the statements, leaving the transaction open; on failure the session is rolled back
+/// so it goes back to the pool clean.
+async fn run_in_transaction(
+    conn: &Client,
+    statements: &[String],
+) -> Result<Vec<u64>, ConnectError> {
+    conn.batch_execute("BEGIN").await?;
+    let mut rows = Vec::new();
+    for statement in statements {
+        match conn.simple_query(statement).await {
+            Ok(messages) => rows.extend(messages.iter().filter_map(|m| match m {
+                SimpleQueryMessage::CommandComplete(n) => Some(*n),
+                _ => None,
+            })),
+            Err(e) => {
+                let _ = conn.batch_execute("ROLLBACK").await;
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn merge_by_shard(work: Vec<(ShardId, Vec<String>)>) -> Vec<(ShardId, Vec<String>)> {
+    let mut merged: Vec<(ShardId, Vec<String>)> = Vec::with_capacity(work.len());
+    for (shard, statements) in work {
+        match merged.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, existing)) => existing.extend(statements),
+            None => merged.push((shard, statements)),
+        }
+    }
+    merged
+}

@@ -1,0 +1,160 @@
+//! The decision log, `shardwire_catalog.txn_decision`: a distributed transaction is committed
+//! exactly when a `commit` row for its gid exists. The gid is the primary key, so the coordinator's
+//! `commit` and recovery's `abort` cannot both be recorded: whichever is inserted first wins.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::control::{ConnectError, ControlPools};
+use super::error::TxnError;
+use super::gid::Gid;
+
+/// Serializes concurrent creation of the schema by several proxies (`CREATE … IF NOT EXISTS`
+/// can still fail on a race). The value is arbitrary, fixed for all shardwire versions.
+const CREATE_LOCK_KEY: i64 = 0x7368_6172_6477_6972; // "shardwir"
+
+/// What was decided for a gid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Commit,
+    Abort,
+}
+
+impl Decision {
+    fn as_sql(self) -> &'static str {
+        match self {
+            Decision::Commit => "commit",
+            Decision::Abort => "abort",
+        }
+    }
+
+    fn from_sql(text: &str) -> Option<Decision> {
+        match text {
+            "commit" => Some(Decision::Commit),
+            "abort" => Some(Decision::Abort),
+            _ => None,
+        }
+    }
+}
+
+/// One row of the log.
+#[derive(Debug, Clone)]
+pub struct DecisionRecord {
+    pub gid: Gid,
+    pub decision: Decision,
+    /// Shard names; empty for an `abort` record written by recovery, which cannot know them.
+    pub participants: Vec<String>,
+    /// Older than the retention period given to [`list`].
+    pub expired: bool,
+}
+
+/// Creates the schema and table unless they exist. Until the catalog's migrations own the table,
+/// every proxy calls this at start.
+pub async fn ensure_decision_log(pools: &ControlPools) -> Result<(), TxnError> {
+    let fail = |e: ConnectError| TxnError::DecisionLog { source: e };
+    let mut conn = pools.catalog().get().await.map_err(fail)?;
+    let tx = conn.transaction().await.map_err(|e| fail(e.into()))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CREATE_LOCK_KEY])
+        .await
+        .map_err(|e| fail(e.into()))?;
+    tx.batch_execute(
+        "CREATE SCHEMA IF NOT EXISTS shardwire_catalog;
+         CREATE TABLE IF NOT EXISTS shardwire_catalog.txn_decision (
+             gid text PRIMARY KEY,
+             decision text NOT NULL CHECK (decision IN ('commit', 'abort')),
+             participants text[],
+             created_at timestamptz DEFAULT now()
+         );",
+    )
+    .await
+    .map_err(|e| fail(e.into()))?;
+    tx.commit().await.map_err(|e| fail(e.into()))
+}
+
+/// The decision point: records `commit` unless a decision for `gid` exists. True when this call
+/// recorded it.
+pub(crate) async fn record_commit(
+    client: &Client,
+    gid: &Gid,
+    participants: &[String],
+) -> Result<bool, tokio_postgres::Error> {
+    let inserted = client
+        .execute(
+            "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
+             VALUES ($1, $2, $3) ON CONFLICT (gid) DO NOTHING",
+            &[&gid.to_string(), &Decision::Commit.as_sql(), &participants],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// Records `abort` unless a decision exists, then returns the decision that holds.
+pub(crate) async fn decide_abort_unless_decided(
+    client: &Client,
+    gid: &Gid,
+) -> Result<Decision, tokio_postgres::Error> {
+    client
+        .execute(
+            "INSERT INTO shardwire_catalog.txn_decision (gid, decision) VALUES ($1, $2) \
+             ON CONFLICT (gid) DO NOTHING",
+            &[&gid.to_string(), &Decision::Abort.as_sql()],
+        )
+        .await?;
+    let row = client
+        .query_one(
+            "SELECT decision FROM shardwire_catalog.txn_decision WHERE gid = $1",
+            &[&gid.to_string()],
+        )
+        .await?;
+    // The CHECK constraint admits nothing else; should it ever, not committing is the safe side.
+    Ok(Decision::from_sql(row.get(0)).unwrap_or(Decision::Abort))
+}
+
+/// The decision for `gid`, if one is recorded.
+pub async fn lookup(client: &Client, gid: &Gid) -> Result<Option<Decision>, tokio_postgres::Error> {
+    let row = client
+        .query_opt(
+            "SELECT decision FROM shardwire_catalog.txn_decision WHERE gid = $1",
+            &[&gid.to_string()],
+        )
+        .await?;
+    Ok(row.and_then(|r| Decision::from_sql(r.get(0))))
+}
+
+pub(crate) async fn delete(client: &Client, gid: &Gid) -> Result<(), tokio_postgres::Error> {
+    client
+        .execute(
+            "DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1",
+            &[&gid.to_string()],
+        )
+        .await
+        .map(drop)
+}
+
+/// Every record whose gid is a shardwire gid; `expired` says whether it is older than
+/// `retention` by the catalog's own clock.
+pub async fn list(
+    client: &Client,
+    retention: Duration,
+) -> Result<Vec<DecisionRecord>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT gid, decision, coalesce(participants, '{}'), \
+                    coalesce(created_at < now() - make_interval(secs => $1), true) \
+             FROM shardwire_catalog.txn_decision",
+            &[&retention.as_secs_f64()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            Some(DecisionRecord {
+                gid: Gid::parse(row.get(0)).ok()?,
+                decision: Decision::from_sql(row.get(1))?,
+                participants: row.get(2),
+                expired: row.get(3),
+            })
+        })
+        .collect())
+}

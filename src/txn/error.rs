@@ -1,0 +1,134 @@
+//! The transaction layer's one error type and its SQLSTATEs.
+
+use std::time::Duration;
+
+use tokio_postgres::error::{DbError, Severity, SqlState};
+
+use super::control::{ConnectError, ShardLabel};
+use super::gid::Gid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TxnError {
+    /// A shard refused a statement (or PREPARE, or COMMIT); its own SQLSTATE and text are kept.
+    #[error("{shard}: {}", .error.message())]
+    Statement {
+        shard: ShardLabel,
+        error: Box<DbError>,
+    },
+    /// No connection to the shard, or it broke (the server stopped, crashed or was terminated).
+    #[error("{shard} is unavailable: {source}")]
+    ShardUnavailable {
+        shard: ShardLabel,
+        #[source]
+        source: ConnectError,
+    },
+    #[error(
+        "{shard} has max_prepared_transactions = 0, so it cannot take part in multi-shard writes \
+         (two-phase commit); set max_prepared_transactions to at least max_connections in its \
+         postgresql.conf and restart it"
+    )]
+    PreparedTransactionsDisabled { shard: ShardLabel },
+    /// The catalog's decision log could not be read or written.
+    #[error("the transaction decision log in the catalog database failed: {source}")]
+    DecisionLog {
+        #[source]
+        source: ConnectError,
+    },
+    /// Whether the commit decision was recorded is unknown: the transaction may yet commit or
+    /// roll back, and recovery will settle it.
+    #[error(
+        "the outcome of distributed transaction {gid} is unknown: the catalog connection failed \
+         while its commit decision was being recorded ({source}); recovery will finish it, check \
+         SHOW TRANSACTIONS"
+    )]
+    ResolutionUnknown {
+        gid: Gid,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The connection to the only participant broke during COMMIT.
+    #[error("the outcome of the transaction on {shard} is unknown: the connection failed during COMMIT ({source})")]
+    CommitUnknown {
+        shard: ShardLabel,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// Recovery decided abort before the coordinator could decide commit.
+    #[error(
+        "distributed transaction {gid} was rolled back: recovery found it prepared for too long \
+         and aborted it; retry the transaction"
+    )]
+    AbortedByRecovery { gid: Gid },
+    /// Preparing took so long that recovery might already be aborting the transaction.
+    #[error(
+        "distributed transaction {gid} was rolled back: preparing it on every shard took {:?}, \
+         longer than the {:?} allowed; retry the transaction", .took, .limit
+    )]
+    PrepareTooSlow {
+        gid: Gid,
+        took: Duration,
+        limit: Duration,
+    },
+    #[error("transaction settings: {0}")]
+    Settings(String),
+}
+
+impl TxnError {
+    pub fn sqlstate(&self) -> SqlState {
+        match self {
+            TxnError::Statement { error, .. } => error.code().clone(),
+            TxnError::ShardUnavailable { .. } => SqlState::CONNECTION_FAILURE,
+            TxnError::PreparedTransactionsDisabled { .. } => {
+                SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
+            TxnError::DecisionLog { source } => match source.db_error() {
+                Some(db) => db.code().clone(),
+                None => SqlState::CONNECTION_FAILURE,
+            },
+            TxnError::ResolutionUnknown { .. } | TxnError::CommitUnknown { .. } => {
+                SqlState::TRANSACTION_RESOLUTION_UNKNOWN
+            }
+            TxnError::AbortedByRecovery { .. } | TxnError::PrepareTooSlow { .. } => {
+                SqlState::TRANSACTION_ROLLBACK
+            }
+            TxnError::Settings(_) => SqlState::CONFIG_FILE_ERROR,
+        }
+    }
+
+    /// The shard the error is about, if it is about one.
+    pub fn shard(&self) -> Option<&ShardLabel> {
+        match self {
+            TxnError::Statement { shard, .. }
+            | TxnError::ShardUnavailable { shard, .. }
+            | TxnError::PreparedTransactionsDisabled { shard }
+            | TxnError::CommitUnknown { shard, .. } => Some(shard),
+            TxnError::DecisionLog { .. }
+            | TxnError::ResolutionUnknown { .. }
+            | TxnError::AbortedByRecovery { .. }
+            | TxnError::PrepareTooSlow { .. }
+            | TxnError::Settings(_) => None,
+        }
+    }
+
+    /// Classifies a failure on a shard session: an error the server reported while the session
+    /// lives on keeps the shard's SQLSTATE; a lost connection, or a FATAL error that ends the
+    /// session (shutdown, crash, termination), means the shard is unavailable.
+    pub(crate) fn on_shard(shard: &ShardLabel, error: ConnectError) -> TxnError {
+        if let Some(db) = error.db_error() {
+            let ends_session = matches!(
+                db.parsed_severity(),
+                Some(Severity::Fatal | Severity::Panic)
+            );
+            if !ends_session {
+                return TxnError::Statement {
+                    shard: shard.clone(),
+                    error: Box::new(db.clone()),
+                };
+            }
+        }
+        TxnError::ShardUnavailable {
+            shard: shard.clone(),
+            source: error,
+        }
+    }
+}
