@@ -57,6 +57,10 @@ pub enum StartError {
     Tls(String),
     #[error("metrics: {0}")]
     Metrics(String),
+    #[error("catalog: {0}")]
+    Catalog(#[from] crate::catalog::CatalogError),
+    #[error("transaction layer: {0}")]
+    Txn(#[from] crate::txn::TxnError),
 }
 
 #[cfg(test)]

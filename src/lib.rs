@@ -16,6 +16,7 @@
 //! - [`router`]: where a statement goes ([`router::Route`]).
 //! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
+//! - [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard.
 //! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
@@ -31,6 +32,7 @@ pub mod config;
 pub mod ddl;
 pub mod dev;
 pub mod error;
+pub mod executor;
 pub mod frontend;
 pub mod metrics;
 pub mod pgcluster;

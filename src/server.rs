@@ -9,11 +9,15 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use crate::backend::Pools;
+use crate::catalog::Catalog;
 use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
 use crate::metrics::Metrics;
+use crate::txn::{
+    ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
+};
 
 /// What a running proxy needs from its caller, passed explicitly so tests can run several
 /// proxies in one process.
@@ -25,20 +29,59 @@ pub struct Deps {
 /// Everything sessions share.
 pub struct ServerCtx {
     pub config: Arc<Config>,
+    pub catalog: Arc<Catalog>,
+    /// tokio-postgres pools for control work (DDL fan-out, two-phase commit, recovery).
+    pub control: Arc<ControlPools>,
+    pub coordinator: Coordinator,
     pub pools: Pools,
     pub users: Arc<Users>,
     pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
     pub cancels: Arc<CancelRegistry>,
     pub metrics: Metrics,
+    recovery: Arc<Recovery>,
 }
 
 impl ServerCtx {
-    pub fn new(config: Arc<Config>) -> Result<ServerCtx, StartError> {
+    /// Opens the catalog (creating or migrating it), readies the transaction layer and finishes
+    /// in-doubt transactions left by an earlier run, before any client is accepted.
+    pub async fn start(config: Arc<Config>) -> Result<ServerCtx, StartError> {
+        let catalog = Catalog::open(&config).await?;
+        let settings = TxnSettings::from_config(&config);
+        let control = Arc::new(ControlPools::new(&config, &settings));
+        ensure_decision_log(&control).await?;
+        let cluster = ClusterTag::from_catalog(&config.catalog_endpoint());
+        let coordinator = Coordinator::new(
+            control.clone(),
+            settings.clone(),
+            GidGenerator::new(cluster.clone()),
+        )?;
+        for problem in coordinator.check_shards().await {
+            tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
+        }
+        let recovery = Recovery::new(control.clone(), settings, cluster)?;
+        match recovery.run_once().await {
+            Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
+            Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
+        }
+        Self::assemble(config, catalog, control, coordinator, recovery)
+    }
+
+    fn assemble(
+        config: Arc<Config>,
+        catalog: Arc<Catalog>,
+        control: Arc<ControlPools>,
+        coordinator: Coordinator,
+        recovery: Recovery,
+    ) -> Result<ServerCtx, StartError> {
         let users = Arc::new(Users::new(&config));
         let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
         let shard_names: Vec<String> = config.shards.iter().map(|s| s.name.clone()).collect();
         Ok(ServerCtx {
+            catalog,
+            control,
+            coordinator,
+            recovery: Arc::new(recovery),
             pools: Pools::new(&config),
             auth_mechanism: users.mechanism(),
             users,
@@ -57,7 +100,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
     deps: Deps,
 ) -> Result<(), StartError> {
-    let ctx = Arc::new(ServerCtx::new(deps.config)?);
+    let ctx = Arc::new(ServerCtx::start(deps.config).await?);
+    // Background work ends with the accept loop.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let catalog_watcher = ctx.catalog.spawn_watcher(stop.clone().cancelled_owned());
+    let recovery = {
+        let recovery = ctx.recovery.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { recovery.run_until(stop.cancelled()).await })
+    };
     let next_session = AtomicU64::new(1);
     let mut sessions = JoinSet::new();
     tokio::pin!(shutdown);
@@ -82,6 +133,9 @@ pub async fn run(
     }
     sessions.abort_all();
     while sessions.join_next().await.is_some() {}
+    stop.cancel();
+    let _ = catalog_watcher.await;
+    let _ = recovery.await;
     tracing::info!("shardwire stopped");
     Ok(())
 }

@@ -16,10 +16,12 @@ use super::statements::{ClientFrame, StatementNames};
 use crate::admin;
 use crate::backend::{BackendError, Pooled};
 use crate::error::ClientError;
+use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
 use crate::sql::classify::{first_word_is, session_effect};
+use tokio_postgres::error::SqlState;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -205,16 +207,10 @@ impl Session {
         }
         let parsed = ClientFrame::parse(&frame)?;
         if let ClientFrame::Query(sql) = parsed {
-            if first_word_is(sql, "show") {
-                if let Some(cmd) = admin::parse(sql) {
-                    let (rs, tag) = admin::answer(&cmd, &self.ctx);
-                    let mut out = BytesMut::new();
-                    rs.encode(&tag, &mut out);
-                    protocol::ready_for_query(&mut out, self.tx_status);
-                    self.pipeline
-                        .push(Pending::Composed(out.freeze()), &mut self.cout);
-                    return Ok(());
-                }
+            if let Some(reply) = self.answer_locally(sql).await {
+                self.pipeline
+                    .push(Pending::Composed(reply.freeze()), &mut self.cout);
+                return Ok(());
             }
         }
         if let Some(sql) = parsed.sql_text() {
@@ -268,6 +264,45 @@ impl Session {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The
+    /// reply ends with ReadyForQuery, as a simple query's does.
+    async fn answer_locally(&mut self, sql: &[u8]) -> Option<BytesMut> {
+        let mut out = BytesMut::new();
+        if first_word_is(sql, "show") {
+            let cmd = admin::parse(sql)?;
+            let (rs, tag) = admin::answer(&cmd, &self.ctx);
+            rs.encode(&tag, &mut out);
+        } else if first_word_is(sql, "create")
+            || first_word_is(sql, "drop")
+            || first_word_is(sql, "alter")
+        {
+            let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
+            if self.tx_status != b'I' {
+                protocol::error_response(
+                    &mut out,
+                    Severity::Error,
+                    &SqlState::ACTIVE_SQL_TRANSACTION,
+                    "sharding DDL cannot run inside a transaction block: \
+                     send it outside BEGIN … COMMIT (it commits on its own)",
+                );
+            } else {
+                match ddl::execute(&self.ctx, ddl).await {
+                    Ok(tag) => protocol::command_complete(&mut out, &tag),
+                    Err(e) => protocol::error_response(
+                        &mut out,
+                        Severity::Error,
+                        &e.sqlstate(),
+                        &e.client_message(),
+                    ),
+                }
+            }
+        } else {
+            return None;
+        }
+        protocol::ready_for_query(&mut out, self.tx_status);
+        Some(out)
     }
 
     /// Takes a backend connection for the route and brings its settings in line with the
