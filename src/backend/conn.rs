@@ -15,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
+use super::prepared::{PreparedStatements, StatementText};
 use super::BackendError;
 use crate::config::Endpoint;
 use crate::protocol::{self, Frame};
@@ -28,14 +29,6 @@ pub struct CancelKey {
     pub secret: i32,
 }
 
-/// A prepared statement as the client defined it; shared by the client registry and the backend
-/// connections that have it prepared.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StatementText {
-    pub query: Box<[u8]>,
-    pub param_types: Box<[u8]>,
-}
-
 pub struct BackendConn {
     pub reader: OwnedReadHalf,
     pub writer: OwnedWriteHalf,
@@ -45,11 +38,10 @@ pub struct BackendConn {
     /// The raw values the proxy last asked for with SET, by parameter name.
     pub applied: HashMap<String, String>,
     pub cancel: Arc<CancelKey>,
-    /// Statements prepared on this connection, by their text, with the backend-side name.
-    pub prepared: HashMap<Arc<StatementText>, Arc<str>>,
+    /// Statements prepared on this connection for clients.
+    pub prepared: PreparedStatements,
     /// What the unnamed statement currently holds, when the proxy knows.
     pub unnamed: Option<Arc<StatementText>>,
-    next_statement: u64,
     /// Set when the connection's protocol state is unknown; the pool then drops it.
     pub broken: bool,
 }
@@ -190,17 +182,10 @@ impl BackendConn {
                 pid,
                 secret,
             }),
-            prepared: HashMap::new(),
+            prepared: PreparedStatements::default(),
             unnamed: None,
-            next_statement: 0,
             broken: false,
         })
-    }
-
-    /// A backend-side name for a statement; never one a client could have chosen by accident.
-    pub fn new_statement_name(&mut self) -> Arc<str> {
-        self.next_statement += 1;
-        Arc::from(format!("shardwire:{}", self.next_statement))
     }
 
     /// Reads until at least one more complete frame is buffered, then returns it.

@@ -2,6 +2,7 @@
 //! shard by bb8 through [`ShardManager`].
 
 pub mod conn;
+pub mod prepared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -10,7 +11,8 @@ use std::time::{Duration, Instant};
 use crate::catalog::ShardId;
 use crate::config::{Config, Endpoint};
 use crate::protocol::FrameError;
-pub use conn::{BackendConn, CancelKey, StatementText};
+pub use conn::{BackendConn, CancelKey};
+pub use prepared::StatementText;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {

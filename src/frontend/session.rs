@@ -332,7 +332,13 @@ impl Session {
                 conn.applied.insert(name.clone(), value.clone());
             }
         }
+        // No portal is open on an idle connection, so dropping statements here is safe.
+        for name in conn.prepared.evict_excess() {
+            set.push_str(&format!("DEALLOCATE {};", quote_ident(&name)));
+        }
         if !set.is_empty() {
+            // A simple query replaces the unnamed statement.
+            conn.unnamed = None;
             protocol::query(&mut self.bout, &set);
             self.pipeline.push(Pending::Internal, &mut self.cout);
         }

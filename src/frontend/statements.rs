@@ -172,12 +172,11 @@ impl StatementNames {
                     return Err(Refused);
                 }
                 self.by_name.insert(name.into(), statement.clone());
-                if conn.prepared.contains_key(&statement) {
+                if conn.prepared.get(&statement).is_some() {
                     pipeline.push(Pending::Composed(protocol::empty_message(b'1')), cout);
                 } else {
-                    let backend_name = conn.new_statement_name();
+                    let backend_name = conn.prepared.insert(statement.clone());
                     write_parse(bout, backend_name.as_bytes(), &statement);
-                    conn.prepared.insert(statement.clone(), backend_name);
                     pipeline.push(
                         Pending::Parse {
                             statement,
@@ -275,11 +274,10 @@ impl StatementNames {
             return None;
         }
         if let Some(name) = conn.prepared.get(statement) {
-            return Some(name.clone());
+            return Some(name);
         }
-        let name = conn.new_statement_name();
+        let name = conn.prepared.insert(statement.clone());
         write_parse(bout, name.as_bytes(), statement);
-        conn.prepared.insert(statement.clone(), name.clone());
         pipeline.push(
             Pending::Parse {
                 statement: statement.clone(),
