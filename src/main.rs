@@ -77,10 +77,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// One worker runs everything on one thread, with none of the cross-thread wake-ups a
+/// multi-threaded scheduler needs (PgBouncer's model); more workers share the clients.
 fn runtime(workers: Option<usize>) -> tokio::runtime::Runtime {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = workers {
-        builder.worker_threads(n);
-    }
+    let mut builder = match workers {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     builder.enable_all().build().expect("tokio runtime")
 }
