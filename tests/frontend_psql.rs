@@ -90,9 +90,15 @@ fn psql_output_through_the_proxy_matches_a_direct_connection() {
     assert!(direct_out.contains("Indexes:"), "{direct_out}");
     assert!(direct_out.contains("answer is 99"), "{direct_out}");
     assert!(direct_out.contains("copied"), "{direct_out}");
-    assert!(direct_err.contains("malformed array literal"), "{direct_err}");
+    assert!(
+        direct_err.contains("malformed array literal"),
+        "{direct_err}"
+    );
     assert!(direct_err.contains("division by zero"), "{direct_err}");
-    assert!(direct_err.contains("NOTICE:  notice with detail"), "{direct_err}");
+    assert!(
+        direct_err.contains("NOTICE:  notice with detail"),
+        "{direct_err}"
+    );
 
     assert_eq!(proxy_out, direct_out, "stdout differs");
     assert_eq!(proxy_err, direct_err, "stderr differs");

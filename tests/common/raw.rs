@@ -30,6 +30,7 @@ pub enum Reply {
     /// Command tag.
     Complete(String),
     Error(SqlState),
+    CopyIn,
     Ready(u8),
 }
 
@@ -136,6 +137,16 @@ impl RawClient {
         self
     }
 
+    pub fn copy_data(&mut self, data: &[u8]) -> &mut Self {
+        frontend::CopyData::new(data).unwrap().write(&mut self.out);
+        self
+    }
+
+    pub fn copy_done(&mut self) -> &mut Self {
+        frontend::copy_done(&mut self.out);
+        self
+    }
+
     pub fn sync(&mut self) -> &mut Self {
         frontend::sync(&mut self.out);
         self
@@ -170,15 +181,14 @@ impl RawClient {
                     let buf = body.buffer();
                     let values = body
                         .ranges()
-                        .map(|r| {
-                            Ok(r.map(|r| String::from_utf8(buf[r].to_vec()).expect("utf-8")))
-                        })
+                        .map(|r| Ok(r.map(|r| String::from_utf8(buf[r].to_vec()).expect("utf-8"))))
                         .collect()
                         .unwrap();
                     Reply::Row(values)
                 }
                 Message::CommandComplete(body) => Reply::Complete(body.tag().unwrap().to_string()),
                 Message::ErrorResponse(body) => Reply::Error(sqlstate(body.fields())),
+                Message::CopyInResponse(_) => Reply::CopyIn,
                 Message::ReadyForQuery(body) => {
                     replies.push(Reply::Ready(body.status()));
                     return replies;
@@ -232,7 +242,6 @@ fn sqlstate(mut fields: postgres_protocol::message::backend::ErrorFields<'_>) ->
 
 fn tag_of(m: &Message) -> &'static str {
     match m {
-        Message::CopyInResponse(_) => "CopyInResponse",
         Message::CopyOutResponse(_) => "CopyOutResponse",
         Message::CopyData(_) => "CopyData",
         Message::NotificationResponse(_) => "NotificationResponse",
