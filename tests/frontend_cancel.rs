@@ -12,40 +12,28 @@ use tokio_postgres::NoTls;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Waits until shard 0 runs a statement whose text contains `marker`, so a cancel sent next
-/// finds it running.
-async fn wait_until_running(marker: &str) {
-    let shard = shards().connect(0).await;
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let running: i64 = shard
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
-                 AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
-                &[&marker],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if running > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{marker} never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn is_running(marker: &str) -> bool {
-    let shard = shards().connect(0).await;
-    shard
+/// How many statements whose text contains `marker` shard 0 is running.
+async fn running(marker: &str) -> i64 {
+    shards()
+        .connect(0)
+        .await
         .query_one(
-            "SELECT count(*) > 0 FROM pg_stat_activity WHERE state = 'active' \
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
              AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
             &[&marker],
         )
         .await
         .unwrap()
         .get(0)
+}
+
+/// Waits until shard 0 runs the statement, so a cancel sent next finds it running.
+async fn wait_until_running(marker: &str) {
+    let deadline = Instant::now() + LIMIT;
+    while running(marker).await == 0 {
+        assert!(Instant::now() < deadline, "{marker} never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +87,7 @@ async fn a_cancel_with_the_wrong_key_does_nothing() {
     // The proxy has handled both requests once it closed their connections; the query must
     // still be running, or this test would prove nothing.
     assert!(
-        is_running(marker).await,
+        running(marker).await > 0,
         "the query ended before the cancels"
     );
     let replies = tokio::time::timeout(LIMIT, raw.until_ready())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::raw::{RawClient, Reply};
-use common::{shards, TestProxy, APP};
+use common::{TestProxy, APP};
 use futures::{SinkExt, TryStreamExt};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
@@ -204,10 +204,7 @@ async fn extended_copy_transcript(c: &mut RawClient, table: &str) -> Vec<Vec<Rep
             ReadyForQuery too many, so a later CloseComplete comes after the next ReadyForQuery"]
 async fn extended_copy_from_stdin_is_answered_as_postgresql_answers_it() {
     let proxy = TestProxy::start();
-    let direct_addr = ([127, 0, 0, 1], shards().clusters[0].port()).into();
-    let mut direct = RawClient::connect(direct_addr, "postgres", "pw0", APP)
-        .await
-        .unwrap();
+    let mut direct = RawClient::connect_to_shard(0).await;
     direct
         .query("CREATE TABLE copy_ext_direct (id int); CREATE TABLE copy_ext_proxy (id int)")
         .round_trip()

@@ -163,13 +163,9 @@ async fn error_batches(raw: &mut RawClient) -> Vec<Vec<Reply>> {
 
 #[tokio::test]
 async fn an_error_mid_batch_skips_to_sync_exactly_as_postgresql_does() {
-    let shards = common::shards();
     let proxy = TestProxy::start_with(|c| c.pool.size = 1);
     let mut through_proxy = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
-    let direct_addr = ([127, 0, 0, 1], shards.clusters[0].port()).into();
-    let mut direct = RawClient::connect(direct_addr, "postgres", "pw0", APP)
-        .await
-        .unwrap();
+    let mut direct = RawClient::connect_to_shard(0).await;
     let expected = error_batches(&mut direct).await;
     let got = tokio::time::timeout(LIMIT, error_batches(&mut through_proxy))
         .await

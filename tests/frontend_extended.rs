@@ -87,6 +87,7 @@ async fn one_prepared_statement_reused_by_eight_clients_over_two_backend_connect
             pids
         })
     });
+    // Moving between connections is certain only in the test made for it, further down.
     let pids: Vec<HashSet<i32>> = tokio::time::timeout(LIMIT, join_all(runs))
         .await
         .expect("clients finish")
@@ -95,10 +96,6 @@ async fn one_prepared_statement_reused_by_eight_clients_over_two_backend_connect
         .collect();
     let all: HashSet<i32> = pids.iter().flatten().copied().collect();
     assert!(all.len() <= 2, "pool.size = 2, yet backends {all:?} served");
-    assert!(
-        pids.iter().any(|p| p.len() == 2),
-        "no client's statement ever ran on a second connection: {pids:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

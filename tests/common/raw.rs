@@ -94,6 +94,19 @@ impl RawClient {
         }
     }
 
+    /// Straight to shard `shard` of the test binary, bypassing the proxy.
+    pub async fn connect_to_shard(shard: usize) -> RawClient {
+        let config: tokio_postgres::Config = super::shards().url(shard).parse().unwrap();
+        let port = config.get_ports()[0];
+        let password = config.get_password().expect("shard URLs carry a password");
+        let user = config.get_user().expect("shard URLs name a user");
+        let db = config.get_dbname().expect("shard URLs name a database");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        RawClient::connect(addr, user, std::str::from_utf8(password).unwrap(), db)
+            .await
+            .unwrap_or_else(|e| panic!("connect to shard {shard}: {e:?}"))
+    }
+
     pub fn query(&mut self, sql: &str) -> &mut Self {
         frontend::query(sql, &mut self.out).unwrap();
         self
