@@ -1,5 +1,7 @@
 //! `shardwire dev` as a user runs it: the real binary, real clusters, real signals.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -115,6 +117,37 @@ impl Drop for DevProcess {
     }
 }
 
+/// Processes whose working directory or command line is inside `dir`: a postmaster has its data
+/// directory on its command line, and every PostgreSQL process works in its data directory.
+fn processes_in(dir: &Path) -> Vec<String> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let proc_dir = entry.path();
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cwd = std::fs::read_link(proc_dir.join("cwd")).unwrap_or_default();
+        let cmdline = std::fs::read(proc_dir.join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if cwd.starts_with(&dir) || cmdline.contains(&needle) {
+            found.push(format!("{pid}: {cmdline}"));
+        }
+    }
+    found
+}
+
+fn assert_nothing_left(dir: &Path) {
+    assert_eq!(running_clusters(dir), Vec::<PathBuf>::new());
+    assert_eq!(processes_in(dir), Vec::<String>::new());
+}
+
 fn running_clusters(dir: &Path) -> Vec<PathBuf> {
     (1..=4)
         .map(|i| dir.join(format!("s{i}")))
@@ -173,10 +206,28 @@ async fn dev_creates_reuses_and_always_stops_its_clusters() {
         .await
         .unwrap();
     TcpStream::connect(first.listen_addr()).expect("the proxy listens");
+    // What the startup banner tells a user to do: psql to the proxy, as app/app.
+    let conn =
+        format!("host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable");
+    let script = "CREATE TABLE dev_smoke (id int PRIMARY KEY, name text);\n\
+                  INSERT INTO dev_smoke VALUES (1, 'one'), (2, 'two');\n\
+                  SELECT id, name FROM dev_smoke ORDER BY id;\n\
+                  DROP TABLE dev_smoke;\n";
+    let out = tokio::task::spawn_blocking(move || common::psql(&conn, &["-A", "-t"], script))
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "CREATE TABLE\nINSERT 0 2\n1|one\n2|two\nDROP TABLE\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The scan finds the running servers, so finding none later means something.
+    assert!(processes_in(&dir).len() >= 2, "{:?}", processes_in(&dir));
     dev.signal("INT");
     let (status, log) = dev.wait();
     assert!(status.success(), "{status}: {log}");
-    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+    assert_nothing_left(&dir);
 
     // A different shard count is refused rather than silently dropping or adding shards.
     let (status, log) = DevProcess::spawn(&dir, &["--shards", "3"]).wait();
@@ -199,7 +250,7 @@ async fn dev_creates_reuses_and_always_stops_its_clusters() {
     dev.signal("TERM");
     let (status, log) = dev.wait();
     assert!(status.success(), "{status}: {log}");
-    assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+    assert_nothing_left(&dir);
 
     // Startup failing half-way (s2's port is taken) stops s1, which had already started.
     let s2_port = second.shard_endpoint(1).port;

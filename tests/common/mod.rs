@@ -24,6 +24,8 @@ use shardwire::pgcluster::{free_port, ClusterOptions, HostAuth, LocalCluster, Pg
 use shardwire::server::{self, Deps};
 use tokio_postgres::NoTls;
 
+pub mod raw;
+
 /// The database on every shard, and the proxy's user, password and database.
 pub const APP: &str = "app";
 
@@ -224,27 +226,37 @@ impl TestProxy {
 
     /// Runs `script` through psql against the proxy; errors do not stop the script.
     pub fn psql(&self, script: &str) -> Output {
-        let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
-        let mut child = Command::new(&bins.psql)
-            .args(["-X", "-v", "ON_ERROR_STOP=0", "-f", "-"])
-            .arg(self.conn_string())
-            .env("PGCONNECT_TIMEOUT", "10")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn psql");
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        // A writer thread, so a large script cannot deadlock against psql's full output pipe.
-        let script = script.to_string();
-        let writer = std::thread::spawn(move || stdin.write_all(script.as_bytes()));
-        let output = child.wait_with_output().expect("psql output");
-        writer
-            .join()
-            .expect("psql stdin writer")
-            .expect("write psql script");
-        output
+        psql(&self.conn_string(), &[], script)
     }
+}
+
+/// Runs `script` through psql (`-X`, errors do not stop the script) against `conn`, a libpq
+/// connection string or URL, with `extra_args` before the connection argument. The client
+/// encoding is fixed so output does not depend on the caller's locale.
+pub fn psql(conn: &str, extra_args: &[&str], script: &str) -> Output {
+    let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = Command::new(&bins.psql)
+        .args(["-X", "-v", "ON_ERROR_STOP=0", "-f", "-"])
+        .args(extra_args)
+        .arg(conn)
+        .env("PGCONNECT_TIMEOUT", "10")
+        .env("PGCLIENTENCODING", "UTF8")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn psql");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // A writer thread, so a large script cannot deadlock against psql's full output pipe.
+    let script = script.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(script.as_bytes()));
+    let output = child.wait_with_output().expect("psql output");
+    let written = writer.join().expect("psql stdin writer");
+    // A psql that could not connect exits without reading its script.
+    if output.status.success() {
+        written.expect("write psql script");
+    }
+    output
 }
 
 impl Drop for TestProxy {

@@ -1,0 +1,265 @@
+//! A bare protocol-3 client for what tokio-postgres cannot be made to send: statement names of
+//! our choosing, several Bind/Execute in one batch before a single Sync, a Close followed by a
+//! Parse of the same name, and hand-made cancel requests.
+
+use std::net::SocketAddr;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use postgres_protocol::IsNull;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_postgres::error::SqlState;
+
+/// One server message, reduced to what tests compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    ParseComplete,
+    BindComplete,
+    CloseComplete,
+    NoData,
+    /// Column count.
+    RowDescription(usize),
+    /// Parameter type OIDs.
+    ParameterDescription(Vec<u32>),
+    /// Text-format values.
+    Row(Vec<Option<String>>),
+    /// Command tag.
+    Complete(String),
+    Error(SqlState),
+    CopyIn,
+    Ready(u8),
+}
+
+pub struct RawClient {
+    stream: TcpStream,
+    inbuf: BytesMut,
+    out: BytesMut,
+    pub pid: i32,
+    pub secret: i32,
+}
+
+impl RawClient {
+    /// Logs in with SCRAM (the proxy's default); fails with the server's SQLSTATE.
+    pub async fn connect(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        db: &str,
+    ) -> Result<RawClient, SqlState> {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let mut c = RawClient {
+            stream,
+            inbuf: BytesMut::new(),
+            out: BytesMut::new(),
+            pid: 0,
+            secret: 0,
+        };
+        frontend::startup_message([("user", user), ("database", db)], &mut c.out).unwrap();
+        c.flush().await;
+        let mut scram = None;
+        loop {
+            match c.next_message().await {
+                Message::AuthenticationSasl(body) => {
+                    let mechanisms: Vec<&str> = body.mechanisms().collect().unwrap();
+                    assert!(mechanisms.contains(&SCRAM_SHA_256), "{mechanisms:?}");
+                    let s = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                    frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut c.out)
+                        .unwrap();
+                    scram = Some(s);
+                    c.flush().await;
+                }
+                Message::AuthenticationSaslContinue(body) => {
+                    let s = scram.as_mut().expect("SASL started");
+                    s.update(body.data()).expect("server-first message");
+                    frontend::sasl_response(s.message(), &mut c.out).unwrap();
+                    c.flush().await;
+                }
+                Message::AuthenticationSaslFinal(body) => {
+                    let s = scram.as_mut().expect("SASL started");
+                    s.finish(body.data()).expect("server signature verifies");
+                }
+                Message::AuthenticationOk | Message::ParameterStatus(_) => {}
+                Message::BackendKeyData(body) => {
+                    c.pid = body.process_id();
+                    c.secret = body.secret_key();
+                }
+                Message::ReadyForQuery(_) => return Ok(c),
+                Message::ErrorResponse(body) => return Err(sqlstate(body.fields())),
+                other => panic!("unexpected message during startup: {}", tag_of(&other)),
+            }
+        }
+    }
+
+    /// Straight to shard `shard` of the test binary, bypassing the proxy.
+    pub async fn connect_to_shard(shard: usize) -> RawClient {
+        let config: tokio_postgres::Config = super::shards().url(shard).parse().unwrap();
+        let port = config.get_ports()[0];
+        let password = config.get_password().expect("shard URLs carry a password");
+        let user = config.get_user().expect("shard URLs name a user");
+        let db = config.get_dbname().expect("shard URLs name a database");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        RawClient::connect(addr, user, std::str::from_utf8(password).unwrap(), db)
+            .await
+            .unwrap_or_else(|e| panic!("connect to shard {shard}: {e:?}"))
+    }
+
+    pub fn query(&mut self, sql: &str) -> &mut Self {
+        frontend::query(sql, &mut self.out).unwrap();
+        self
+    }
+
+    pub fn parse(&mut self, name: &str, sql: &str) -> &mut Self {
+        frontend::parse(name, sql, std::iter::empty(), &mut self.out).unwrap();
+        self
+    }
+
+    /// Binds text-format parameters, asking for text results.
+    pub fn bind(&mut self, portal: &str, statement: &str, params: &[&str]) -> &mut Self {
+        let written = frontend::bind(
+            portal,
+            statement,
+            [0i16],
+            params.iter(),
+            |p, buf| {
+                buf.extend_from_slice(p.as_bytes());
+                Ok(IsNull::No)
+            },
+            [0i16],
+            &mut self.out,
+        );
+        assert!(written.is_ok(), "bind encodes");
+        self
+    }
+
+    pub fn execute(&mut self, portal: &str) -> &mut Self {
+        frontend::execute(portal, 0, &mut self.out).unwrap();
+        self
+    }
+
+    pub fn describe_statement(&mut self, name: &str) -> &mut Self {
+        frontend::describe(b'S', name, &mut self.out).unwrap();
+        self
+    }
+
+    pub fn close_statement(&mut self, name: &str) -> &mut Self {
+        frontend::close(b'S', name, &mut self.out).unwrap();
+        self
+    }
+
+    pub fn copy_data(&mut self, data: &[u8]) -> &mut Self {
+        frontend::CopyData::new(data).unwrap().write(&mut self.out);
+        self
+    }
+
+    pub fn copy_done(&mut self) -> &mut Self {
+        frontend::copy_done(&mut self.out);
+        self
+    }
+
+    pub fn sync(&mut self) -> &mut Self {
+        frontend::sync(&mut self.out);
+        self
+    }
+
+    pub async fn flush(&mut self) {
+        let out = self.out.split();
+        self.stream.write_all(&out).await.expect("write to server");
+    }
+
+    /// Sends what is queued and collects the replies up to and including ReadyForQuery.
+    pub async fn round_trip(&mut self) -> Vec<Reply> {
+        self.flush().await;
+        self.until_ready().await
+    }
+
+    pub async fn until_ready(&mut self) -> Vec<Reply> {
+        let mut replies = Vec::new();
+        loop {
+            let reply = match self.next_message().await {
+                Message::ParseComplete => Reply::ParseComplete,
+                Message::BindComplete => Reply::BindComplete,
+                Message::CloseComplete => Reply::CloseComplete,
+                Message::NoData => Reply::NoData,
+                Message::RowDescription(body) => {
+                    Reply::RowDescription(body.fields().count().unwrap())
+                }
+                Message::ParameterDescription(body) => {
+                    Reply::ParameterDescription(body.parameters().collect().unwrap())
+                }
+                Message::DataRow(body) => {
+                    let buf = body.buffer();
+                    let values = body
+                        .ranges()
+                        .map(|r| Ok(r.map(|r| String::from_utf8(buf[r].to_vec()).expect("utf-8"))))
+                        .collect()
+                        .unwrap();
+                    Reply::Row(values)
+                }
+                Message::CommandComplete(body) => Reply::Complete(body.tag().unwrap().to_string()),
+                Message::ErrorResponse(body) => Reply::Error(sqlstate(body.fields())),
+                Message::CopyInResponse(_) => Reply::CopyIn,
+                Message::ReadyForQuery(body) => {
+                    replies.push(Reply::Ready(body.status()));
+                    return replies;
+                }
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => continue,
+                other => panic!("unexpected message: {}", tag_of(&other)),
+            };
+            replies.push(reply);
+        }
+    }
+
+    async fn next_message(&mut self) -> Message {
+        loop {
+            if let Some(m) = Message::parse(&mut self.inbuf).expect("well-formed server message") {
+                return m;
+            }
+            let n = self
+                .stream
+                .read_buf(&mut self.inbuf)
+                .await
+                .expect("read from server");
+            assert!(n > 0, "server closed the connection");
+        }
+    }
+
+    pub async fn terminate(mut self) {
+        frontend::terminate(&mut self.out);
+        self.flush().await;
+    }
+}
+
+/// Sends a CancelRequest on a connection of its own, as libpq does.
+pub async fn send_cancel(addr: SocketAddr, pid: i32, secret: i32) {
+    let mut buf = BytesMut::new();
+    frontend::cancel_request(pid, secret, &mut buf);
+    let mut stream = TcpStream::connect(addr).await.expect("connect for cancel");
+    stream.write_all(&buf).await.expect("send cancel");
+    // The server closes without answering; waiting for that makes the cancel delivered.
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest).await;
+}
+
+fn sqlstate(mut fields: postgres_protocol::message::backend::ErrorFields<'_>) -> SqlState {
+    while let Some(field) = fields.next().expect("error fields") {
+        if field.type_() == b'C' {
+            return SqlState::from_code(std::str::from_utf8(field.value_bytes()).expect("code"));
+        }
+    }
+    panic!("error response without SQLSTATE")
+}
+
+fn tag_of(m: &Message) -> &'static str {
+    match m {
+        Message::CopyOutResponse(_) => "CopyOutResponse",
+        Message::CopyData(_) => "CopyData",
+        Message::NotificationResponse(_) => "NotificationResponse",
+        Message::PortalSuspended => "PortalSuspended",
+        Message::EmptyQueryResponse => "EmptyQueryResponse",
+        _ => "another message",
+    }
+}

@@ -1,0 +1,121 @@
+//! Cancel requests through the proxy: they arrive on a connection of their own and must reach
+//! exactly the backend running the client's statement.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::{send_cancel, RawClient, Reply};
+use common::{shards, TestProxy, APP};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::NoTls;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// How many statements whose text contains `marker` shard 0 is running.
+async fn running(marker: &str) -> i64 {
+    shards()
+        .connect(0)
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+             AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until shard 0 runs the statement, so a cancel sent next finds it running.
+async fn wait_until_running(marker: &str) {
+    let deadline = Instant::now() + LIMIT;
+    while running(marker).await == 0 {
+        assert!(Instant::now() < deadline, "{marker} never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_query_is_cancelled_and_the_session_goes_on() {
+    let proxy = TestProxy::start();
+    let client = proxy.connect().await;
+    let token = client.cancel_token();
+    let client = std::sync::Arc::new(client);
+
+    for (round, extended) in [(1, false), (2, true)] {
+        let marker = format!("cancel_me_{round}");
+        let sleeper = {
+            let client = client.clone();
+            let sql = format!("SELECT pg_sleep($1) AS {marker}");
+            let simple = format!("SELECT pg_sleep(30) AS {marker}");
+            tokio::spawn(async move {
+                if extended {
+                    client.query(&sql, &[&30f64]).await.map(|_| ())
+                } else {
+                    client.simple_query(&simple).await.map(|_| ())
+                }
+            })
+        };
+        wait_until_running(&marker).await;
+        let sent = Instant::now();
+        token.cancel_query(NoTls).await.unwrap();
+        let result = tokio::time::timeout(LIMIT, sleeper)
+            .await
+            .expect("the cancelled query returns")
+            .unwrap();
+        let took = sent.elapsed();
+        let e = result.expect_err("pg_sleep(30) was cancelled");
+        assert_eq!(e.code(), Some(&SqlState::QUERY_CANCELED), "{e}");
+        assert!(took < Duration::from_secs(2), "cancel took {took:?}");
+        let v: i32 = client.query_one("SELECT 7", &[]).await.unwrap().get(0);
+        assert_eq!(v, 7);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_with_the_wrong_key_does_nothing() {
+    let proxy = TestProxy::start();
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
+    let marker = "wrong_key_sleep";
+    raw.query(&format!("SELECT pg_sleep(1)::text AS {marker}"))
+        .flush()
+        .await;
+    wait_until_running(marker).await;
+    send_cancel(proxy.addr, raw.pid, raw.secret.wrapping_add(1)).await;
+    send_cancel(proxy.addr, raw.pid.wrapping_add(1), raw.secret).await;
+    // The proxy has handled both requests once it closed their connections; the query must
+    // still be running, or this test would prove nothing.
+    assert!(
+        running(marker).await > 0,
+        "the query ended before the cancels"
+    );
+    let replies = tokio::time::timeout(LIMIT, raw.until_ready())
+        .await
+        .unwrap();
+    assert_eq!(
+        replies,
+        [
+            Reply::RowDescription(1),
+            Reply::Row(vec![Some(String::new())]),
+            Reply::Complete("SELECT 1".into()),
+            Reply::Ready(b'I')
+        ]
+    );
+
+    // The same key, right this time, does cancel: the test above used the real pid and secret.
+    let marker = "right_key_sleep";
+    raw.query(&format!("SELECT pg_sleep(30) AS {marker}"))
+        .flush()
+        .await;
+    wait_until_running(marker).await;
+    send_cancel(proxy.addr, raw.pid, raw.secret).await;
+    let replies = tokio::time::timeout(LIMIT, raw.until_ready())
+        .await
+        .unwrap();
+    assert!(
+        replies.contains(&Reply::Error(SqlState::QUERY_CANCELED)),
+        "{replies:?}"
+    );
+    raw.terminate().await;
+}
