@@ -26,7 +26,8 @@ pub const DEFAULT_PORT: u16 = 6432;
 pub const DEFAULT_DIR: &str = ".shardwire/dev";
 /// The database, user and password of the dev setup.
 pub const APP: &str = "app";
-const METRICS_LISTEN: &str = "127.0.0.1:9930";
+/// The metrics port when free; otherwise any free port (logged), so two dev setups can run.
+const METRICS_PORT: u16 = 9930;
 /// Fresh clusters take 55431, 55432, … when free, matching config/shardwire.toml.
 const FIRST_SHARD_PORT: u16 = 55431;
 
@@ -204,10 +205,15 @@ fn start(opts: &DevOptions, cancel: &AtomicBool) -> Result<DevEnv, DevError> {
     }
 
     let urls: Vec<String> = clusters.0.iter().map(|(_, c)| c.url(APP)).collect();
-    let text = config_text(proxy_port, &urls);
+    let metrics_port = if std::net::TcpListener::bind(("127.0.0.1", METRICS_PORT)).is_ok() {
+        METRICS_PORT
+    } else {
+        free_port().map_err(io_err(&config_path, "cannot find a free metrics port for"))?
+    };
+    let text = config_text(proxy_port, metrics_port, &urls);
     let config = Config::parse(&text, &config_path.display().to_string())?;
     std::fs::write(&config_path, &text).map_err(io_err(&config_path, "cannot write"))?;
-    info!(config = %config_path.display(), "wrote configuration");
+    info!(config = %config_path.display(), metrics = %format!("http://127.0.0.1:{metrics_port}/metrics"), "wrote configuration");
     Ok(DevEnv {
         config,
         _clusters: clusters,
@@ -237,13 +243,13 @@ fn pick_ports(count: usize) -> std::io::Result<Vec<u16>> {
     Ok(ports)
 }
 
-fn config_text(proxy_port: u16, shard_urls: &[String]) -> String {
+fn config_text(proxy_port: u16, metrics_port: u16, shard_urls: &[String]) -> String {
     let mut text = format!(
         "# Written by `shardwire dev` on every run; copy it elsewhere to customise.\n\
          # The shards below are the local clusters in this directory.\n\n\
          [proxy]\n\
          listen = \"127.0.0.1:{proxy_port}\"\n\
-         metrics_listen = \"{METRICS_LISTEN}\"\n\
+         metrics_listen = \"127.0.0.1:{metrics_port}\"\n\
          database = \"{APP}\"\n\n\
          [[users]]\n\
          name = \"{APP}\"\n\

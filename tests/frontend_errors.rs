@@ -208,8 +208,6 @@ async fn an_error_mid_batch_skips_to_sync_exactly_as_postgresql_does() {
 }
 
 #[tokio::test]
-#[ignore = "bug: the proxy records a client's named statement when it forwards the Parse, and \
-            never forgets it when PostgreSQL refuses or skips that Parse"]
 async fn a_parse_that_failed_or_was_skipped_leaves_the_name_free() {
     let proxy = TestProxy::start();
     let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();

@@ -107,8 +107,6 @@ async fn startup_parameters_follow_each_client_across_shared_connections() {
 }
 
 #[tokio::test]
-#[ignore = "bug: the proxy drops the startup parameter `options`, so `-c name=value` settings \
-            given at connect time never reach PostgreSQL"]
 async fn settings_given_in_startup_options_apply_to_that_client_only() {
     let proxy = TestProxy::start_with(|c| c.pool.size = 1);
     let plain = proxy.connect().await;

@@ -35,7 +35,8 @@ pub struct BackendConn {
     pub read_buf: BytesMut,
     /// ParameterStatus values as the backend last reported them.
     pub params: HashMap<String, String>,
-    /// The raw values the proxy last asked for with SET, by parameter name.
+    /// Settings the proxy changed with SET for a client, by name, with the raw value asked
+    /// for; everything else has the connection's default.
     pub applied: HashMap<String, String>,
     pub cancel: Arc<CancelKey>,
     /// Statements prepared on this connection for clients.
@@ -169,13 +170,12 @@ impl BackendConn {
             }
         }
         let (pid, secret) = key.ok_or_else(|| protocol_violation(ep))?;
-        let applied = params.clone();
         Ok(BackendConn {
             reader,
             writer,
             read_buf: buf,
             params,
-            applied,
+            applied: HashMap::new(),
             cancel: Arc::new(CancelKey {
                 host: ep.host.clone(),
                 port: ep.port,

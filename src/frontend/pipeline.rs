@@ -2,12 +2,18 @@
 //! gets an answer leaves an entry here; answers the proxy composes itself (a ParseComplete for a
 //! statement the backend already has, a CloseComplete for a statement closed only on the proxy)
 //! wait in the same queue, so the client sees every answer in the order it asked.
+//!
+//! After an error the backend skips every extended-protocol message up to the next Sync; the
+//! entries of the skipped messages are dropped with it, and whatever the proxy had recorded for
+//! them (a statement name, a statement prepared on the connection) is undone, so the client's
+//! view matches PostgreSQL's.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::statements::StatementNames;
 use crate::backend::{BackendConn, StatementText};
 
 #[derive(Debug)]
@@ -16,24 +22,45 @@ pub enum Pending {
     Query,
     /// A query the proxy sent for itself (settings): its answer is not the client's.
     Internal,
-    /// Parse: the statement was registered on the connection when sent; an error undoes that.
+    /// Parse: the statement was registered on the connection (and, unless `hidden`, under the
+    /// client's name) when sent; an error undoes that.
     Parse {
         statement: Arc<StatementText>,
         named: bool,
         /// Injected by the proxy to re-prepare a statement: the client did not ask for it.
         hidden: bool,
+        client_name: Option<Box<[u8]>>,
     },
     Bind,
     Describe,
     Execute,
     Close,
     Sync,
-    /// An answer the proxy composed; emitted when it reaches the front.
-    Composed(Bytes),
+    /// An answer the proxy composed; emitted when it reaches the front. If the backend skips it
+    /// (an earlier message failed), `undo` reverts what the proxy recorded for it.
+    Composed {
+        reply: Bytes,
+        undo: Option<Undo>,
+    },
+    /// The client ended a COPY FROM STDIN (CopyDone or CopyFail).
+    CopyEnd,
+}
+
+/// What to revert when a message the proxy answered itself turns out to be skipped.
+#[derive(Debug)]
+pub enum Undo {
+    /// A Parse answered by the proxy: the client's name must not exist after all.
+    ForgetName(Box<[u8]>, Arc<StatementText>),
+    /// A Close answered by the proxy: the client's statement still exists.
+    RestoreName(Box<[u8]>, Arc<StatementText>),
 }
 
 impl Pending {
-    fn ends_on_error(&self) -> bool {
+    pub fn composed(reply: Bytes) -> Pending {
+        Pending::Composed { reply, undo: None }
+    }
+
+    fn skipped_after_error(&self) -> bool {
         !matches!(self, Pending::Query | Pending::Internal | Pending::Sync)
     }
 }
@@ -41,11 +68,13 @@ impl Pending {
 #[derive(Default)]
 pub struct Pipeline {
     queue: VecDeque<Pending>,
+    /// A COPY FROM STDIN of the extended protocol is running and the client has not ended it:
+    /// PostgreSQL ignores Sync meanwhile, so a Sync expects no answer.
+    copy_in: bool,
 }
 
-/// What to do with one backend frame.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Disposition {
+enum Disposition {
     Forward,
     Drop,
 }
@@ -56,32 +85,35 @@ impl Pipeline {
     }
 
     pub fn push(&mut self, p: Pending, out: &mut BytesMut) {
+        match p {
+            Pending::Sync if self.copy_in => return,
+            Pending::CopyEnd if self.copy_in => {
+                self.copy_in = false;
+                return;
+            }
+            _ => {}
+        }
         self.queue.push_back(p);
         self.emit_composed(out);
     }
 
-    /// Accounts for one frame from the backend; composed answers that become due are appended
-    /// to `out` after the frame is (or is not) forwarded by the caller, so the caller passes the
-    /// frame's disposition back through `out` ordering: see [`Pipeline::on_backend_frame`].
+    /// Accounts for one frame from the backend: appends it to `out` unless it answers the
+    /// proxy's own message, then any composed answers that became due.
     pub fn on_backend_frame(
         &mut self,
         tag: u8,
-        conn: &mut BackendConn,
         raw: &[u8],
+        conn: &mut BackendConn,
+        names: &mut StatementNames,
         out: &mut BytesMut,
     ) {
         let disposition = match tag {
             b'E' => {
                 let d = self.visibility();
-                if self.queue.front().is_some_and(Pending::ends_on_error) {
-                    // The backend skips everything up to the next Sync after an error.
-                    while let Some(p) = self.queue.front() {
-                        if !p.ends_on_error() {
-                            break;
-                        }
-                        if let Some(p) = self.queue.pop_front() {
-                            undo_registration(p, conn);
-                        }
+                self.copy_in = false;
+                while self.queue.front().is_some_and(Pending::skipped_after_error) {
+                    if let Some(p) = self.queue.pop_front() {
+                        undo(p, conn, names);
                     }
                 }
                 d
@@ -111,6 +143,10 @@ impl Pipeline {
                 }
                 self.visibility()
             }
+            b'G' => {
+                self.start_copy_in();
+                self.visibility()
+            }
             b'S' | b'N' | b'A' => Disposition::Forward,
             _ => self.visibility(),
         };
@@ -118,6 +154,24 @@ impl Pipeline {
             out.extend_from_slice(raw);
         }
         self.emit_composed(out);
+    }
+
+    /// CopyInResponse to an Execute: the Syncs the client sent between that Execute and the end
+    /// of its copy data get no answer.
+    fn start_copy_in(&mut self) {
+        if !matches!(self.queue.front(), Some(Pending::Execute)) {
+            return;
+        }
+        let rest = self.queue.split_off(1);
+        let mut ended = false;
+        for p in rest {
+            match p {
+                Pending::Sync if !ended => {}
+                Pending::CopyEnd if !ended => ended = true,
+                p => self.queue.push_back(p),
+            }
+        }
+        self.copy_in = !ended;
     }
 
     /// Frames answering the proxy's own queries are not the client's.
@@ -129,28 +183,53 @@ impl Pipeline {
     }
 
     fn emit_composed(&mut self, out: &mut BytesMut) {
-        while let Some(Pending::Composed(_)) = self.queue.front() {
-            if let Some(Pending::Composed(b)) = self.queue.pop_front() {
-                out.extend_from_slice(&b);
+        loop {
+            match self.queue.front() {
+                Some(Pending::Composed { .. }) => {
+                    if let Some(Pending::Composed { reply, .. }) = self.queue.pop_front() {
+                        out.extend_from_slice(&reply);
+                    }
+                }
+                // A copy that never started (its Execute failed or answered otherwise).
+                Some(Pending::CopyEnd) => {
+                    self.queue.pop_front();
+                }
+                _ => return,
             }
         }
     }
 }
 
-/// A Parse the backend skipped or refused never created its statement.
-fn undo_registration(p: Pending, conn: &mut BackendConn) {
-    if let Pending::Parse {
-        statement, named, ..
-    } = p
-    {
-        if named {
-            conn.prepared.remove(&statement);
-        } else if conn
-            .unnamed
-            .as_ref()
-            .is_some_and(|u| Arc::ptr_eq(u, &statement))
-        {
-            conn.unnamed = None;
+/// A message the backend skipped or refused never took effect.
+fn undo(p: Pending, conn: &mut BackendConn, names: &mut StatementNames) {
+    match p {
+        Pending::Parse {
+            statement,
+            named,
+            client_name,
+            ..
+        } => {
+            if named {
+                conn.prepared.remove(&statement);
+            } else if conn
+                .unnamed
+                .as_ref()
+                .is_some_and(|u| Arc::ptr_eq(u, &statement))
+            {
+                conn.unnamed = None;
+            }
+            if let Some(name) = client_name {
+                names.forget_if(&name, &statement);
+            }
         }
+        Pending::Composed {
+            undo: Some(Undo::ForgetName(name, statement)),
+            ..
+        } => names.forget_if(&name, &statement),
+        Pending::Composed {
+            undo: Some(Undo::RestoreName(name, statement)),
+            ..
+        } => names.restore(name, statement),
+        _ => {}
     }
 }

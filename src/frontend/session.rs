@@ -189,8 +189,13 @@ impl Session {
                 b'S' => conn.note_parameter_status(frame.body()),
                 _ => {}
             }
-            self.pipeline
-                .on_backend_frame(frame.tag, conn, &frame.raw, &mut self.cout);
+            self.pipeline.on_backend_frame(
+                frame.tag,
+                &frame.raw,
+                conn,
+                &mut self.statements,
+                &mut self.cout,
+            );
         }
     }
 
@@ -209,7 +214,7 @@ impl Session {
         if let ClientFrame::Query(sql) = parsed {
             if let Some(reply) = self.answer_locally(sql).await {
                 self.pipeline
-                    .push(Pending::Composed(reply.freeze()), &mut self.cout);
+                    .push(Pending::composed(reply.freeze()), &mut self.cout);
                 return Ok(());
             }
         }
@@ -322,11 +327,22 @@ impl Session {
         self.ctx.metrics.transactions.increment(1);
         let conn = &mut b.conn;
         let mut set = String::new();
-        for (name, value) in &self.settings {
+        // What an earlier client set and this one did not ask for goes back to the default.
+        let settings = &self.settings;
+        conn.applied.retain(|name, _| {
+            let keep = settings.iter().any(|(n, _)| n == name);
+            if !keep {
+                set.push_str(&format!("RESET {};", quote_ident(name)));
+            }
+            keep
+        });
+        // set_config takes the value as the client gave it, as the startup packet does (a SET
+        // literal would make `a, b` one search_path entry).
+        for (name, value) in settings {
             if conn.applied.get(name) != Some(value) {
                 set.push_str(&format!(
-                    "SET {} TO {};",
-                    quote_ident(name),
+                    "SELECT pg_catalog.set_config({}, {}, false);",
+                    quote_literal(name),
                     quote_literal(value)
                 ));
                 conn.applied.insert(name.clone(), value.clone());

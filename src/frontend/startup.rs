@@ -201,12 +201,15 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
             }
         }
     }
-    let params: BTreeMap<String, String> = socket
+    let mut params: BTreeMap<String, String> = socket
         .metadata()
         .iter()
         .filter(|(k, _)| !NOT_SETTINGS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    if let Some(options) = socket.metadata().get("options") {
+        params.extend(settings_from_options(options));
+    }
     let parts = socket.into_parts();
     Ok(Startup::Session(Box::new(ClientStart {
         io: parts.io,
@@ -231,4 +234,62 @@ async fn refuse(
         .send(PgWireBackendMessage::ErrorResponse(info.into()))
         .await?;
     Ok(())
+}
+
+/// The run-time settings in a startup packet's `options` (`-c name=value`, `-cname=value`,
+/// `--name=value`; words split at unescaped whitespace, `\` escapes the next character), as
+/// PostgreSQL reads them. Other command-line switches are ignored.
+fn settings_from_options(options: &str) -> Vec<(String, String)> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let mut settings = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        let assignment = if w == "-c" {
+            words.next()
+        } else if let Some(rest) = w.strip_prefix("-c") {
+            Some(rest.to_string())
+        } else {
+            w.strip_prefix("--").map(str::to_string)
+        };
+        if let Some((name, value)) = assignment.as_deref().and_then(|a| a.split_once('=')) {
+            // PostgreSQL accepts `-` for `_` in option names given this way.
+            settings.push((name.replace('-', "_"), value.to_string()));
+        }
+    }
+    settings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::settings_from_options;
+
+    #[test]
+    fn options_become_settings() {
+        assert_eq!(
+            settings_from_options(
+                "-c DateStyle=SQL,DMY  -csearch_path=a\\ b --statement-timeout=5s -x"
+            ),
+            vec![
+                ("DateStyle".to_string(), "SQL,DMY".to_string()),
+                ("search_path".to_string(), "a b".to_string()),
+                ("statement_timeout".to_string(), "5s".to_string()),
+            ]
+        );
+    }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tokio_postgres::error::SqlState;
 
-use super::pipeline::{Pending, Pipeline};
+use super::pipeline::{Pending, Pipeline, Undo};
 use crate::backend::{BackendConn, StatementText};
 use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
 
@@ -43,7 +43,9 @@ pub enum ClientFrame<'a> {
     Sync,
     Flush,
     FunctionCall,
-    Copy,
+    CopyData,
+    /// CopyDone or CopyFail.
+    CopyEnd,
     Other,
 }
 
@@ -85,7 +87,8 @@ impl<'a> ClientFrame<'a> {
             b'S' => ClientFrame::Sync,
             b'H' => ClientFrame::Flush,
             b'F' => ClientFrame::FunctionCall,
-            b'd' | b'c' | b'f' => ClientFrame::Copy,
+            b'd' => ClientFrame::CopyData,
+            b'c' | b'f' => ClientFrame::CopyEnd,
             _ => ClientFrame::Other,
         })
     }
@@ -113,6 +116,26 @@ pub struct StatementNames {
 impl StatementNames {
     pub fn forget_unnamed(&mut self) {
         self.unnamed = None;
+    }
+
+    /// Forgets `name` if it still means `statement` (its Parse failed or was skipped).
+    pub fn forget_if(&mut self, name: &[u8], statement: &Arc<StatementText>) {
+        if self.get(name).is_some_and(|s| Arc::ptr_eq(s, statement)) {
+            if name.is_empty() {
+                self.unnamed = None;
+            } else {
+                self.by_name.remove(name);
+            }
+        }
+    }
+
+    /// Puts back a statement whose Close was skipped.
+    pub fn restore(&mut self, name: Box<[u8]>, statement: Arc<StatementText>) {
+        if name.is_empty() {
+            self.unnamed = Some(statement);
+        } else {
+            self.by_name.entry(name).or_insert(statement);
+        }
     }
 
     fn get(&self, name: &[u8]) -> Option<&Arc<StatementText>> {
@@ -152,6 +175,7 @@ impl StatementNames {
                             statement,
                             named: false,
                             hidden: false,
+                            client_name: Some(Box::default()),
                         },
                         cout,
                     );
@@ -168,12 +192,18 @@ impl StatementNames {
                             String::from_utf8_lossy(name)
                         ),
                     );
-                    pipeline.push(Pending::Composed(err.freeze()), cout);
+                    pipeline.push(Pending::composed(err.freeze()), cout);
                     return Err(Refused);
                 }
                 self.by_name.insert(name.into(), statement.clone());
                 if conn.prepared.get(&statement).is_some() {
-                    pipeline.push(Pending::Composed(protocol::empty_message(b'1')), cout);
+                    pipeline.push(
+                        Pending::Composed {
+                            reply: protocol::empty_message(b'1'),
+                            undo: Some(Undo::ForgetName(name.into(), statement)),
+                        },
+                        cout,
+                    );
                 } else {
                     let backend_name = conn.prepared.insert(statement.clone());
                     write_parse(bout, backend_name.as_bytes(), &statement);
@@ -182,6 +212,7 @@ impl StatementNames {
                             statement,
                             named: true,
                             hidden: false,
+                            client_name: Some(name.into()),
                         },
                         cout,
                     );
@@ -220,12 +251,18 @@ impl StatementNames {
             }
             ClientFrame::Close { kind: b'S', name } => {
                 // Other clients may share the backend's copy; only the client's name goes.
-                if name.is_empty() {
-                    self.unnamed = None;
+                let closed = if name.is_empty() {
+                    self.unnamed.take()
                 } else {
-                    self.by_name.remove(name);
-                }
-                pipeline.push(Pending::Composed(protocol::empty_message(b'3')), cout);
+                    self.by_name.remove(name)
+                };
+                pipeline.push(
+                    Pending::Composed {
+                        reply: protocol::empty_message(b'3'),
+                        undo: closed.map(|s| Undo::RestoreName(name.into(), s)),
+                    },
+                    cout,
+                );
             }
             ClientFrame::Close { .. } => {
                 bout.extend_from_slice(&frame.raw);
@@ -239,7 +276,11 @@ impl StatementNames {
                 bout.extend_from_slice(&frame.raw);
                 pipeline.push(Pending::Sync, cout);
             }
-            ClientFrame::Flush | ClientFrame::Copy | ClientFrame::Other => {
+            ClientFrame::CopyEnd => {
+                bout.extend_from_slice(&frame.raw);
+                pipeline.push(Pending::CopyEnd, cout);
+            }
+            ClientFrame::Flush | ClientFrame::CopyData | ClientFrame::Other => {
                 bout.extend_from_slice(&frame.raw);
             }
         }
@@ -267,6 +308,7 @@ impl StatementNames {
                         statement: statement.clone(),
                         named: false,
                         hidden: true,
+                        client_name: None,
                     },
                     cout,
                 );
@@ -283,6 +325,7 @@ impl StatementNames {
                 statement: statement.clone(),
                 named: true,
                 hidden: true,
+                client_name: None,
             },
             cout,
         );
