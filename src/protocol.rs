@@ -30,6 +30,18 @@ pub enum FrameError {
     Malformed(&'static str),
 }
 
+/// The length (type byte included) of the complete frame starting at `buf[0]`, if it is complete.
+pub fn complete_frame_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if !(4..=MAX_FRAME_LEN).contains(&len) {
+        return Err(FrameError::BadLength(len));
+    }
+    Ok((buf.len() > len).then_some(len + 1))
+}
+
 /// Takes one complete frame off the front of `buf`, if there is one.
 pub fn split_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
     if buf.len() < 5 {

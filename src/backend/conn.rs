@@ -20,11 +20,9 @@ use super::BackendError;
 use crate::config::Endpoint;
 use crate::protocol::{self, Frame};
 
-/// Where a cancel request for this connection must go.
-#[derive(Debug, Clone)]
+/// The backend process a cancel request for this connection must name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CancelKey {
-    pub host: String,
-    pub port: u16,
     pub pid: i32,
     pub secret: i32,
 }
@@ -38,7 +36,7 @@ pub struct BackendConn {
     /// Settings the proxy changed with SET for a client, by name, with the raw value asked
     /// for; everything else has the connection's default.
     pub applied: HashMap<String, String>,
-    pub cancel: Arc<CancelKey>,
+    pub cancel: CancelKey,
     /// Statements prepared on this connection for clients.
     pub prepared: PreparedStatements,
     /// What the unnamed statement currently holds, when the proxy knows.
@@ -176,12 +174,7 @@ impl BackendConn {
             read_buf: buf,
             params,
             applied: HashMap::new(),
-            cancel: Arc::new(CancelKey {
-                host: ep.host.clone(),
-                port: ep.port,
-                pid,
-                secret,
-            }),
+            cancel: CancelKey { pid, secret },
             prepared: PreparedStatements::default(),
             unnamed: None,
             broken: false,
@@ -256,8 +249,8 @@ fn protocol_violation(ep: &Endpoint) -> BackendError {
 }
 
 /// Sends a CancelRequest for the statement running on the connection `key` names.
-pub async fn send_cancel(key: &CancelKey) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect((key.host.as_str(), key.port)).await?;
+pub async fn send_cancel(ep: &Endpoint, key: CancelKey) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect((ep.host.as_str(), ep.port)).await?;
     let mut out = BytesMut::new();
     frontend::cancel_request(key.pid, key.secret, &mut out);
     stream.write_all(&out).await?;

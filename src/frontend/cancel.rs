@@ -1,22 +1,49 @@
 //! Cancel requests. Each client gets its own (pid, secret); while one of its statements runs, its
-//! slot names the backend connection running it, so a CancelRequest reaches exactly that one.
+//! slot names the shard and backend process running it, so a CancelRequest reaches exactly that
+//! one. The slot is two atomics because it changes twice per transaction.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 use rand::Rng;
 
-use crate::backend::conn::{send_cancel, CancelKey};
+use crate::backend::CancelKey;
+use crate::catalog::ShardId;
 
-#[derive(Default)]
+const NOT_RUNNING: u32 = u32::MAX;
+
 pub struct CancelSlot {
     pub secret: i32,
-    running_on: Mutex<Option<Arc<CancelKey>>>,
+    shard: AtomicU32,
+    key: AtomicU64,
 }
 
 impl CancelSlot {
-    pub fn set(&self, key: Option<Arc<CancelKey>>) {
-        *self.running_on.lock().expect("cancel slot lock") = key;
+    pub fn set(&self, running: Option<(ShardId, CancelKey)>) {
+        match running {
+            Some((shard, key)) => {
+                let packed = ((key.pid as u32 as u64) << 32) | key.secret as u32 as u64;
+                self.key.store(packed, Ordering::Relaxed);
+                self.shard.store(shard.0, Ordering::Release);
+            }
+            None => self.shard.store(NOT_RUNNING, Ordering::Release),
+        }
+    }
+
+    fn running(&self) -> Option<(ShardId, CancelKey)> {
+        let shard = self.shard.load(Ordering::Acquire);
+        if shard == NOT_RUNNING {
+            return None;
+        }
+        let packed = self.key.load(Ordering::Relaxed);
+        Some((
+            ShardId(shard),
+            CancelKey {
+                pid: (packed >> 32) as u32 as i32,
+                secret: packed as u32 as i32,
+            },
+        ))
     }
 }
 
@@ -30,10 +57,10 @@ impl CancelRegistry {
     /// Registers a new session under a fresh pid; the guard removes it again.
     pub fn register(self: &Arc<Self>) -> (i32, CancelGuard) {
         let mut rng = rand::thread_rng();
-        let secret: i32 = rng.gen();
         let slot = Arc::new(CancelSlot {
-            secret,
-            running_on: Mutex::new(None),
+            secret: rng.gen(),
+            shard: AtomicU32::new(NOT_RUNNING),
+            key: AtomicU64::new(0),
         });
         loop {
             let pid: i32 = rng.gen_range(1..i32::MAX);
@@ -51,21 +78,13 @@ impl CancelRegistry {
         }
     }
 
-    /// Forwards a cancel to the backend running the session's statement, if the secret matches.
-    pub async fn cancel(&self, pid: i32, secret: i32) {
-        let key = self
-            .slots
+    /// The shard and backend process running the session's statement, if the secret matches
+    /// and a statement is running.
+    pub fn target(&self, pid: i32, secret: i32) -> Option<(ShardId, CancelKey)> {
+        self.slots
             .get(&pid)
             .filter(|s| s.secret == secret)
-            .and_then(|s| s.running_on.lock().expect("cancel slot lock").clone());
-        match key {
-            Some(key) => {
-                if let Err(e) = send_cancel(&key).await {
-                    tracing::warn!(error = %e, "forwarding a cancel request failed");
-                }
-            }
-            None => tracing::debug!(pid, "cancel request for no running statement"),
-        }
+            .and_then(|s| s.running())
     }
 }
 
@@ -78,5 +97,29 @@ pub struct CancelGuard {
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         self.registry.slots.remove(&self.pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_round_trips_negative_keys() {
+        let registry = Arc::new(CancelRegistry::default());
+        let (pid, guard) = registry.register();
+        let secret = guard.slot.secret;
+        assert_eq!(registry.target(pid, secret), None);
+        let key = CancelKey {
+            pid: 4242,
+            secret: -7,
+        };
+        guard.slot.set(Some((ShardId(3), key)));
+        assert_eq!(registry.target(pid, secret), Some((ShardId(3), key)));
+        assert_eq!(registry.target(pid, secret.wrapping_add(1)), None);
+        guard.slot.set(None);
+        assert_eq!(registry.target(pid, secret), None);
+        drop(guard);
+        assert_eq!(registry.target(pid, secret), None);
     }
 }

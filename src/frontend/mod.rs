@@ -35,7 +35,15 @@ pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64)
             }
             Ok(Startup::Cancel { pid, secret }) => {
                 ctx.metrics.cancels.increment(1);
-                ctx.cancels.cancel(pid, secret).await
+                match ctx.cancels.target(pid, secret) {
+                    Some((shard, key)) => {
+                        let ep = &ctx.pools.shard(shard).endpoint;
+                        if let Err(e) = crate::backend::conn::send_cancel(ep, key).await {
+                            tracing::warn!(error = %e, "forwarding a cancel request failed");
+                        }
+                    }
+                    None => tracing::debug!(pid, "cancel request for no running statement"),
+                }
             }
             Ok(Startup::Ended) => {}
             Err(e) => tracing::debug!(error = %e, "client startup failed"),

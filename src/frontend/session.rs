@@ -20,7 +20,7 @@ use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
-use crate::sql::classify::{first_word_is, session_effect};
+use crate::sql::classify::{first_word, session_effect};
 use tokio_postgres::error::SqlState;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
@@ -134,11 +134,13 @@ impl Session {
                 }
                 None => (None, None, None),
             };
+            // Fixed order (no random start): writes first, so data never waits behind a read.
             let event = tokio::select! {
-                r = client_r.read_buf(&mut self.cin), if want_client => Event::ClientRead(r),
+                biased;
                 r = client_w.write_buf(&mut self.cout), if !self.cout.is_empty() => Event::ClientWrote(r),
-                r = read_opt(backend_r, backend_buf), if want_backend => Event::BackendRead(r),
                 r = write_opt(backend_w, &mut self.bout), if !self.bout.is_empty() => Event::BackendWrote(r),
+                r = read_opt(backend_r, backend_buf), if want_backend => Event::BackendRead(r),
+                r = client_r.read_buf(&mut self.cin), if want_client => Event::ClientRead(r),
             };
             match event {
                 Event::ClientRead(r) => {
@@ -175,28 +177,33 @@ impl Session {
             return Ok(());
         };
         let conn = &mut b.conn;
-        loop {
-            let frame = match protocol::split_frame(&mut conn.read_buf) {
-                Ok(Some(f)) => f,
-                Ok(None) => return Ok(()),
+        // Frames are looked at where they lie in the read buffer, which is taken out meanwhile
+        // so the pipeline may update the connection.
+        let mut buf = std::mem::take(&mut conn.read_buf);
+        let mut pos = 0;
+        let result = loop {
+            let len = match protocol::complete_frame_len(&buf[pos..]) {
+                Ok(Some(len)) => len,
+                Ok(None) => break Ok(()),
                 Err(e) => {
                     conn.broken = true;
-                    return Err(SessionError::Backend(e.into()));
+                    break Err(SessionError::Backend(e.into()));
                 }
             };
-            match frame.tag {
-                b'Z' => self.tx_status = frame.body().first().copied().unwrap_or(b'I'),
-                b'S' => conn.note_parameter_status(frame.body()),
+            let raw = &buf[pos..pos + len];
+            let (tag, body) = (raw[0], &raw[5..]);
+            match tag {
+                b'Z' => self.tx_status = body.first().copied().unwrap_or(b'I'),
+                b'S' => conn.note_parameter_status(body),
                 _ => {}
             }
-            self.pipeline.on_backend_frame(
-                frame.tag,
-                &frame.raw,
-                conn,
-                &mut self.statements,
-                &mut self.cout,
-            );
-        }
+            self.pipeline
+                .on_backend_frame(tag, raw, conn, &mut self.statements, &mut self.cout);
+            pos += len;
+        };
+        buf.advance(pos);
+        conn.read_buf = buf;
+        result
     }
 
     async fn on_client_frame(&mut self, frame: Frame) -> Result<(), SessionError> {
@@ -274,15 +281,14 @@ impl Session {
     /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The
     /// reply ends with ReadyForQuery, as a simple query's does.
     async fn answer_locally(&mut self, sql: &[u8]) -> Option<BytesMut> {
+        let first = first_word(sql);
+        let is = |k: &str| first.eq_ignore_ascii_case(k.as_bytes());
         let mut out = BytesMut::new();
-        if first_word_is(sql, "show") {
+        if is("show") {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = admin::answer(&cmd, &self.ctx);
             rs.encode(&tag, &mut out);
-        } else if first_word_is(sql, "create")
-            || first_word_is(sql, "drop")
-            || first_word_is(sql, "alter")
-        {
+        } else if is("create") || is("drop") || is("alter") {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.tx_status != b'I' {
                 protocol::error_response(
@@ -358,7 +364,7 @@ impl Session {
             protocol::query(&mut self.bout, &set);
             self.pipeline.push(Pending::Internal, &mut self.cout);
         }
-        self.cancel.slot.set(Some(conn.cancel.clone()));
+        self.cancel.slot.set(Some((shard, conn.cancel)));
         self.backend = Some(b);
         Ok(())
     }

@@ -40,17 +40,17 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
         // Session-level advisory locks and set_config(…, false) hide inside any statement; the
         // transaction-level lock functions are spelled pg_advisory_xact_lock… and do not match
         // "advisory_lock".
-        if contains_ci(stmt, b"advisory_lock") || contains_ci(stmt, b"set_config") {
+        if mentions_session_function(stmt) {
             effect.pins = true;
         }
     }
     effect
 }
 
-/// Whether the text's first word is `keyword` (ASCII, any case), after whitespace and comments.
-pub fn first_word_is(sql: &[u8], keyword: &str) -> bool {
+/// The text's first word, after whitespace and comments (empty if it starts otherwise).
+pub fn first_word(sql: &[u8]) -> &[u8] {
     let [w] = leading_words::<1>(sql);
-    w.eq_ignore_ascii_case(keyword.as_bytes())
+    w
 }
 
 /// Splits SQL text into statements at semicolons outside quotes, comments and dollar quotes.
@@ -184,9 +184,20 @@ fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     words
 }
 
-fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
+/// Whether the statement mentions `advisory_lock` or `set_config` (any case): one pass that
+/// compares only where the first letter matches.
+fn mentions_session_function(stmt: &[u8]) -> bool {
+    const ADVISORY: &[u8] = b"advisory_lock";
+    const SET_CONFIG: &[u8] = b"set_config";
+    stmt.iter().enumerate().any(|(i, c)| {
+        let needle = match c | 0x20 {
+            b'a' => ADVISORY,
+            b's' => SET_CONFIG,
+            _ => return false,
+        };
+        stmt.get(i..i + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
 }
 
 fn contains_word(hay: &[u8], word: &[u8]) -> bool {
