@@ -88,7 +88,14 @@ fn sharded_tables(snapshot: &Snapshot) -> ResultSet {
             t.tablespace_set
                 .and_then(|id| snapshot.tablespace_set(id))
                 .map(|s| s.name.clone()),
-            Some(if t.row_movement == RowMovement::Enabled { "t" } else { "f" }.to_owned()),
+            Some(
+                if t.row_movement == RowMovement::Enabled {
+                    "t"
+                } else {
+                    "f"
+                }
+                .to_owned(),
+            ),
             Some(t.state.as_str().to_owned()),
         ]);
     }

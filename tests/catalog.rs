@@ -126,7 +126,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
             "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
         )
         .await,
-        ["1"]
+        ["1", "2"]
     );
     let tables = column(
         &db,
@@ -181,10 +181,10 @@ async fn proxies_starting_at_once_migrate_once() {
     assert_eq!(
         column(
             &db,
-            "SELECT version::text FROM shardwire_catalog.schema_version"
+            "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
         )
         .await,
-        ["1"]
+        ["1", "2"]
     );
     assert_eq!(
         column(

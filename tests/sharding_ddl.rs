@@ -64,9 +64,17 @@ async fn sharding_rules_refuse_and_leave_nothing() {
         "CREATE SHARDED TABLE rv_a (id int PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)",
     )
     .await;
-    run(&client, "CREATE DUPLICATED TABLE rv_dup (code int PRIMARY KEY)").await;
+    run(
+        &client,
+        "CREATE DUPLICATED TABLE rv_dup (code int PRIMARY KEY)",
+    )
+    .await;
     // Oracle NoSQL syntax without a shard key: an unsharded table the catalog records.
-    run(&client, "CREATE TABLE rv_local (code INTEGER, name STRING, PRIMARY KEY (code))").await;
+    run(
+        &client,
+        "CREATE TABLE rv_local (code INTEGER, name STRING, PRIMARY KEY (code))",
+    )
+    .await;
 
     let cases = [
         (
@@ -124,7 +132,10 @@ async fn sharding_rules_refuse_and_leave_nothing() {
     assert_eq!(rows(&client, "SELECT 1").await, [["1"]]);
     for i in 0..2 {
         let shard = shards().connect(i).await;
-        assert_eq!(tree(&shard, "rv_dup").await, [("rv_dup".into(), String::new())]);
+        assert_eq!(
+            tree(&shard, "rv_dup").await,
+            [("rv_dup".into(), String::new())]
+        );
     }
     for table in ["rv_a", "rv_dup", "rv_local"] {
         run(&client, &format!("DROP TABLE {table}")).await;
@@ -152,14 +163,38 @@ async fn show_index_alter_and_drop_reach_every_shard() {
     .await;
     let s1 = shards().connect(0).await;
     let s2 = shards().connect(1).await;
-    assert_eq!(tree(&s1, "sd_child").await, hash_tree("sd_child", 4, &[0, 2]));
-    assert_eq!(tree(&s2, "sd_child").await, hash_tree("sd_child", 4, &[1, 3]));
+    assert_eq!(
+        tree(&s1, "sd_child").await,
+        hash_tree("sd_child", 4, &[0, 2])
+    );
+    assert_eq!(
+        tree(&s2, "sd_child").await,
+        hash_tree("sd_child", 4, &[1, 3])
+    );
 
     assert_eq!(
         listed(&client, &["sd_root", "sd_child"]).await,
         [
-            ["sd_root", "sd_root", "", "consistent_hash", "id", "", "f", "active"],
-            ["sd_child", "sd_root", "sd_root", "reference", "root_id", "", "f", "active"],
+            [
+                "sd_root",
+                "sd_root",
+                "",
+                "consistent_hash",
+                "id",
+                "",
+                "f",
+                "active"
+            ],
+            [
+                "sd_child",
+                "sd_root",
+                "sd_root",
+                "reference",
+                "root_id",
+                "",
+                "f",
+                "active"
+            ],
         ]
     );
     let chunks = [
@@ -170,20 +205,39 @@ async fn show_index_alter_and_drop_reach_every_shard() {
     ];
     assert_eq!(rows(&client, "SHOW CHUNKS FOR sd_child").await, chunks);
     let all = rows(&client, "SHOW CHUNKS").await;
-    assert!(chunks.iter().all(|c| all.contains(&c.map(String::from).to_vec())));
+    assert!(chunks
+        .iter()
+        .all(|c| all.contains(&c.map(String::from).to_vec())));
 
     let count_index = "SELECT count(*)::int FROM pg_class WHERE relname = 'sd_child_x'";
     run(&client, "CREATE INDEX sd_child_x ON sd_child (x)").await;
     for shard in [&s1, &s2] {
-        assert_eq!(shard.query_one(count_index, &[]).await.unwrap().get::<_, i32>(0), 1);
+        assert_eq!(
+            shard
+                .query_one(count_index, &[])
+                .await
+                .unwrap()
+                .get::<_, i32>(0),
+            1
+        );
     }
     run(&client, "ALTER TABLE sd_child ADD COLUMN note text").await;
     let has_note = "SELECT count(*)::int FROM information_schema.columns \
                     WHERE table_name = 'sd_child_c0' AND column_name = 'note'";
-    assert_eq!(s1.query_one(has_note, &[]).await.unwrap().get::<_, i32>(0), 1);
+    assert_eq!(
+        s1.query_one(has_note, &[]).await.unwrap().get::<_, i32>(0),
+        1
+    );
     run(&client, "DROP INDEX sd_child_x").await;
     for shard in [&s1, &s2] {
-        assert_eq!(shard.query_one(count_index, &[]).await.unwrap().get::<_, i32>(0), 0);
+        assert_eq!(
+            shard
+                .query_one(count_index, &[])
+                .await
+                .unwrap()
+                .get::<_, i32>(0),
+            0
+        );
     }
     let e = refused(&client, "ALTER TABLE sd_root RENAME TO sd_other").await;
     assert_eq!(e.code(), &SqlState::FEATURE_NOT_SUPPORTED);
@@ -222,9 +276,14 @@ async fn refusals_inside_transactions_and_multi_statement_texts() {
     run(&client, "CREATE TABLE tx_plain (id int)").await;
     let s1 = shards().connect(0).await;
     let s2 = shards().connect(1).await;
-    assert_eq!(tree(&s1, "tx_plain").await, [("tx_plain".into(), String::new())]);
+    assert_eq!(
+        tree(&s1, "tx_plain").await,
+        [("tx_plain".into(), String::new())]
+    );
     assert_eq!(tree(&s2, "tx_plain").await, []);
-    assert!(!catalog_tables(&s1).await.contains(&"public.tx_plain".into()));
+    assert!(!catalog_tables(&s1)
+        .await
+        .contains(&"public.tx_plain".into()));
     run(&client, "DROP TABLE tx_plain").await;
     assert_eq!(tree(&s1, "tx_plain").await, []);
 }
@@ -297,7 +356,10 @@ async fn a_table_created_through_one_proxy_is_usable_through_another() {
     assert_eq!(rows(&a, &sql).await, [["through b"]]);
     let s1 = shards().connect(0).await;
     let stored: String = s1
-        .query_one(&format!("SELECT tableoid::regclass::text FROM tp_t WHERE id = {key}"), &[])
+        .query_one(
+            &format!("SELECT tableoid::regclass::text FROM tp_t WHERE id = {key}"),
+            &[],
+        )
         .await
         .unwrap()
         .get(0);

@@ -217,16 +217,46 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
 
     // System-managed: a family of two, four chunks over ts1.
     succeeded(proxy.psql(&format!("{SEED_CUSTOMERS}\n{SEED_ORDERS}")));
-    assert_eq!(tree(&shards.s1, "customers").await, hash_tree("customers", 4, &[0, 2]));
-    assert_eq!(tree(&shards.s2, "customers").await, hash_tree("customers", 4, &[1, 3]));
-    assert_eq!(tree(&shards.s1, "orders").await, hash_tree("orders", 4, &[0, 2]));
-    assert_eq!(tree(&shards.s2, "orders").await, hash_tree("orders", 4, &[1, 3]));
+    assert_eq!(
+        tree(&shards.s1, "customers").await,
+        hash_tree("customers", 4, &[0, 2])
+    );
+    assert_eq!(
+        tree(&shards.s2, "customers").await,
+        hash_tree("customers", 4, &[1, 3])
+    );
+    assert_eq!(
+        tree(&shards.s1, "orders").await,
+        hash_tree("orders", 4, &[0, 2])
+    );
+    assert_eq!(
+        tree(&shards.s2, "orders").await,
+        hash_tree("orders", 4, &[1, 3])
+    );
     let client = proxy.connect().await;
     assert_eq!(
         rows(&client, "SHOW SHARDED TABLES").await,
         [
-            ["customers", "customers", "", "consistent_hash", "cust_id, name", "ts1", "f", "active"],
-            ["orders", "customers", "customers", "reference", "custno, name", "ts1", "f", "active"],
+            [
+                "customers",
+                "customers",
+                "",
+                "consistent_hash",
+                "cust_id, name",
+                "ts1",
+                "f",
+                "active"
+            ],
+            [
+                "orders",
+                "customers",
+                "customers",
+                "reference",
+                "custno, name",
+                "ts1",
+                "f",
+                "active"
+            ],
         ]
     );
     let stderr = failed(proxy.psql("DROP TABLE customers;"));
@@ -297,14 +327,20 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
         tree(&shards.s1, "accounts").await,
         expect(&[
             ("accounts", ""),
-            ("accounts_p_northwest", "FOR VALUES FROM (MINVALUE, MINVALUE) TO ('10', '100')"),
+            (
+                "accounts_p_northwest",
+                "FOR VALUES FROM (MINVALUE, MINVALUE) TO ('10', '100')"
+            ),
         ])
     );
     assert_eq!(
         tree(&shards.s2, "accounts").await,
         expect(&[
             ("accounts", ""),
-            ("accounts_p_southwest", "FOR VALUES FROM ('10', '100') TO ('20', '200')"),
+            (
+                "accounts_p_southwest",
+                "FOR VALUES FROM ('10', '100') TO ('20', '200')"
+            ),
         ])
     );
     succeeded(proxy.psql("DROP TABLE accounts;"));
@@ -334,7 +370,10 @@ async fn seed_row_movement(proxy: &TestProxy, client: &Client, shards: &Shards) 
            CONSTRAINT li_fk FOREIGN KEY (acct_id, order_id) REFERENCES orders (acct_id, order_id))
            PARTITION BY REFERENCE (li_fk);",
     ));
-    assert_eq!(tree(&shards.s2, "lineitems").await, hash_tree("lineitems", 4, &[1, 3]));
+    assert_eq!(
+        tree(&shards.s2, "lineitems").await,
+        hash_tree("lineitems", 4, &[1, 3])
+    );
     let stderr = failed(proxy.psql("ALTER TABLE accounts ENABLE ROW MOVEMENT;"));
     assert!(stderr.contains("child table orders"), "{stderr}");
     let stderr = failed(proxy.psql("ALTER TABLE orders ENABLE ROW MOVEMENT;"));
@@ -356,9 +395,9 @@ async fn seed_row_movement(proxy: &TestProxy, client: &Client, shards: &Shards) 
     );
     let stderr = failed(proxy.psql("ALTER TABLE orders DISABLE ROW MOVEMENT;"));
     assert!(stderr.contains("parent accounts"), "{stderr}");
-    succeeded(proxy.psql(
-        "DROP TABLE lineitems, orders; DROP TABLE accounts; DROP TABLE tablename;",
-    ));
+    succeeded(
+        proxy.psql("DROP TABLE lineitems, orders; DROP TABLE accounts; DROP TABLE tablename;"),
+    );
     for table in ["lineitems", "orders", "accounts", "tablename"] {
         shards.assert_absent(table).await;
     }
@@ -369,7 +408,10 @@ async fn seed_row_movement(proxy: &TestProxy, client: &Client, shards: &Shards) 
 async fn seed_nosql(proxy: &TestProxy, client: &Client, shards: &Shards) {
     for sql in SEED_NOSQL_MY_PRODUCTS {
         succeeded(proxy.psql(sql));
-        assert_eq!(tree(&shards.s1, "myproducts").await, expect(&[("myproducts", "")]));
+        assert_eq!(
+            tree(&shards.s1, "myproducts").await,
+            expect(&[("myproducts", "")])
+        );
         assert_eq!(tree(&shards.s2, "myproducts").await, []);
         assert_eq!(
             rows(client, "SHOW CHUNKS FOR myproducts").await,
@@ -377,7 +419,10 @@ async fn seed_nosql(proxy: &TestProxy, client: &Client, shards: &Shards) {
         );
         // STRING became text and ENUM a checked text: a value outside the enum is refused.
         let (columns, values) = match sql.contains("productClass") {
-            true => ("productname, producttype, productclass, color", "'p', 't', 'c'"),
+            true => (
+                "productname, producttype, productclass, color",
+                "'p', 't', 'c'",
+            ),
             false => ("productname, producttype, color", "'p', 't'"),
         };
         succeeded(proxy.psql(&format!(
@@ -392,10 +437,19 @@ async fn seed_nosql(proxy: &TestProxy, client: &Client, shards: &Shards) {
     }
     for sql in NOSQL_SHARD_KEY {
         succeeded(proxy.psql(sql));
-        assert_eq!(tree(&shards.s1, "myproducts").await, hash_tree("myproducts", 4, &[0, 2]));
-        assert_eq!(tree(&shards.s2, "myproducts").await, hash_tree("myproducts", 4, &[1, 3]));
+        assert_eq!(
+            tree(&shards.s1, "myproducts").await,
+            hash_tree("myproducts", 4, &[0, 2])
+        );
+        assert_eq!(
+            tree(&shards.s2, "myproducts").await,
+            hash_tree("myproducts", 4, &[1, 3])
+        );
         let listed = rows(client, "SHOW SHARDED TABLES").await;
-        assert_eq!(listed[0][3..5], ["consistent_hash", "producttype, productname"]);
+        assert_eq!(
+            listed[0][3..5],
+            ["consistent_hash", "producttype, productname"]
+        );
         succeeded(proxy.psql("DROP TABLE myproducts;"));
         shards.assert_absent("myproducts").await;
     }

@@ -250,7 +250,10 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
     let chunks = match (kind, parent) {
         (catalog::TableKind::Unsharded, _) => layout.shards.clone(),
         (_, Some(_)) => Vec::new(),
-        (_, None) => layout.chunks.as_ref().map_or_else(Vec::new, |c| c.0.clone()),
+        (_, None) => layout
+            .chunks
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.0.clone()),
     };
     let mut partition_sets = Vec::new();
     let mut partitions = Vec::new();

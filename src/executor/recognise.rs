@@ -85,12 +85,18 @@ fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
 
 fn is_ours(t: &CreateTable, snapshot: &Snapshot) -> bool {
     let held = |name: &ddl::ObjectName| match name.parts.as_slice() {
-        [table] => snapshot.table_by_name(DEFAULT_SCHEMA, &table.value).is_some(),
-        [schema, table] => snapshot.table_by_name(&schema.value, &table.value).is_some(),
+        [table] => snapshot
+            .table_by_name(DEFAULT_SCHEMA, &table.value)
+            .is_some(),
+        [schema, table] => snapshot
+            .table_by_name(&schema.value, &table.value)
+            .is_some(),
         _ => false,
     };
     let nosql_child = match t.name.parts.as_slice() {
-        [parent, _] => snapshot.table_by_name(DEFAULT_SCHEMA, &parent.value).is_some(),
+        [parent, _] => snapshot
+            .table_by_name(DEFAULT_SCHEMA, &parent.value)
+            .is_some(),
         _ => false,
     };
     let references_held = t.constraints.iter().any(|c| match &c.body {
@@ -182,12 +188,11 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             }
         }
         // An index does not say its table; it is dropped wherever it exists.
-        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => {
-            (!d.concurrent).then(|| ProxyDdl::DropIndex {
+        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => (!d.concurrent)
+            .then(|| ProxyDdl::DropIndex {
                 indexes: dropped_names(&d.objects),
                 sql: text.to_owned(),
-            })
-        }
+            }),
         NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectTable as i32 => {
             let table = range_var_name(a.relation.as_ref()?);
             if !held(snapshot, &table) {

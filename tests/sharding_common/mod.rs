@@ -95,6 +95,10 @@ pub fn succeeded(out: Output) -> String {
 /// psql's error output, asserting that a statement failed.
 pub fn failed(out: Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(stderr.contains("ERROR"), "expected an error, psql said:\n{stderr}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr.contains("ERROR"),
+        "expected an error, psql said:\n{stderr}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     stderr
 }
