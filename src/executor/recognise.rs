@@ -245,3 +245,44 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recognised(sql: &str) -> Option<ProxyDdl> {
+        recognise(sql.as_bytes(), &Snapshot::default())
+    }
+
+    #[test]
+    fn takes_sharding_ddl_and_nosql_create_table_only() {
+        let sharded =
+            "create sharded table t (id int primary key) partition by consistent hash (id)";
+        assert!(matches!(recognised(sharded), Some(ProxyDdl::Sharding(_))));
+        let nosql = "CREATE TABLE p (name STRING, PRIMARY KEY (name))";
+        assert!(matches!(recognised(nosql), Some(ProxyDdl::Sharding(_))));
+        let shard_key = "CREATE TABLE p (a int, b int, PRIMARY KEY (SHARD(a), b))";
+        assert!(matches!(recognised(shard_key), Some(ProxyDdl::Sharding(_))));
+        assert!(recognised("CREATE TABLE p (id int PRIMARY KEY, v text)").is_none());
+        assert!(recognised("CREATE TABLE p AS SELECT 1").is_none());
+        // Without recorded tables, PostgreSQL DDL is PostgreSQL's.
+        assert!(recognised("DROP TABLE p").is_none());
+        assert!(recognised("CREATE INDEX i ON p (v)").is_none());
+    }
+
+    #[test]
+    fn refuses_mixed_texts_and_reports_syntax_errors_with_their_position() {
+        let mixed = "CREATE SHARDED TABLE t (id int PRIMARY KEY); SELECT 1";
+        assert!(matches!(
+            recognised(mixed),
+            Some(ProxyDdl::Refused(ExecError::MultiStatement))
+        ));
+        let broken = "CREATE SHARDED TABLE t (id int PRIMARY KEY) PARTITION BY HASH (id)";
+        match recognised(broken) {
+            Some(ProxyDdl::Refused(e @ ExecError::Parse { .. })) => {
+                assert_eq!(e.position(), Some(broken.find("HASH").unwrap() as u32 + 1));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
