@@ -2,6 +2,7 @@
 //! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION — as ordinary result sets.
 //! They are recognised in the simple query protocol (psql, `simple_query`).
 
+use crate::catalog::{RowMovement, ShardId, Snapshot, Table};
 use crate::protocol::{ColumnType, ResultSet};
 use crate::server::ServerCtx;
 
@@ -45,6 +46,106 @@ fn identifier(t: &str) -> String {
         Some(q) => q.replace("\"\"", "\""),
         None => t.to_lowercase(),
     }
+}
+
+/// A table as listings show it: unqualified in `public`, `schema.name` elsewhere.
+fn display_name(table: &Table) -> String {
+    if table.schema == "public" {
+        table.name.clone()
+    } else {
+        table.qualified_name()
+    }
+}
+
+/// Every table the catalog holds, in creation order. `method` is the sharding method, or the
+/// kind (`duplicated`, `unsharded`) of a table that is not sharded.
+fn sharded_tables(snapshot: &Snapshot) -> ResultSet {
+    use ColumnType::{Bool, Text};
+    let mut rs = ResultSet::new(&[
+        ("table", Text),
+        ("family_root", Text),
+        ("parent", Text),
+        ("method", Text),
+        ("key_columns", Text),
+        ("tablespace_set", Text),
+        ("row_movement", Bool),
+        ("state", Text),
+    ]);
+    let name_of = |id| snapshot.table(id).map(display_name);
+    for t in snapshot.tables() {
+        let keys: Vec<&str> = t
+            .partition_set_columns
+            .iter()
+            .chain(&t.key_columns)
+            .map(|c| c.name.as_str())
+            .collect();
+        rs.push(vec![
+            Some(display_name(t)),
+            name_of(t.root),
+            t.parent.and_then(name_of),
+            Some(t.method.map_or(t.kind.as_str(), |m| m.as_str()).to_owned()),
+            Some(keys.join(", ")),
+            t.tablespace_set
+                .and_then(|id| snapshot.tablespace_set(id))
+                .map(|s| s.name.clone()),
+            Some(
+                if t.row_movement == RowMovement::Enabled {
+                    "t"
+                } else {
+                    "f"
+                }
+                .to_owned(),
+            ),
+            Some(t.state.as_str().to_owned()),
+        ]);
+    }
+    rs
+}
+
+/// Where each chunk lives: a consistent-hash family's chunks (children share their root's), a
+/// composite table's chunks per partition set, a user-defined table's partitions (no chunk
+/// number), an unsharded table's single chunk. `table` may be `name` or `schema.name`.
+fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
+    use ColumnType::{Int8, Text};
+    let mut rs = ResultSet::new(&[
+        ("table", Text),
+        ("partition", Text),
+        ("chunk", Int8),
+        ("shard", Text),
+    ]);
+    let wanted = |t: &Table| match table {
+        None => true,
+        Some(name) => match name.split_once('.') {
+            Some((schema, name)) => t.schema == schema && t.name == name,
+            None => t.schema == "public" && t.name == name,
+        },
+    };
+    let shard_name = |id: ShardId| snapshot.shard(id).map(|s| s.name.clone());
+    for t in snapshot.tables().iter().filter(|t| wanted(t)) {
+        let Some(root) = snapshot.root_of(t.id) else {
+            continue;
+        };
+        let mut row = |partition: Option<&str>, chunk: Option<usize>, shard: ShardId| {
+            rs.push(vec![
+                Some(display_name(t)),
+                partition.map(str::to_owned),
+                chunk.map(|k| k.to_string()),
+                shard_name(shard),
+            ])
+        };
+        for (k, shard) in root.chunks.iter().enumerate() {
+            row(None, Some(k), *shard);
+        }
+        for set in &root.partition_sets {
+            for (k, shard) in set.chunks.iter().enumerate() {
+                row(Some(&set.name), Some(k), *shard);
+            }
+        }
+        for p in &root.partitions {
+            row(Some(&p.name), None, p.shard);
+        }
+    }
+    rs
 }
 
 /// The answer to an admin statement, with its command tag.
@@ -94,19 +195,8 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
             ))]);
             rs
         }
-        AdminCommand::ShowShardedTables => ResultSet::new(&[
-            ("table", Text),
-            ("family_root", Text),
-            ("parent", Text),
-            ("method", Text),
-            ("key_columns", Text),
-            ("tablespace_set", Text),
-            ("row_movement", ColumnType::Bool),
-            ("state", Text),
-        ]),
-        AdminCommand::ShowChunks { .. } => {
-            ResultSet::new(&[("table", Text), ("chunk", Int8), ("shard", Text)])
-        }
+        AdminCommand::ShowShardedTables => sharded_tables(&ctx.catalog.snapshot()),
+        AdminCommand::ShowChunks { table } => chunks(&ctx.catalog.snapshot(), table.as_deref()),
         AdminCommand::ShowTransactions => ResultSet::new(&[
             ("gid", Text),
             ("state", Text),

@@ -107,10 +107,12 @@ pub async fn run(opts: DevOptions) -> Result<(), DevError> {
         env.config.listen_addr().ip(),
         env.config.listen_addr().port()
     );
-    // serve() itself ends on Ctrl-C; SIGTERM (e.g. from a supervisor) ends it here.
+    // serve() ends on Ctrl-C only once it accepts clients; a SIGINT while it is still starting
+    // reaches the handler registered above, so both signals end it here.
     let result = tokio::select! {
         r = server::serve(env.config.clone()) => r.map_err(|e| DevError::Serve(format!("proxy on {listen}: {e}"))),
         _ = sigterm.recv() => Ok(()),
+        _ = sigint.recv() => Ok(()),
     };
     info!("proxy stopped");
     tokio::task::spawn_blocking(move || drop(env))

@@ -127,11 +127,26 @@ impl Severity {
 }
 
 pub fn error_response(out: &mut BytesMut, severity: Severity, code: &SqlState, message: &str) {
+    error_response_at(out, severity, code, message, None);
+}
+
+/// An ErrorResponse that points at a 1-based character `position` of the statement, as
+/// PostgreSQL's syntax errors do (psql draws its `^` under it).
+pub fn error_response_at(
+    out: &mut BytesMut,
+    severity: Severity,
+    code: &SqlState,
+    message: &str,
+    position: Option<u32>,
+) {
     let mut m = MessageBuilder::new(out, b'E');
     m.u8(b'S').cstr(severity.as_str().as_bytes());
     m.u8(b'V').cstr(severity.as_str().as_bytes());
     m.u8(b'C').cstr(code.code().as_bytes());
     m.u8(b'M').cstr(message.as_bytes());
+    if let Some(p) = position {
+        m.u8(b'P').cstr(p.to_string().as_bytes());
+    }
     m.u8(0);
     m.finish();
 }

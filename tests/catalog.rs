@@ -77,6 +77,7 @@ fn hash_root(name: &str, set: Option<TablespaceSetId>, chunks: Vec<ShardId>) -> 
         method: Some(ShardingMethod::ConsistentHash),
         key_columns: key("cust_id", "integer"),
         partition_set_columns: Vec::new(),
+        primary_key: key("cust_id", "integer"),
         parent: None,
         row_movement: RowMovement::Disabled,
         tablespace_set: set,
@@ -125,7 +126,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
             "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
         )
         .await,
-        ["1"]
+        ["1", "2"]
     );
     let tables = column(
         &db,
@@ -180,10 +181,10 @@ async fn proxies_starting_at_once_migrate_once() {
     assert_eq!(
         column(
             &db,
-            "SELECT version::text FROM shardwire_catalog.schema_version"
+            "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
         )
         .await,
-        ["1"]
+        ["1", "2"]
     );
     assert_eq!(
         column(
@@ -267,6 +268,7 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
     assert_eq!(root.state, TableState::Creating);
     assert_eq!(root.chunks, [S1, S2, S1, S2]);
     assert_eq!(root.modulus(), Some(4));
+    assert_eq!(root.primary_key, key("cust_id", "integer"));
     assert_eq!(
         root.key_columns[0].key_type().map(|t| t.to_string()),
         Ok("integer".into())

@@ -69,7 +69,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         .query(
             "SELECT id, schema_name, table_name, kind, method, key_columns, key_types,
                     set_columns, set_types, parent_id, root_id, row_movement, state,
-                    tablespace_set_id
+                    tablespace_set_id, pk_columns, pk_types
              FROM shardwire_catalog.table_entry",
             &[],
         )
@@ -218,6 +218,7 @@ fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
             .transpose()?,
         key_columns: columns(5, 6),
         partition_set_columns: columns(7, 8),
+        primary_key: columns(14, 15),
         root: root.map_or(id, TableId),
         parent: parent.map(TableId),
         row_movement: if row.get(11) {

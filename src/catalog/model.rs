@@ -315,8 +315,11 @@ pub struct Table {
     /// in the order of the root's key, so `key_columns[i]` corresponds to the root's
     /// `key_columns[i]`.
     pub key_columns: Vec<KeyColumn>,
-    /// The partition-set key of composite sharding; empty otherwise.
+    /// The partition-set key of composite sharding (for a family child of a composite root, its
+    /// own columns that map to the root's); empty otherwise.
     pub partition_set_columns: Vec<KeyColumn>,
+    /// The primary key's columns, in order; empty when it has none.
+    pub primary_key: Vec<KeyColumn>,
     /// The family's root; a table that is not a child is its own root.
     pub root: TableId,
     pub parent: Option<TableId>,
@@ -355,6 +358,7 @@ pub struct NewTable {
     pub method: Option<ShardingMethod>,
     pub key_columns: Vec<KeyColumn>,
     pub partition_set_columns: Vec<KeyColumn>,
+    pub primary_key: Vec<KeyColumn>,
     /// A family child's parent (the root is found through it).
     pub parent: Option<TableId>,
     pub row_movement: RowMovement,
@@ -418,9 +422,20 @@ impl NewTable {
         if self.kind == TableKind::Sharded && self.key_columns.is_empty() {
             return Err("a sharded table needs sharding key columns".into());
         }
-        let composite = matches!(self.method, Some(M::CompositeList | M::CompositeRange));
-        if composite == self.partition_set_columns.is_empty() {
-            return Err("partition-set key columns belong to composite sharding only".into());
+        // A child of a composite root records the columns that hold the root's partition-set
+        // key; only the store, which sees the root, can tell whether it must.
+        match self.method {
+            Some(M::CompositeList | M::CompositeRange) if self.partition_set_columns.is_empty() => {
+                return Err("composite sharding needs partition-set key columns".into())
+            }
+            Some(M::Reference | M::CompositeList | M::CompositeRange) => {}
+            Some(M::ConsistentHash | M::List | M::Range) | None => {
+                if !self.partition_set_columns.is_empty() {
+                    return Err(
+                        "partition-set key columns belong to composite sharding only".into(),
+                    );
+                }
+            }
         }
         let single_column = |cols: &[KeyColumn], what: &str| {
             if cols.len() == 1 {
@@ -483,6 +498,7 @@ mod tests {
             method: Some(ShardingMethod::ConsistentHash),
             key_columns: vec![KeyColumn::new("id", "bigint")],
             partition_set_columns: Vec::new(),
+            primary_key: Vec::new(),
             parent: None,
             row_movement: RowMovement::Disabled,
             tablespace_set: None,

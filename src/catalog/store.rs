@@ -20,7 +20,10 @@ pub const NOTIFY_CHANNEL: &str = "shardwire_catalog";
 
 /// Migration n is `MIGRATIONS[n - 1]`; add the next one at the end. Each runs in the
 /// transaction that records it, so a migration is applied entirely or not at all.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_primary_key.sql"),
+];
 
 /// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog
 /// at once ("shardwir" in ASCII, so an operator can recognise it in pg_locks).
@@ -280,12 +283,17 @@ pub(super) async fn create_table(
         .iter()
         .map(|c| (c.name.as_str(), c.pg_type.as_str()))
         .unzip();
+    let (pk_names, pk_types): (Vec<&str>, Vec<&str>) = t
+        .primary_key
+        .iter()
+        .map(|c| (c.name.as_str(), c.pg_type.as_str()))
+        .unzip();
     let id: i64 = tx
         .query_one(
             "INSERT INTO shardwire_catalog.table_entry (schema_name, table_name, kind, method,
                  key_columns, key_types, set_columns, set_types, parent_id, root_id,
-                 row_movement, state, tablespace_set_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 row_movement, state, tablespace_set_id, pk_columns, pk_types)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
              RETURNING id",
             &[
                 &t.schema,
@@ -301,6 +309,8 @@ pub(super) async fn create_table(
                 &(t.row_movement == RowMovement::Enabled),
                 &TableState::Creating.as_str(),
                 &t.tablespace_set.map(|s| s.0),
+                &pk_names,
+                &pk_types,
             ],
         )
         .await

@@ -130,7 +130,7 @@ fn range_tuple(partition: &str, values: &[Value]) -> Result<String, RewriteError
 
 /// The PostgreSQL bound of a list or range partition; `previous` is the bound of the partition
 /// declared before it (Oracle's `LESS THAN` bounds are upper bounds, in ascending order).
-pub(super) fn bound_sql(
+pub fn bound_sql(
     method: SetMethod,
     partition: &str,
     bound: &PartitionBound,

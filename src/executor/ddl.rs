@@ -1,46 +1,409 @@
-//! DDL the proxy runs itself: CREATE SHARDED/DUPLICATED TABLE, CREATE/DROP TABLESPACE SET,
-//! ALTER TABLE … ROW MOVEMENT, and DROP TABLE / ALTER TABLE / CREATE INDEX on tables the catalog
-//! knows, on every shard that holds them under one two-phase commit.
+//! DDL the proxy runs itself (DESIGN.md §2–§4): CREATE SHARDED/DUPLICATED TABLE and Oracle
+//! NoSQL `CREATE TABLE`, CREATE/DROP TABLESPACE SET, ALTER TABLE … ROW MOVEMENT, and DROP TABLE /
+//! ALTER TABLE / CREATE INDEX / DROP INDEX on tables the catalog holds, on every shard that holds
+//! them under one two-phase commit. [`recognise`] decides what is ours; [`execute`] runs it.
+//!
+//! A CREATE is recorded in the catalog as CREATING before any shard sees it, runs on every shard
+//! as one all-or-nothing unit, and becomes ACTIVE; when the shards refuse or cannot be reached,
+//! the entry is deleted again, so neither the shards nor the catalog keep anything. A DROP marks
+//! the table DROPPING, drops it everywhere at once, then deletes the entry.
+
+use std::collections::BTreeMap;
 
 use tokio_postgres::error::SqlState;
 
-use crate::catalog::Snapshot;
+pub use super::recognise::recognise;
+
+use super::layout::{self, DEFAULT_SCHEMA};
+use crate::catalog::{CatalogError, RowMovement, ShardId, Snapshot, Table, TableKind, TableState};
+use crate::ddl::ast::{AlterRowMovement, CreateTable, CreateTablespaceSet, DropTablespaceSet};
+use crate::ddl::rewrite::{self, CreateOutcome, QualifiedName, RewriteError, ShardStatements};
+use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
 use crate::server::ServerCtx;
+use crate::txn::TxnError;
 
-/// A statement the proxy executes itself, recognised by [`recognise`].
+/// A statement the proxy executes itself, as [`recognise`] found it.
 #[derive(Debug)]
-pub struct ProxyDdl {
-    pub sql: String,
+pub enum ProxyDdl {
+    /// Parsed by shardwire's own DDL parser.
+    Sharding(Box<Statement>),
+    /// `DROP TABLE` of recorded tables, in the order named.
+    DropTables { tables: Vec<QualifiedName> },
+    /// `ALTER TABLE` or `CREATE INDEX` on a recorded table: the text runs on every shard holding it.
+    OnTable {
+        table: QualifiedName,
+        sql: String,
+        tag: &'static str,
+    },
+    /// `DROP INDEX`: runs wherever one of the indexes exists.
+    DropIndex {
+        indexes: Vec<QualifiedName>,
+        sql: String,
+    },
+    /// Recognised as ours, and refused before anything ran.
+    Refused(ExecError),
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    #[error("sharding DDL is not available yet")]
-    NotAvailable,
+    #[error("{source}")]
+    Parse {
+        source: DdlError,
+        /// 1-based character position in the statement, as PostgreSQL reports it.
+        position: Option<u32>,
+    },
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Txn(#[from] TxnError),
+    #[error(
+        "sharding DDL must be sent as a statement of its own: send it alone, \
+         not together with other statements in one query string"
+    )]
+    MultiStatement,
+    #[error(
+        "DROP TABLE names tables the proxy shards ({}) together with tables it does not ({}); \
+         drop them in separate statements", held.join(", "), others.join(", ")
+    )]
+    MixedDrop {
+        held: Vec<String>,
+        others: Vec<String>,
+    },
+    #[error("{table} is a sharded table: {what} is not supported")]
+    Unsupported { table: String, what: &'static str },
+    #[error("{table} is a {kind} table; ROW MOVEMENT applies to sharded tables only")]
+    NotSharded { table: String, kind: TableKind },
+    #[error(
+        "cannot enable row movement on {table} before its child table {child}: enable it on the \
+         family's children first (ALTER TABLE {child} ENABLE ROW MOVEMENT), then on their parent"
+    )]
+    ChildWithoutRowMovement { table: String, child: String },
+    #[error(
+        "cannot disable row movement on {table} while its parent {parent} has it: disable it on \
+         the parent first"
+    )]
+    ParentWithRowMovement { table: String, parent: String },
+    #[error("table {table} is {state}; only DROP TABLE can run on it now")]
+    NotActive { table: String, state: TableState },
+    #[error("shard \"{name}\" is not a configured shard")]
+    UnknownShard { name: String },
+    #[error("the catalog and the proxy disagree: {0}")]
+    CatalogMismatch(String),
+}
+
+impl ExecError {
+    pub fn parse(source: DdlError, sql: &str) -> ExecError {
+        let position = source.error_position(sql);
+        ExecError::Parse { source, position }
+    }
+
+    /// The statement position an error points at (ErrorResponse field `P`).
+    pub fn position(&self) -> Option<u32> {
+        match self {
+            ExecError::Parse { position, .. } => *position,
+            ExecError::Rewrite(_)
+            | ExecError::Catalog(_)
+            | ExecError::Txn(_)
+            | ExecError::MultiStatement
+            | ExecError::MixedDrop { .. }
+            | ExecError::Unsupported { .. }
+            | ExecError::NotSharded { .. }
+            | ExecError::ChildWithoutRowMovement { .. }
+            | ExecError::ParentWithRowMovement { .. }
+            | ExecError::NotActive { .. }
+            | ExecError::UnknownShard { .. }
+            | ExecError::CatalogMismatch(_) => None,
+        }
+    }
 }
 
 impl ClientError for ExecError {
     fn sqlstate(&self) -> SqlState {
         match self {
-            ExecError::NotAvailable => SqlState::FEATURE_NOT_SUPPORTED,
+            ExecError::Parse { source, .. } => source.sqlstate(),
+            ExecError::Rewrite(e) => e.sqlstate(),
+            ExecError::Catalog(e) => e.sqlstate(),
+            ExecError::Txn(e) => e.sqlstate(),
+            ExecError::MultiStatement
+            | ExecError::MixedDrop { .. }
+            | ExecError::Unsupported { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            ExecError::NotSharded { .. } => SqlState::WRONG_OBJECT_TYPE,
+            ExecError::ChildWithoutRowMovement { .. }
+            | ExecError::ParentWithRowMovement { .. }
+            | ExecError::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
+            ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
         }
     }
+
     fn client_message(&self) -> String {
         self.to_string()
     }
 }
 
-/// Whether the proxy must execute `sql` itself. Runs for every simple query whose first word is
-/// CREATE, DROP or ALTER, so it decides from the leading words before parsing anything.
-pub fn recognise(sql: &[u8], _snapshot: &Snapshot) -> Option<ProxyDdl> {
-    let text = std::str::from_utf8(sql).ok()?;
-    crate::ddl::is_sharding_ddl(text).then(|| ProxyDdl {
-        sql: text.to_string(),
-    })
+/// Runs a recognised statement; the result is its command tag.
+pub async fn execute(ctx: &ServerCtx, ddl: ProxyDdl) -> Result<String, ExecError> {
+    let tag = match ddl {
+        ProxyDdl::Sharding(statement) => match *statement {
+            Statement::CreateTable(t) => create_table(ctx, &t).await?,
+            Statement::CreateTablespaceSet(s) => create_tablespace_set(ctx, &s).await?,
+            Statement::DropTablespaceSet(s) => drop_tablespace_set(ctx, &s).await?,
+            Statement::AlterRowMovement(a) => row_movement(ctx, &a).await?,
+        },
+        ProxyDdl::DropTables { tables } => drop_tables(ctx, &tables).await?,
+        ProxyDdl::OnTable { table, sql, tag } => on_table(ctx, &table, &sql, tag).await?,
+        ProxyDdl::DropIndex { indexes, sql } => drop_index(ctx, &indexes, sql).await?,
+        ProxyDdl::Refused(e) => return Err(e),
+    };
+    Ok(tag.to_owned())
 }
 
-/// Runs a recognised statement; the result is its command tag.
-pub async fn execute(_ctx: &ServerCtx, _ddl: ProxyDdl) -> Result<String, ExecError> {
-    Err(ExecError::NotAvailable)
+/// The freshest snapshot: DDL decides from what the catalog holds now, not from what this
+/// proxy last heard (another proxy may have changed it within the last second).
+async fn fresh_snapshot(ctx: &ServerCtx) -> Result<std::sync::Arc<Snapshot>, ExecError> {
+    Ok(ctx.catalog.reload().await?)
+}
+
+async fn run_on_shards(ctx: &ServerCtx, work: ShardStatements) -> Result<(), ExecError> {
+    ctx.coordinator.run(work.into_iter().collect()).await?;
+    Ok(())
+}
+
+fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table, ExecError> {
+    snapshot
+        .table_by_name(&name.schema, &name.name)
+        .ok_or_else(|| {
+            RewriteError::UndefinedTable {
+                table: name.to_string(),
+            }
+            .into()
+        })
+}
+
+fn require_active(table: &Table) -> Result<(), ExecError> {
+    match table.state {
+        TableState::Active => Ok(()),
+        state @ (TableState::Creating | TableState::Dropping) => Err(ExecError::NotActive {
+            table: table.qualified_name(),
+            state,
+        }),
+    }
+}
+
+async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'static str, ExecError> {
+    let snapshot = fresh_snapshot(ctx).await?;
+    let rctx = layout::rewrite_context(&snapshot, &ctx.config)?;
+    let plan = match rewrite::rewrite_create(&rctx, statement)? {
+        CreateOutcome::Create(plan) => plan,
+        CreateOutcome::AlreadyExists(name) => {
+            tracing::info!(table = %name, "CREATE TABLE IF NOT EXISTS: already exists, skipping");
+            return Ok("CREATE TABLE");
+        }
+    };
+    let entry = layout::new_table(&snapshot, &plan)?;
+    let id = ctx.catalog.create_table(&entry).await?;
+    tracing::info!(table = %plan.layout.name, shards = plan.per_shard.len(), "creating table");
+    if let Err(e) = run_on_shards(ctx, plan.per_shard).await {
+        let outcome_unknown = matches!(
+            e,
+            ExecError::Txn(TxnError::ResolutionUnknown { .. } | TxnError::CommitUnknown { .. })
+        );
+        if outcome_unknown {
+            // The table may exist on the shards after all: keep the entry (CREATING) so that
+            // DROP TABLE can remove whatever is there.
+            tracing::warn!(table = %plan.layout.name, error = %e, "CREATE outcome unknown");
+        } else if let Err(cleanup) = ctx.catalog.delete_table(id).await {
+            tracing::error!(table = %plan.layout.name, error = %cleanup,
+                "CREATE failed and its catalog entry could not be removed; DROP TABLE removes it");
+        }
+        return Err(e);
+    }
+    ctx.catalog.set_state(id, TableState::Active).await?;
+    Ok("CREATE TABLE")
+}
+
+/// `DROP TABLE a, b, …`: children may be dropped in the same statement as their parent when
+/// they are named before it.
+async fn drop_tables(ctx: &ServerCtx, names: &[QualifiedName]) -> Result<&'static str, ExecError> {
+    let snapshot = fresh_snapshot(ctx).await?;
+    let mut rctx = layout::rewrite_context(&snapshot, &ctx.config)?;
+    let mut work: ShardStatements = BTreeMap::new();
+    let mut dropped = Vec::new();
+    for name in names {
+        let table = lookup(&snapshot, name)?;
+        let mut per_shard = rewrite::drop_table(&rctx, name)?;
+        if table.state != TableState::Active {
+            // A CREATE or DROP that did not finish may have left it on some shards only.
+            for statements in per_shard.values_mut() {
+                *statements = vec![format!("DROP TABLE IF EXISTS {name}")];
+            }
+        }
+        rctx.tables.remove(name);
+        for (shard, statements) in per_shard {
+            work.entry(shard).or_default().extend(statements);
+        }
+        dropped.push(table);
+    }
+    for table in &dropped {
+        if table.state != TableState::Dropping {
+            ctx.catalog
+                .set_state(table.id, TableState::Dropping)
+                .await?;
+        }
+    }
+    run_on_shards(ctx, work).await?;
+    for table in &dropped {
+        ctx.catalog.delete_table(table.id).await?;
+    }
+    Ok("DROP TABLE")
+}
+
+async fn on_table(
+    ctx: &ServerCtx,
+    name: &QualifiedName,
+    sql: &str,
+    tag: &'static str,
+) -> Result<&'static str, ExecError> {
+    let snapshot = fresh_snapshot(ctx).await?;
+    let table = lookup(&snapshot, name)?;
+    require_active(table)?;
+    let layout = layout::table_layout(&snapshot, table)?;
+    run_on_shards(ctx, rewrite::passthrough(&layout, sql)).await?;
+    Ok(tag)
+}
+
+/// An index name does not say which table it belongs to: the statement runs on every shard
+/// where one of the indexes exists, and on the first shard when none has it (so PostgreSQL
+/// reports the missing index, or notes it under IF EXISTS).
+async fn drop_index(
+    ctx: &ServerCtx,
+    indexes: &[QualifiedName],
+    sql: String,
+) -> Result<&'static str, ExecError> {
+    let names: Vec<String> = indexes.iter().map(ToString::to_string).collect();
+    let mut work = ShardStatements::new();
+    for shard in ctx.control.shards() {
+        let on_shard = |e| TxnError::on_shard(&shard.label, e);
+        let conn = shard.pool.get().await.map_err(on_shard)?;
+        let row = conn
+            .query_one(
+                "SELECT bool_or(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n",
+                &[&names],
+            )
+            .await
+            .map_err(|e| on_shard(e.into()))?;
+        if row.get::<_, Option<bool>>(0).unwrap_or(false) {
+            work.insert(shard.label.id, vec![sql.clone()]);
+        }
+    }
+    if work.is_empty() {
+        work.insert(ShardId(0), vec![sql]);
+    }
+    run_on_shards(ctx, work).await?;
+    Ok("DROP INDEX")
+}
+
+fn object_name(name: &ObjectName) -> Result<QualifiedName, ExecError> {
+    match name.parts.as_slice() {
+        [table] => Ok(QualifiedName::new(DEFAULT_SCHEMA, &table.value)),
+        [schema, table] => Ok(QualifiedName::new(&schema.value, &table.value)),
+        parts => Err(RewriteError::UnsupportedName {
+            name: parts
+                .iter()
+                .map(|p| p.value.as_str())
+                .collect::<Vec<_>>()
+                .join("."),
+        }
+        .into()),
+    }
+}
+
+/// Whether `ancestor` is above `table` in its family.
+fn descends_from(snapshot: &Snapshot, table: &Table, ancestor: &Table) -> bool {
+    let mut parent = table.parent;
+    while let Some(p) = parent {
+        if p == ancestor.id {
+            return true;
+        }
+        parent = snapshot.table(p).and_then(|t| t.parent);
+    }
+    false
+}
+
+/// Row movement is switched on from the leaves of a family up and off from the root down, so a
+/// table that moves its rows never has a child that cannot follow (seeds/004).
+async fn row_movement(ctx: &ServerCtx, a: &AlterRowMovement) -> Result<&'static str, ExecError> {
+    let snapshot = fresh_snapshot(ctx).await?;
+    let table = lookup(&snapshot, &object_name(&a.table)?)?;
+    require_active(table)?;
+    if table.kind != TableKind::Sharded {
+        return Err(ExecError::NotSharded {
+            table: table.qualified_name(),
+            kind: table.kind,
+        });
+    }
+    let movement = RowMovement::from(a.movement);
+    match movement {
+        RowMovement::Enabled => {
+            let lacking = snapshot.family(table.id).into_iter().find(|t| {
+                descends_from(&snapshot, t, table) && t.row_movement != RowMovement::Enabled
+            });
+            if let Some(child) = lacking {
+                return Err(ExecError::ChildWithoutRowMovement {
+                    table: table.name.clone(),
+                    child: child.name.clone(),
+                });
+            }
+        }
+        RowMovement::Disabled => {
+            let parent = table.parent.and_then(|p| snapshot.table(p));
+            if let Some(parent) = parent.filter(|p| p.row_movement == RowMovement::Enabled) {
+                return Err(ExecError::ParentWithRowMovement {
+                    table: table.name.clone(),
+                    parent: parent.name.clone(),
+                });
+            }
+        }
+    }
+    ctx.catalog.set_row_movement(table.id, movement).await?;
+    Ok("ALTER TABLE")
+}
+
+async fn create_tablespace_set(
+    ctx: &ServerCtx,
+    s: &CreateTablespaceSet,
+) -> Result<&'static str, ExecError> {
+    let snapshot = ctx.catalog.snapshot();
+    let shards = s
+        .shards
+        .iter()
+        .map(|name| {
+            snapshot
+                .shard_by_name(&name.value)
+                .map(|shard| shard.id)
+                .ok_or_else(|| ExecError::UnknownShard {
+                    name: name.value.clone(),
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ctx.catalog
+        .create_tablespace_set(&s.name.value, &shards)
+        .await?;
+    Ok("CREATE TABLESPACE SET")
+}
+
+async fn drop_tablespace_set(
+    ctx: &ServerCtx,
+    s: &DropTablespaceSet,
+) -> Result<&'static str, ExecError> {
+    match ctx.catalog.drop_tablespace_set(&s.name.value).await {
+        Err(CatalogError::NoSuchTablespaceSet(name)) if s.if_exists => {
+            tracing::info!(%name, "DROP TABLESPACE SET IF EXISTS: does not exist, skipping");
+        }
+        result => result?,
+    }
+    Ok("DROP TABLESPACE SET")
 }

@@ -2,3 +2,5 @@
 //! must reach every shard holding a table.
 
 pub mod ddl;
+pub mod layout;
+mod recognise;

@@ -301,11 +301,12 @@ impl Session {
             } else {
                 match ddl::execute(&self.ctx, ddl).await {
                     Ok(tag) => protocol::command_complete(&mut out, &tag),
-                    Err(e) => protocol::error_response(
+                    Err(e) => protocol::error_response_at(
                         &mut out,
                         Severity::Error,
                         &e.sqlstate(),
                         &e.client_message(),
+                        e.position(),
                     ),
                 }
             }

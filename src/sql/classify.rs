@@ -154,7 +154,7 @@ fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
 }
 
 /// The first `N` words of a statement, after whitespace and comments; missing words are empty.
-fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
+pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     let mut words: [&[u8]; N] = [&[]; N];
     let mut found = 0;
     let mut i = 0;

@@ -1,0 +1,293 @@
+//! The catalog's tables ([`catalog::Table`]) and the rewrite's view of them
+//! ([`TableLayout`]), both ways: the executor builds a [`RewriteContext`] from a snapshot before
+//! it rewrites a CREATE, and records the rewrite's [`TablePlan`] as a [`NewTable`].
+//!
+//! The catalog stores less than a layout holds; the rest is derived:
+//! - a family child stores only its own key columns, in the order of the root's key (and of the
+//!   root's partition-set key), so its column map pairs them up by position;
+//! - a child's chunks, partition sets and partitions are its root's (a child is partitioned
+//!   exactly like its root), with relation names made from the child's own name;
+//! - partition bounds are stored as literals; SQL text reads a quoted literal as any type, so
+//!   `'10'` re-renders a bound first written `10` with the same meaning.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{self, NewPartition, NewTable, PartitionSet, Snapshot, Table};
+use crate::config::Config;
+use crate::ddl::ast::{self, SetMethod};
+use crate::ddl::render::{bound_sql, partition_relation};
+use crate::ddl::rewrite::{
+    ChunkMap, DistributionKind, FamilyLink, KeyColumn, PartitionPlacement, PartitionPlan,
+    QualifiedName, RewriteContext, ShardingMethod, TableLayout, TablePlan,
+};
+
+use super::ddl::ExecError;
+
+/// The schema an unqualified table name means. Sessions' `search_path` is not consulted yet:
+/// the proxy's own control sessions resolve names in `public` too, so both agree.
+pub const DEFAULT_SCHEMA: &str = "public";
+
+pub fn qualified(table: &Table) -> QualifiedName {
+    QualifiedName::new(&table.schema, &table.name)
+}
+
+fn mismatch(table: &Table, what: &str) -> ExecError {
+    ExecError::CatalogMismatch(format!("table {}: {what}", table.qualified_name()))
+}
+
+/// What the rewrite needs: shards, tablespace sets and tablespaces, and every recorded table.
+pub fn rewrite_context(snapshot: &Snapshot, config: &Config) -> Result<RewriteContext, ExecError> {
+    let mut tables = BTreeMap::new();
+    for table in snapshot.tables() {
+        tables.insert(qualified(table), table_layout(snapshot, table)?);
+    }
+    Ok(RewriteContext {
+        shards: snapshot.shards().iter().map(|s| s.name.clone()).collect(),
+        tablespace_sets: snapshot
+            .tablespace_sets()
+            .iter()
+            .map(|s| (s.name.clone(), s.shards.clone()))
+            .collect(),
+        tablespaces: snapshot
+            .tablespaces()
+            .iter()
+            .map(|t| (t.name.clone(), t.shard))
+            .collect(),
+        chunks_per_shard: config.proxy.chunks_per_shard,
+        default_schema: DEFAULT_SCHEMA.to_owned(),
+        tables,
+    })
+}
+
+fn key_columns(columns: &[catalog::KeyColumn]) -> Vec<KeyColumn> {
+    columns
+        .iter()
+        .map(|c| KeyColumn {
+            name: c.name.clone(),
+            pg_type: c.pg_type.clone(),
+        })
+        .collect()
+}
+
+fn catalog_columns(columns: &[KeyColumn]) -> Vec<catalog::KeyColumn> {
+    columns
+        .iter()
+        .map(|c| catalog::KeyColumn::new(&c.name, &c.pg_type))
+        .collect()
+}
+
+fn ast_bound(bound: &catalog::PartitionBound) -> ast::PartitionBound {
+    let values = |vs: &[catalog::BoundValue]| {
+        vs.iter()
+            .map(|v| match v {
+                catalog::BoundValue::Literal(s) => ast::Value::String(s.clone()),
+                catalog::BoundValue::Null => ast::Value::Null,
+                catalog::BoundValue::Default => ast::Value::Default,
+                catalog::BoundValue::MaxValue => ast::Value::MaxValue,
+            })
+            .collect()
+    };
+    match bound {
+        catalog::PartitionBound::In(tuples) => {
+            ast::PartitionBound::In(tuples.iter().map(|t| values(t)).collect())
+        }
+        catalog::PartitionBound::LessThan(vs) => ast::PartitionBound::LessThan(values(vs)),
+    }
+}
+
+/// A root's method as the rewrite names it; `None` for a child's `Reference`.
+fn root_method(method: catalog::ShardingMethod) -> Option<ShardingMethod> {
+    use catalog::ShardingMethod as M;
+    match method {
+        M::ConsistentHash => Some(ShardingMethod::ConsistentHash),
+        M::List => Some(ShardingMethod::List),
+        M::Range => Some(ShardingMethod::Range),
+        M::CompositeList => Some(ShardingMethod::Composite(SetMethod::List)),
+        M::CompositeRange => Some(ShardingMethod::Composite(SetMethod::Range)),
+        M::Reference => None,
+    }
+}
+
+fn distribution(kind: catalog::TableKind) -> DistributionKind {
+    match kind {
+        catalog::TableKind::Sharded => DistributionKind::Sharded,
+        catalog::TableKind::Duplicated => DistributionKind::Duplicated,
+        catalog::TableKind::Unsharded => DistributionKind::Unsharded,
+    }
+}
+
+/// The rewrite's view of a recorded table.
+pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, ExecError> {
+    let root = snapshot
+        .root_of(table.id)
+        .ok_or_else(|| mismatch(table, "its family's root is missing"))?;
+    let method = match root.method {
+        Some(m) => Some(root_method(m).ok_or_else(|| mismatch(root, "a root by reference"))?),
+        None => None,
+    };
+    let family = match table.parent {
+        None => None,
+        Some(parent) => {
+            let parent = snapshot
+                .table(parent)
+                .ok_or_else(|| mismatch(table, "its parent is missing"))?;
+            let pair = |own: &[catalog::KeyColumn], roots: &[catalog::KeyColumn]| {
+                own.iter()
+                    .zip(roots)
+                    .map(|(c, r)| (c.name.clone(), r.name.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let mut column_map = pair(&table.partition_set_columns, &root.partition_set_columns);
+            column_map.extend(pair(&table.key_columns, &root.key_columns));
+            Some(FamilyLink {
+                root: qualified(root),
+                parent: qualified(parent),
+                column_map,
+            })
+        }
+    };
+    let chunks = match (table.kind, method) {
+        (catalog::TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => {
+            Some(ChunkMap(root.chunks.clone()))
+        }
+        _ => None,
+    };
+    let set_name = |id| {
+        snapshot
+            .tablespace_set(id)
+            .map(|s| s.name.clone())
+            .ok_or_else(|| mismatch(table, "its tablespace set is missing"))
+    };
+    let mut partitions = Vec::new();
+    let plan = |name: &str,
+                bound: &catalog::PartitionBound,
+                previous: Option<&ast::PartitionBound>,
+                placement: PartitionPlacement| {
+        let bound = ast_bound(bound);
+        let set_method = match method {
+            Some(ShardingMethod::Composite(m)) => m,
+            Some(ShardingMethod::Range) => SetMethod::Range,
+            _ => SetMethod::List,
+        };
+        let bound_sql = bound_sql(set_method, name, &bound, previous)?;
+        Ok::<_, ExecError>(PartitionPlan {
+            name: name.to_owned(),
+            relation: partition_relation(&table.name, name),
+            bound,
+            bound_sql,
+            placement,
+        })
+    };
+    let mut previous: Option<ast::PartitionBound> = None;
+    for set in &root.partition_sets {
+        let placement = PartitionPlacement::TablespaceSet {
+            name: set_name(set.tablespace_set)?,
+            chunks: ChunkMap(set.chunks.clone()),
+        };
+        let p = plan(&set.name, &set.bound, previous.as_ref(), placement)?;
+        previous = Some(p.bound.clone());
+        partitions.push(p);
+    }
+    for part in &root.partitions {
+        let placement = PartitionPlacement::Tablespace {
+            name: part.tablespace.clone(),
+            shard: part.shard,
+        };
+        let p = plan(&part.name, &part.bound, previous.as_ref(), placement)?;
+        previous = Some(p.bound.clone());
+        partitions.push(p);
+    }
+    Ok(TableLayout {
+        name: qualified(table),
+        kind: distribution(table.kind),
+        method,
+        key: key_columns(&table.key_columns),
+        set_key: key_columns(&table.partition_set_columns),
+        primary_key: key_columns(&table.primary_key),
+        family,
+        chunks,
+        partitions,
+        tablespace_set: table.tablespace_set.map(set_name).transpose()?,
+        shards: snapshot.shards_of(table.id),
+    })
+}
+
+/// The catalog entry that records a rewritten CREATE.
+pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, ExecError> {
+    use catalog::ShardingMethod as M;
+    let layout = &plan.layout;
+    let missing = |what: String| ExecError::CatalogMismatch(format!("{}: {what}", layout.name));
+    let set_id = |name: &str| {
+        snapshot
+            .tablespace_set_by_name(name)
+            .map(|s| s.id)
+            .ok_or_else(|| missing(format!("tablespace set {name} is not in the catalog")))
+    };
+    let parent = match &layout.family {
+        None => None,
+        Some(f) => Some(
+            snapshot
+                .table_by_name(&f.parent.schema, &f.parent.name)
+                .ok_or_else(|| missing(format!("parent {} is not in the catalog", f.parent)))?
+                .id,
+        ),
+    };
+    let method = match (parent, layout.method) {
+        (Some(_), _) => Some(M::Reference),
+        (None, m) => m.map(|m| match m {
+            ShardingMethod::ConsistentHash => M::ConsistentHash,
+            ShardingMethod::List => M::List,
+            ShardingMethod::Range => M::Range,
+            ShardingMethod::Composite(SetMethod::List) => M::CompositeList,
+            ShardingMethod::Composite(SetMethod::Range) => M::CompositeRange,
+        }),
+    };
+    let kind = match layout.kind {
+        DistributionKind::Sharded => catalog::TableKind::Sharded,
+        DistributionKind::Duplicated => catalog::TableKind::Duplicated,
+        DistributionKind::Unsharded => catalog::TableKind::Unsharded,
+    };
+    let chunks = match (kind, parent) {
+        (catalog::TableKind::Unsharded, _) => layout.shards.clone(),
+        (_, Some(_)) => Vec::new(),
+        (_, None) => layout
+            .chunks
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.0.clone()),
+    };
+    let mut partition_sets = Vec::new();
+    let mut partitions = Vec::new();
+    // A child's partitions are its root's; only a root records them.
+    for p in layout.partitions.iter().filter(|_| parent.is_none()) {
+        match &p.placement {
+            PartitionPlacement::TablespaceSet { name, chunks } => {
+                partition_sets.push(PartitionSet {
+                    name: p.name.clone(),
+                    bound: (&p.bound).into(),
+                    tablespace_set: set_id(name)?,
+                    chunks: chunks.0.clone(),
+                })
+            }
+            PartitionPlacement::Tablespace { name, .. } => partitions.push(NewPartition {
+                name: p.name.clone(),
+                bound: (&p.bound).into(),
+                tablespace: name.clone(),
+            }),
+        }
+    }
+    Ok(NewTable {
+        schema: layout.name.schema.clone(),
+        name: layout.name.name.clone(),
+        kind,
+        method,
+        key_columns: catalog_columns(&layout.key),
+        partition_set_columns: catalog_columns(&layout.set_key),
+        primary_key: catalog_columns(&layout.primary_key),
+        parent,
+        row_movement: plan.row_movement.into(),
+        tablespace_set: layout.tablespace_set.as_deref().map(set_id).transpose()?,
+        chunks,
+        partition_sets,
+        partitions,
+    })
+}

@@ -1,0 +1,288 @@
+//! Which CREATE / DROP / ALTER statements the proxy runs itself. This runs for every simple query
+//! that starts with one of those words, so it looks at the leading words first and parses only
+//! statements that can concern it: shardwire's own parser for sharding DDL and `CREATE TABLE`,
+//! PostgreSQL's (pg_query) for `DROP TABLE`, `ALTER TABLE`, `CREATE [UNIQUE] INDEX` and
+//! `DROP INDEX`, and those only while the catalog holds a table.
+
+use pg_query::protobuf::{AlterTableType, ObjectType, RangeVar};
+use pg_query::NodeEnum;
+
+use super::ddl::{ExecError, ProxyDdl};
+use super::layout::DEFAULT_SCHEMA;
+use crate::catalog::Snapshot;
+use crate::ddl::lexer::{tokenize, TokenKind};
+use crate::ddl::rewrite::QualifiedName;
+use crate::ddl::{self, CreateTable, Statement, TableKind};
+use crate::sql::classify::leading_words;
+
+/// Whether the proxy must execute `sql` itself; `None` sends it to PostgreSQL unchanged.
+pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
+    let [w0, w1, w2] = leading_words::<3>(sql);
+    let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+    let text = std::str::from_utf8(sql).ok()?;
+    if ddl::is_sharding_ddl(text) {
+        return Some(sharding_statement(text));
+    }
+    if is(w0, "create") && is(w1, "table") {
+        return create_table(text, snapshot);
+    }
+    let postgres_form = (is(w0, "drop") && (is(w1, "table") || is(w1, "index")))
+        || (is(w0, "alter") && is(w1, "table"))
+        || (is(w0, "create") && (is(w1, "index") || (is(w1, "unique") && is(w2, "index"))));
+    if !postgres_form || snapshot.tables().is_empty() {
+        return None;
+    }
+    postgres_statement(text, snapshot)
+}
+
+/// How many statements the text holds (by shardwire's lexer), or `None` when it cannot tell.
+fn statement_count(sql: &str) -> Option<usize> {
+    let (tokens, _) = tokenize(sql).ok()?;
+    let mut count = 0;
+    let mut in_statement = false;
+    for t in &tokens {
+        if t.kind == TokenKind::Semicolon {
+            in_statement = false;
+        } else if !in_statement {
+            in_statement = true;
+            count += 1;
+        }
+    }
+    Some(count)
+}
+
+fn sharding_statement(text: &str) -> ProxyDdl {
+    if statement_count(text).is_some_and(|n| n > 1) {
+        return ProxyDdl::Refused(ExecError::MultiStatement);
+    }
+    match ddl::parse(text) {
+        Ok(statement) => ProxyDdl::Sharding(Box::new(statement)),
+        Err(e) => ProxyDdl::Refused(ExecError::parse(e, text)),
+    }
+}
+
+/// A plain `CREATE TABLE` is the proxy's when PostgreSQL could not run it as written (Oracle
+/// NoSQL syntax), when it declares a NoSQL shard key, when it is written `parent.child` with
+/// `parent` a recorded table (a NoSQL child), or when a foreign key names a recorded table (the
+/// sharding rules decide whether that is allowed). Anything else goes to PostgreSQL unchanged,
+/// including text this parser cannot read.
+fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
+    let statements = ddl::parse_script(text).ok()?;
+    let ours = |s: &Statement| match s {
+        Statement::CreateTable(t) => is_ours(t, snapshot),
+        Statement::CreateTablespaceSet(_)
+        | Statement::DropTablespaceSet(_)
+        | Statement::AlterRowMovement(_) => true,
+    };
+    match statements.as_slice() {
+        [only] if ours(only) => Some(ProxyDdl::Sharding(Box::new(only.clone()))),
+        many if many.len() > 1 && many.iter().any(ours) => {
+            Some(ProxyDdl::Refused(ExecError::MultiStatement))
+        }
+        _ => None,
+    }
+}
+
+fn is_ours(t: &CreateTable, snapshot: &Snapshot) -> bool {
+    let held = |name: &ddl::ObjectName| match name.parts.as_slice() {
+        [table] => snapshot
+            .table_by_name(DEFAULT_SCHEMA, &table.value)
+            .is_some(),
+        [schema, table] => snapshot
+            .table_by_name(&schema.value, &table.value)
+            .is_some(),
+        _ => false,
+    };
+    let nosql_child = match t.name.parts.as_slice() {
+        [parent, _] => snapshot
+            .table_by_name(DEFAULT_SCHEMA, &parent.value)
+            .is_some(),
+        _ => false,
+    };
+    let references_held = t.constraints.iter().any(|c| match &c.body {
+        ddl::ConstraintBody::ForeignKey { target, .. } => held(&target.table),
+        _ => false,
+    });
+    t.non_postgres_syntax || t.kind != TableKind::Plain || nosql_child || references_held
+}
+
+fn range_var_name(r: &RangeVar) -> QualifiedName {
+    let schema = if r.schemaname.is_empty() {
+        DEFAULT_SCHEMA
+    } else {
+        &r.schemaname
+    };
+    QualifiedName::new(schema, &r.relname)
+}
+
+/// The names a DROP lists, each as (schema, name).
+fn dropped_names(objects: &[pg_query::Node]) -> Vec<QualifiedName> {
+    objects
+        .iter()
+        .filter_map(|o| match o.node.as_ref()? {
+            NodeEnum::List(list) => {
+                let parts: Vec<&str> = list
+                    .items
+                    .iter()
+                    .filter_map(|i| match i.node.as_ref()? {
+                        NodeEnum::String(s) => Some(s.sval.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                match parts.as_slice() {
+                    [name] => Some(QualifiedName::new(DEFAULT_SCHEMA, *name)),
+                    [.., schema, name] => Some(QualifiedName::new(*schema, *name)),
+                    [] => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn postgres_statement(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
+    let parsed = pg_query::parse(text, 0).ok()?;
+    let stmts = &parsed.protobuf.stmts;
+    let mut ours = stmts
+        .iter()
+        .filter_map(|raw| classify(raw.stmt.as_ref()?.node.as_ref()?, text, snapshot));
+    let first = ours.next()?;
+    if stmts.len() > 1 {
+        return Some(ProxyDdl::Refused(ExecError::MultiStatement));
+    }
+    Some(first)
+}
+
+fn held(snapshot: &Snapshot, name: &QualifiedName) -> bool {
+    snapshot.table_by_name(&name.schema, &name.name).is_some()
+}
+
+fn unsupported(table: &QualifiedName, what: &'static str) -> Option<ProxyDdl> {
+    Some(ProxyDdl::Refused(ExecError::Unsupported {
+        table: table.to_string(),
+        what,
+    }))
+}
+
+/// The proxy's part in one PostgreSQL statement, if it has one.
+fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
+    let on_table = |table: QualifiedName, tag: &'static str| {
+        Some(ProxyDdl::OnTable {
+            table,
+            sql: text.to_owned(),
+            tag,
+        })
+    };
+    match node {
+        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectTable as i32 => {
+            let names = dropped_names(&d.objects);
+            let (tables, others): (Vec<_>, Vec<_>) =
+                names.into_iter().partition(|n| held(snapshot, n));
+            match (tables.is_empty(), others.is_empty()) {
+                (true, _) => None,
+                (false, true) => Some(ProxyDdl::DropTables { tables }),
+                (false, false) => Some(ProxyDdl::Refused(ExecError::MixedDrop {
+                    held: tables.iter().map(ToString::to_string).collect(),
+                    others: others.iter().map(ToString::to_string).collect(),
+                })),
+            }
+        }
+        // An index does not say its table; it is dropped wherever it exists.
+        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => (!d.concurrent)
+            .then(|| ProxyDdl::DropIndex {
+                indexes: dropped_names(&d.objects),
+                sql: text.to_owned(),
+            }),
+        NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectTable as i32 => {
+            let table = range_var_name(a.relation.as_ref()?);
+            if !held(snapshot, &table) {
+                return None;
+            }
+            let partitions_change = a.cmds.iter().any(|c| {
+                matches!(c.node.as_ref(), Some(NodeEnum::AlterTableCmd(cmd))
+                    if cmd.subtype == AlterTableType::AtAttachPartition as i32
+                        || cmd.subtype == AlterTableType::AtDetachPartition as i32)
+            });
+            if partitions_change {
+                return unsupported(&table, "attaching or detaching partitions");
+            }
+            on_table(table, "ALTER TABLE")
+        }
+        NodeEnum::RenameStmt(r) => {
+            let table = range_var_name(r.relation.as_ref()?);
+            let entry = snapshot.table_by_name(&table.schema, &table.name)?;
+            if r.rename_type == ObjectType::ObjectTable as i32 {
+                return unsupported(&table, "renaming it");
+            }
+            let key_column = entry
+                .key_columns
+                .iter()
+                .chain(&entry.partition_set_columns)
+                .any(|c| c.name == r.subname);
+            if r.rename_type == ObjectType::ObjectColumn as i32 && key_column {
+                return unsupported(&table, "renaming a sharding key column");
+            }
+            on_table(table, "ALTER TABLE")
+        }
+        NodeEnum::AlterObjectSchemaStmt(a) if a.object_type == ObjectType::ObjectTable as i32 => {
+            let table = range_var_name(a.relation.as_ref()?);
+            if !held(snapshot, &table) {
+                return None;
+            }
+            unsupported(&table, "moving it to another schema")
+        }
+        NodeEnum::IndexStmt(i) => {
+            let table = range_var_name(i.relation.as_ref()?);
+            if !held(snapshot, &table) {
+                return None;
+            }
+            if i.concurrent {
+                // CONCURRENTLY cannot run inside the transaction that makes it all-or-nothing.
+                return unsupported(&table, "CREATE INDEX CONCURRENTLY");
+            }
+            on_table(table, "CREATE INDEX")
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recognised(sql: &str) -> Option<ProxyDdl> {
+        recognise(sql.as_bytes(), &Snapshot::default())
+    }
+
+    #[test]
+    fn takes_sharding_ddl_and_nosql_create_table_only() {
+        let sharded =
+            "create sharded table t (id int primary key) partition by consistent hash (id)";
+        assert!(matches!(recognised(sharded), Some(ProxyDdl::Sharding(_))));
+        let nosql = "CREATE TABLE p (name STRING, PRIMARY KEY (name))";
+        assert!(matches!(recognised(nosql), Some(ProxyDdl::Sharding(_))));
+        let shard_key = "CREATE TABLE p (a int, b int, PRIMARY KEY (SHARD(a), b))";
+        assert!(matches!(recognised(shard_key), Some(ProxyDdl::Sharding(_))));
+        assert!(recognised("CREATE TABLE p (id int PRIMARY KEY, v text)").is_none());
+        assert!(recognised("CREATE TABLE p AS SELECT 1").is_none());
+        // Without recorded tables, PostgreSQL DDL is PostgreSQL's.
+        assert!(recognised("DROP TABLE p").is_none());
+        assert!(recognised("CREATE INDEX i ON p (v)").is_none());
+    }
+
+    #[test]
+    fn refuses_mixed_texts_and_reports_syntax_errors_with_their_position() {
+        let mixed = "CREATE SHARDED TABLE t (id int PRIMARY KEY); SELECT 1";
+        assert!(matches!(
+            recognised(mixed),
+            Some(ProxyDdl::Refused(ExecError::MultiStatement))
+        ));
+        let broken = "CREATE SHARDED TABLE t (id int PRIMARY KEY) PARTITION BY HASH (id)";
+        match recognised(broken) {
+            Some(ProxyDdl::Refused(e @ ExecError::Parse { .. })) => {
+                assert_eq!(e.position(), Some(broken.find("HASH").unwrap() as u32 + 1));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
