@@ -57,7 +57,9 @@ url = "postgres://postgres@127.0.0.1:$PGPORT/app"
 [pool]
 size = $POOL
 TOML
-env ${SW_WORKERS:+TOKIO_WORKER_THREADS=$SW_WORKERS} RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
+# SW_WORKERS=1 runs the proxy on one thread, as PgBouncer runs.
+[ -n "${SW_WORKERS:-}" ] && sed -i "s/^database = \"app\"/database = \"app\"\nworkers = $SW_WORKERS/" "$WORK/sw.toml"
+RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
 SWPID=$!
 
 cat >"$WORK/bouncer.ini" <<INI

@@ -14,7 +14,15 @@ pub struct SessionEffect {
 /// Scans every statement of a (possibly multi-statement) query text.
 pub fn session_effect(sql: &[u8]) -> SessionEffect {
     let mut effect = SessionEffect::default();
-    for stmt in Statements::new(sql) {
+    // Most texts hold one statement: only a semicolon makes splitting (which must walk quotes
+    // and comments byte by byte) necessary.
+    let single = [sql];
+    let statements: &mut dyn Iterator<Item = &[u8]> = if memchr::memchr(b';', sql).is_none() {
+        &mut single.into_iter()
+    } else {
+        &mut Statements::new(sql)
+    };
+    for stmt in statements {
         let [w0, w1, w2] = leading_words::<3>(stmt);
         let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
         let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
@@ -184,20 +192,16 @@ pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     words
 }
 
-/// Whether the statement mentions `advisory_lock` or `set_config` (any case): one pass that
-/// compares only where the first letter matches.
+/// Whether the statement mentions `advisory_lock` or `set_config` (any case). Both have an
+/// underscore at a known place, and underscores are rare, so only those are looked around.
 fn mentions_session_function(stmt: &[u8]) -> bool {
-    const ADVISORY: &[u8] = b"advisory_lock";
-    const SET_CONFIG: &[u8] = b"set_config";
-    stmt.iter().enumerate().any(|(i, c)| {
-        let needle = match c | 0x20 {
-            b'a' => ADVISORY,
-            b's' => SET_CONFIG,
-            _ => return false,
-        };
-        stmt.get(i..i + needle.len())
+    let around = |p: usize, before: usize, needle: &[u8]| {
+        p.checked_sub(before)
+            .and_then(|start| stmt.get(start..start + needle.len()))
             .is_some_and(|w| w.eq_ignore_ascii_case(needle))
-    })
+    };
+    memchr::memchr_iter(b'_', stmt)
+        .any(|p| around(p, 8, b"advisory_lock") || around(p, 3, b"set_config"))
 }
 
 fn contains_word(hay: &[u8], word: &[u8]) -> bool {
