@@ -15,6 +15,7 @@ use super::pipeline::{Pending, Pipeline};
 use super::statements::{ClientFrame, StatementNames};
 use crate::admin;
 use crate::backend::{BackendError, Pooled};
+use crate::catalog::ShardId;
 use crate::error::ClientError;
 use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
@@ -244,9 +245,20 @@ impl Session {
                 // Copy data with no copy in progress: PostgreSQL ignores it too.
                 return Ok(());
             }
-            let route = route_unsharded();
-            if let Err(e) = self.acquire(&route).await {
-                self.fail_without_backend(&frame, &e);
+            let shard = match route_unsharded() {
+                Route::Single(shard) => shard,
+                Route::Multi(_) | Route::All => {
+                    self.refuse(
+                        &frame,
+                        &SqlState::FEATURE_NOT_SUPPORTED,
+                        "statements that span several shards are not supported yet",
+                    );
+                    return Ok(());
+                }
+            };
+            if let Err(e) = self.acquire(shard).await {
+                tracing::warn!(error = %e, "no backend connection for the client's statement");
+                self.refuse(&frame, &e.sqlstate(), &e.client_message());
                 return Ok(());
             }
         }
@@ -319,11 +331,7 @@ impl Session {
 
     /// Takes a backend connection for the route and brings its settings in line with the
     /// client's.
-    async fn acquire(&mut self, route: &Route) -> Result<(), BackendError> {
-        let shard = match route {
-            Route::Single(s) => *s,
-            Route::Multi(_) | Route::All => crate::catalog::ShardId(0),
-        };
+    async fn acquire(&mut self, shard: ShardId) -> Result<(), BackendError> {
         let mut b = match self.ctx.pools.shard(shard).get().await {
             Ok(b) => b,
             Err(e) => {
@@ -385,19 +393,12 @@ impl Session {
         }
     }
 
-    /// The client's message could not be sent anywhere: answer it as PostgreSQL would answer a
-    /// failed message, and keep the session usable.
-    fn fail_without_backend(&mut self, frame: &Frame, e: &BackendError) {
-        tracing::warn!(error = %e, "no backend connection for the client's statement");
-        protocol::error_response(
-            &mut self.cout,
-            Severity::Error,
-            &e.sqlstate(),
-            &e.client_message(),
-        );
+    /// The client's message cannot be sent anywhere: answer it as PostgreSQL answers a failed
+    /// message, and keep the session usable.
+    fn refuse(&mut self, frame: &Frame, code: &SqlState, message: &str) {
+        protocol::error_response(&mut self.cout, Severity::Error, code, message);
         match frame.tag {
-            b'Q' | b'F' => protocol::ready_for_query(&mut self.cout, self.tx_status),
-            b'S' => protocol::ready_for_query(&mut self.cout, self.tx_status),
+            b'Q' | b'F' | b'S' => protocol::ready_for_query(&mut self.cout, self.tx_status),
             _ => self.skip_until_sync = true,
         }
     }
