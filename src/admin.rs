@@ -5,6 +5,7 @@
 use crate::catalog::{RowMovement, ShardId, Snapshot, Table};
 use crate::protocol::{ColumnType, ResultSet};
 use crate::server::ServerCtx;
+use crate::txn::{decision_log, Gid};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCommand {
@@ -197,13 +198,94 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
         }
         AdminCommand::ShowShardedTables => sharded_tables(&ctx.catalog.snapshot()),
         AdminCommand::ShowChunks { table } => chunks(&ctx.catalog.snapshot(), table.as_deref()),
-        AdminCommand::ShowTransactions => ResultSet::new(&[
-            ("gid", Text),
-            ("state", Text),
-            ("participants", Text),
-            ("age_seconds", Int8),
-        ]),
+        AdminCommand::ShowTransactions => transactions_columns(),
     };
+    let tag = format!("SHOW {}", rs.rows.len());
+    (rs, tag)
+}
+
+/// PostgreSQL's own message when there is one ("db error" alone says nothing).
+fn pg_error_text(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| e.to_string())
+}
+
+fn transactions_columns() -> ResultSet {
+    ResultSet::new(&[
+        ("gid", ColumnType::Text),
+        ("state", ColumnType::Text),
+        ("participants", ColumnType::Text),
+        ("age_seconds", ColumnType::Int8),
+    ])
+}
+
+/// SHOW TRANSACTIONS: the distributed transactions that are not finished — every shard's
+/// prepared transactions with a shardwire gid, and every decision record in the catalog (a
+/// record outlives its transaction until all participants confirmed). A shard or catalog that
+/// cannot be asked gets a row saying so, so the answer never looks complete when it is not.
+pub async fn transactions(ctx: &ServerCtx) -> (ResultSet, String) {
+    let mut rs = transactions_columns();
+    for shard in ctx.control.shards() {
+        let rows = match shard.pool.get().await {
+            Ok(conn) => conn
+                .query(
+                    "SELECT gid, extract(epoch FROM now() - prepared)::bigint \
+                     FROM pg_catalog.pg_prepared_xacts ORDER BY prepared",
+                    &[],
+                )
+                .await
+                .map_err(|e| pg_error_text(&e)),
+            Err(e) => Err(e.to_string()),
+        };
+        match rows {
+            Ok(rows) => {
+                for row in rows {
+                    let gid: String = row.get(0);
+                    if gid.parse::<Gid>().is_ok() {
+                        let age: i64 = row.get(1);
+                        rs.push(vec![
+                            Some(gid),
+                            Some("prepared".into()),
+                            Some(shard.label.name.clone()),
+                            Some(age.to_string()),
+                        ]);
+                    }
+                }
+            }
+            Err(e) => rs.push(vec![
+                None,
+                Some(format!("shard {} unreachable: {e}", shard.label.name)),
+                Some(shard.label.name.clone()),
+                None,
+            ]),
+        }
+    }
+    let records = match ctx.control.catalog().get().await {
+        // Every record, however old: the retention only marks which ones recovery may forget.
+        Ok(conn) => decision_log::list(&conn, std::time::Duration::from_secs(86_400))
+            .await
+            .map_err(|e| pg_error_text(&e)),
+        Err(e) => Err(e.to_string()),
+    };
+    match records {
+        Ok(records) => {
+            for r in records {
+                rs.push(vec![
+                    Some(r.gid.to_string()),
+                    Some(format!("decided {}", r.decision)),
+                    Some(r.participants.join(",")),
+                    None,
+                ]);
+            }
+        }
+        Err(e) => rs.push(vec![
+            None,
+            Some(format!("catalog unreachable: {e}")),
+            None,
+            None,
+        ]),
+    }
     let tag = format!("SHOW {}", rs.rows.len());
     (rs, tag)
 }

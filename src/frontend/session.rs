@@ -298,7 +298,10 @@ impl Session {
         let mut out = BytesMut::new();
         if is("show") {
             let cmd = admin::parse(sql)?;
-            let (rs, tag) = admin::answer(&cmd, &self.ctx);
+            let (rs, tag) = match cmd {
+                admin::AdminCommand::ShowTransactions => admin::transactions(&self.ctx).await,
+                other => admin::answer(&other, &self.ctx),
+            };
             rs.encode(&tag, &mut out);
         } else if is("create") || is("drop") || is("alter") {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;

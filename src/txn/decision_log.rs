@@ -38,6 +38,12 @@ impl Decision {
     }
 }
 
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_sql())
+    }
+}
+
 /// One row of the log.
 #[derive(Debug, Clone)]
 pub struct DecisionRecord {

@@ -1,0 +1,100 @@
+//! The statements the proxy answers itself, through psql as a user types them.
+
+mod common;
+
+use common::{shards, TestProxy};
+use shardwire::txn::{ClusterTag, GidGenerator};
+
+fn psql_rows(proxy: &TestProxy, sql: &str) -> String {
+    let out = common::psql(&proxy.conn_string(), &["-A", "-t"], &format!("{sql}\n"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn show_shards_pools_and_version() {
+    let proxy = TestProxy::start();
+    let shards_out = psql_rows(&proxy, "SHOW SHARDS;");
+    let lines: Vec<&str> = shards_out.lines().filter(|l| l.contains('|')).collect();
+    assert_eq!(lines.len(), proxy.config.shards.len(), "{shards_out}");
+    for (line, shard) in lines.iter().zip(&proxy.config.shards) {
+        assert!(
+            line.starts_with(&format!("{}|127.0.0.1|", shard.name)),
+            "{line}"
+        );
+    }
+    let version = psql_rows(&proxy, "show version;");
+    assert!(
+        version.contains(&format!("shardwire {}", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    let pools = psql_rows(&proxy, "SHOW POOLS;");
+    assert!(
+        pools
+            .lines()
+            .any(|l| l.starts_with("s1|") && l.ends_with("|20")),
+        "{pools}"
+    );
+    // PostgreSQL's own SHOW still reaches PostgreSQL.
+    assert_eq!(
+        psql_rows(&proxy, "SHOW standard_conforming_strings;").trim(),
+        "on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_transactions_lists_prepared_and_decided_transactions() {
+    let proxy = TestProxy::start();
+    // The proxy creates the decision log before it serves its first client.
+    tokio::task::block_in_place(|| psql_rows(&proxy, "SHOW VERSION;"));
+    let shard = shards().connect(1).await;
+    let gid = GidGenerator::new(ClusterTag::new("feedc0de").unwrap()).next_gid();
+    shard
+        .batch_execute("CREATE TABLE admin_tx_probe (id int)")
+        .await
+        .unwrap();
+    shard
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO admin_tx_probe VALUES (1); PREPARE TRANSACTION '{gid}'"
+        ))
+        .await
+        .unwrap();
+    let catalog = shards().connect(0).await;
+    catalog
+        .execute(
+            "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
+             VALUES ($1, 'commit', ARRAY['s1','s2'])",
+            &[&gid.to_string()],
+        )
+        .await
+        .unwrap();
+
+    let out = tokio::task::block_in_place(|| psql_rows(&proxy, "SHOW TRANSACTIONS;"));
+    assert!(out.contains(&format!("{gid}|prepared|s2|")), "{out}");
+    assert!(
+        out.contains(&format!("{gid}|decided commit|s1,s2|")),
+        "{out}"
+    );
+
+    shard
+        .batch_execute(&format!("ROLLBACK PREPARED '{gid}'"))
+        .await
+        .unwrap();
+    shard
+        .batch_execute("DROP TABLE admin_tx_probe")
+        .await
+        .unwrap();
+    catalog
+        .execute(
+            "DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1",
+            &[&gid.to_string()],
+        )
+        .await
+        .unwrap();
+    let out = tokio::task::block_in_place(|| psql_rows(&proxy, "SHOW TRANSACTIONS;"));
+    assert!(!out.contains(&gid.to_string()), "{out}");
+}
