@@ -10,9 +10,10 @@
 //! - [`frontend`]: client startup, TLS and authentication (pgwire), then the session loop over raw
 //!   frames: transaction pooling, statement-name mapping, cancel.
 //! - [`protocol`]: the length-prefixed frame codec and the few message encoders the proxy needs.
-//! - [`ddl`]: shardwire's own parser for the sharding DDL (CREATE SHARDED TABLE, …) and its AST.
-//! - [`sql`]: cheap lexical classification of statements (what pins a session, what ends a
-//!   transaction).
+//! - [`ddl`]: shardwire's own parser for the sharding DDL (CREATE SHARDED TABLE, …), its AST, and
+//!   the rewrite to plain PostgreSQL per shard with the sharding rules.
+//! - [`sql`]: cheap lexical classification of statements (what pins a session, what drops the
+//!   backend's prepared statements).
 //! - [`router`]: where a statement goes ([`router::Route`]).
 //! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
@@ -23,7 +24,7 @@
 //! - [`dev`]: the `shardwire dev` command.
 //! - [`admin`]: the SHOW statements the proxy answers itself.
 //! - [`metrics`]: every metric name in one place.
-//! - [`error`]: the proxy's error type and its mapping to SQLSTATEs.
+//! - [`error`]: the one mapping from each layer's errors to SQLSTATE and client-safe text.
 
 pub mod admin;
 pub mod backend;
