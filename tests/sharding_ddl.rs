@@ -144,6 +144,26 @@ async fn sharding_rules_refuse_and_leave_nothing() {
 }
 
 #[tokio::test]
+async fn a_definition_postgresql_cannot_read_is_refused_before_anything_runs() {
+    let proxy = TestProxy::start();
+    let client = proxy.connect().await;
+    let e = refused(
+        &client,
+        "CREATE SHARDED TABLE bad_check (id bigint PRIMARY KEY, qty int CHECK (qty >>> ))\n\
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+    )
+    .await;
+    assert_eq!(e.code(), &SqlState::SYNTAX_ERROR, "{}", e.message());
+    assert!(
+        e.message().contains("syntax error") && e.message().contains("bad_check"),
+        "{}",
+        e.message()
+    );
+    assert_nowhere("bad_check").await;
+    assert_eq!(rows(&client, "SELECT 1").await, [["1"]]);
+}
+
+#[tokio::test]
 async fn show_index_alter_and_drop_reach_every_shard() {
     let proxy = TestProxy::start();
     let client = proxy.connect().await;

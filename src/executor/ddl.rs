@@ -90,6 +90,10 @@ pub enum ExecError {
     NotActive { table: String, state: TableState },
     #[error("shard \"{name}\" is not a configured shard")]
     UnknownShard { name: String },
+    /// PostgreSQL's parser refused a statement the rewrite produced: a column or constraint
+    /// definition (DEFAULT, CHECK, …) PostgreSQL cannot read.
+    #[error("{message} (in the PostgreSQL shardwire made of your statement: {statement})")]
+    InvalidDefinition { statement: String, message: String },
     #[error("the catalog and the proxy disagree: {0}")]
     CatalogMismatch(String),
 }
@@ -115,6 +119,7 @@ impl ExecError {
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. }
             | ExecError::UnknownShard { .. }
+            | ExecError::InvalidDefinition { .. }
             | ExecError::CatalogMismatch(_) => None,
         }
     }
@@ -135,6 +140,7 @@ impl ClientError for ExecError {
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
+            ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
             ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
         }
     }
@@ -203,6 +209,7 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
             return Ok("CREATE TABLE");
         }
     };
+    validate_with_postgres_parser(&plan.per_shard)?;
     let entry = layout::new_table(&snapshot, &plan)?;
     let id = ctx.catalog.create_table(&entry).await?;
     tracing::info!(table = %plan.layout.name, shards = plan.per_shard.len(), "creating table");
@@ -370,6 +377,24 @@ async fn row_movement(ctx: &ServerCtx, a: &AlterRowMovement) -> Result<&'static 
     }
     ctx.catalog.set_row_movement(table.id, movement).await?;
     Ok("ALTER TABLE")
+}
+
+/// Every statement the rewrite produced goes through PostgreSQL's own parser before anything is
+/// recorded or sent, so a definition PostgreSQL cannot read fails here, not half-way.
+fn validate_with_postgres_parser(per_shard: &ShardStatements) -> Result<(), ExecError> {
+    for statement in per_shard.values().flatten() {
+        if let Err(e) = pg_query::parse(statement, 0) {
+            let message = match e {
+                pg_query::Error::Parse(m) => m,
+                other => other.to_string(),
+            };
+            return Err(ExecError::InvalidDefinition {
+                statement: statement.clone(),
+                message,
+            });
+        }
+    }
+    Ok(())
 }
 
 async fn create_tablespace_set(
