@@ -1,7 +1,8 @@
 //! CREATE SHARDED TABLE while one of its shards is down: refused with an error naming the shard,
 //! nothing left on any shard (no table, no prepared transaction) and nothing in the catalog; once
 //! the shard is back, the same statement succeeds. The test stops a shard, so it runs its own
-//! two clusters rather than the shared ones.
+//! two clusters rather than the shared ones. A second round stops a shard in the middle of a
+//! CREATE, after the other shard has done its part.
 
 mod common;
 mod sharding_common;
@@ -95,6 +96,56 @@ async fn create_with_a_shard_down_leaves_nothing_and_succeeds_after_restart() {
     assert_eq!(tree(&s1, "down_t").await, hash_tree("down_t", 4, &[0, 2]));
     assert_eq!(tree(&s2, "down_t").await, hash_tree("down_t", 4, &[1, 3]));
     assert!(catalog_tables(&s1).await.contains(&"public.down_t".into()));
+
+    // Now a shard stops in the middle: s2 is made to wait for a lock on the parent while s1 has
+    // already done its part, then s2 goes down.
+    let locker = connect(&clusters[1]).await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE down_t IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let creating = {
+        let client = proxy.connect().await;
+        tokio::spawn(async move { client.batch_execute(CREATE_CHILD).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE wait_event_type = 'Lock' AND query LIKE '%down_child%'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while s2.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CREATE never reached s2"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    clusters[1].stop(StopMode::Immediate).unwrap();
+    let e = creating.await.unwrap().unwrap_err();
+    let db = e.as_db_error().expect("an ErrorResponse");
+    assert!(db.message().contains("\"s2\""), "{}", db.message());
+    assert_eq!(tree(&s1, "down_child").await, []);
+    assert_eq!(prepared_transactions(&s1).await, 0);
+    assert!(!catalog_tables(&s1)
+        .await
+        .contains(&"public.down_child".into()));
+
+    clusters[1].start().unwrap();
+    let s2 = connect(&clusters[1]).await;
+    assert_eq!(tree(&s2, "down_child").await, []);
+    assert_eq!(prepared_transactions(&s2).await, 0);
+    client.batch_execute(CREATE_CHILD).await.unwrap();
+    assert_eq!(
+        tree(&s1, "down_child").await,
+        hash_tree("down_child", 4, &[0, 2])
+    );
+    assert_eq!(
+        tree(&s2, "down_child").await,
+        hash_tree("down_child", 4, &[1, 3])
+    );
     drop(client);
     drop(proxy);
 }
+
+const CREATE_CHILD: &str = "CREATE SHARDED TABLE down_child (pid bigint NOT NULL, n int NOT NULL, \
+                            PRIMARY KEY (pid, n), \
+                            CONSTRAINT down_fk FOREIGN KEY (pid) REFERENCES down_t (id)) \
+                            PARTITION BY REFERENCE (down_fk)";
