@@ -15,6 +15,18 @@ pub const PINNED_SESSIONS_TOTAL: &str = "shardwire_pinned_sessions_total";
 pub const BACKEND_ERRORS_TOTAL: &str = "shardwire_backend_errors_total";
 pub const CANCELS_TOTAL: &str = "shardwire_cancel_requests_total";
 
+/// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
+/// which tests/grafana.rs checks.
+pub const ALL: &[&str] = &[
+    SESSIONS_TOTAL,
+    SESSIONS_ACTIVE,
+    AUTH_FAILURES_TOTAL,
+    TRANSACTIONS_TOTAL,
+    PINNED_SESSIONS_TOTAL,
+    BACKEND_ERRORS_TOTAL,
+    CANCELS_TOTAL,
+];
+
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
 /// process-wide by the metrics crate's design; the proxy installs it once, in `serve`, before
 /// any [`Metrics`] is made.
