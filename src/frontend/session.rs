@@ -138,7 +138,7 @@ impl Session {
             // Fixed order (no random start): writes first, so data never waits behind a read.
             let event = tokio::select! {
                 biased;
-                r = client_w.write_buf(&mut self.cout), if !self.cout.is_empty() => Event::ClientWrote(r),
+                r = write_front(client_w, &mut self.cout), if !self.cout.is_empty() => Event::ClientWrote(r),
                 r = write_opt(backend_w, &mut self.bout), if !self.bout.is_empty() => Event::BackendWrote(r),
                 r = read_opt(backend_r, backend_buf), if want_backend => Event::BackendRead(r),
                 r = client_r.read_buf(&mut self.cin), if want_client => Event::ClientRead(r),
@@ -445,13 +445,20 @@ async fn write_opt(
     buf: &mut BytesMut,
 ) -> std::io::Result<usize> {
     match w {
-        Some(w) => {
-            let n = w.write(buf.chunk()).await?;
-            buf.advance(n);
-            Ok(n)
-        }
+        Some(w) => write_front(w, buf).await,
         None => std::future::pending().await,
     }
+}
+
+/// Writes from the front of `buf`. A plain write, not `write_buf`: that one goes through
+/// writev, whose trip through the VFS layer costs the kernel more than send does.
+async fn write_front<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
+    let n = w.write(buf).await?;
+    buf.advance(n);
+    Ok(n)
 }
 
 /// Quotes an identifier for SQL the proxy builds.
