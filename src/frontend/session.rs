@@ -5,7 +5,9 @@
 //! expected from it, and no extended-protocol batch is half-way (no Sync yet). Session state that
 //! cannot move between connections pins the client to its connection (see `sql::classify`).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -114,6 +116,7 @@ impl Session {
                 }
                 self.on_client_frame(frame).await?;
             }
+            self.write_now(client_w)?;
             self.release_if_idle();
 
             enum Event {
@@ -163,6 +166,31 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Writes what is pending in both directions while the sockets take it, so the common
+    /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
+    /// is left waits for the select below.
+    fn write_now<W: AsyncWrite + Unpin>(&mut self, client_w: &mut W) -> Result<(), SessionError> {
+        if !self.bout.is_empty() {
+            if let Some(b) = self.backend.as_mut() {
+                match b.conn.writer.try_write(&self.bout) {
+                    Ok(n) => self.bout.advance(n),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(self.backend_lost(e)),
+                }
+            }
+        }
+        if !self.cout.is_empty() {
+            // A waker registered by a Pending poll is harmless: the select polls again.
+            let waker = futures::task::noop_waker_ref();
+            let mut cx = std::task::Context::from_waker(waker);
+            if let Poll::Ready(r) = Pin::new(&mut *client_w).poll_write(&mut cx, &self.cout) {
+                let n = r.map_err(SessionError::Client)?;
+                self.cout.advance(n);
+            }
+        }
+        Ok(())
     }
 
     fn backend_lost(&mut self, e: std::io::Error) -> SessionError {
