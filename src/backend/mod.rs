@@ -52,6 +52,21 @@ pub struct PooledBackend {
     pub returned_at: Instant,
 }
 
+impl PooledBackend {
+    /// A connection idle for long is asked an empty query before a client gets it.
+    /// A server that does not answer within `limit` counts as gone.
+    async fn check_if_stale(&mut self, limit: Duration) -> Result<(), BackendError> {
+        if self.returned_at.elapsed() < TRUST_IDLE_FOR {
+            return Ok(());
+        }
+        match tokio::time::timeout(limit, self.conn.run_internal("")).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(Err(_))) | Err(_) => Err(BackendError::Closed),
+        }
+    }
+}
+
 impl bb8::ManageConnection for ShardManager {
     type Connection = PooledBackend;
     type Error = BackendError;
@@ -66,13 +81,7 @@ impl bb8::ManageConnection for ShardManager {
     }
 
     async fn is_valid(&self, c: &mut PooledBackend) -> Result<(), BackendError> {
-        if c.returned_at.elapsed() < TRUST_IDLE_FOR {
-            return Ok(());
-        }
-        match c.conn.run_internal("").await? {
-            Ok(()) => Ok(()),
-            Err(_) => Err(BackendError::Closed),
-        }
+        c.check_if_stale(self.connect_timeout).await
     }
 
     fn has_broken(&self, c: &mut PooledBackend) -> bool {
@@ -94,14 +103,29 @@ pub struct ShardPool {
 
 impl ShardPool {
     /// A connection for one client transaction (or statement).
+    ///
+    /// The staleness check is ours rather than bb8's `test_on_check_out`: bb8's goes through
+    /// an extra await on every checkout, which the common case (a connection just returned)
+    /// does not need.
     pub async fn get(&self) -> Result<Pooled, BackendError> {
-        match self.pool.get_owned().await {
-            Ok(c) => Ok(c),
-            Err(bb8::RunError::User(e)) => Err(e),
-            Err(bb8::RunError::TimedOut) => Err(BackendError::PoolTimeout {
-                shard: self.name.clone(),
-                waited_ms: self.wait.as_millis() as u64,
-            }),
+        loop {
+            let mut c = match self.pool.get_owned().await {
+                Ok(c) => c,
+                Err(bb8::RunError::User(e)) => return Err(e),
+                Err(bb8::RunError::TimedOut) => {
+                    return Err(BackendError::PoolTimeout {
+                        shard: self.name.clone(),
+                        waited_ms: self.wait.as_millis() as u64,
+                    })
+                }
+            };
+            match c.check_if_stale(self.wait).await {
+                Ok(()) => return Ok(c),
+                Err(e) => {
+                    tracing::debug!(error = %e, "dropping a stale pooled connection");
+                    c.conn.broken = true;
+                }
+            }
         }
     }
 
@@ -137,7 +161,7 @@ impl Pools {
                     .connection_timeout(wait)
                     .idle_timeout(Some(Duration::from_secs(config.pool.idle_timeout_s)))
                     .retry_connection(false)
-                    .test_on_check_out(true)
+                    .test_on_check_out(false)
                     .build_unchecked(manager);
                 ShardPool {
                     id: ShardId(i as u32),
