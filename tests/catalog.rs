@@ -54,6 +54,15 @@ async fn catalog_db(db: &str) -> tokio_postgres::Client {
     client
 }
 
+/// The catalog migrations recorded as applied.
+async fn schema_versions(client: &tokio_postgres::Client) -> Vec<String> {
+    column(
+        client,
+        "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1",
+    )
+    .await
+}
+
 async fn column(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
     client
         .query(sql, &[])
@@ -120,14 +129,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     );
 
     let db = catalog_db("cat_migrate").await;
-    assert_eq!(
-        column(
-            &db,
-            "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
-        )
-        .await,
-        ["1", "2"]
-    );
+    assert_eq!(schema_versions(&db).await, ["1", "2"]);
     let tables = column(
         &db,
         "SELECT table_name::text FROM information_schema.tables
@@ -178,14 +180,7 @@ async fn proxies_starting_at_once_migrate_once() {
         result.expect("every concurrent open succeeds");
     }
     let db = catalog_db("cat_concurrent").await;
-    assert_eq!(
-        column(
-            &db,
-            "SELECT version::text FROM shardwire_catalog.schema_version ORDER BY 1"
-        )
-        .await,
-        ["1", "2"]
-    );
+    assert_eq!(schema_versions(&db).await, ["1", "2"]);
     assert_eq!(
         column(
             &db,
