@@ -178,11 +178,11 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
                 ("max_size", Int8),
             ]);
             for p in ctx.pools.all() {
-                let st = p.pool.state();
+                let st = p.state();
                 rs.push(vec![
                     Some(p.name.clone()),
                     Some(st.connections.to_string()),
-                    Some(st.idle_connections.to_string()),
+                    Some(st.idle.to_string()),
                     Some(ctx.config.pool.size.to_string()),
                 ]);
             }

@@ -8,17 +8,28 @@ use tokio_postgres::error::SqlState;
 /// Longest frame accepted from either side: PostgreSQL's own limit for a message is 1 GB.
 pub const MAX_FRAME_LEN: usize = 1 << 30;
 
-/// One complete message: its type byte and its body (without type and length).
+/// One complete message: its type byte and the whole frame as received (type, length, body).
+/// Owned (`Bytes`) where frames are kept, borrowed where they are looked at in the read buffer.
 #[derive(Debug, Clone)]
-pub struct Frame {
+pub struct Frame<B = Bytes> {
     pub tag: u8,
-    /// The whole frame as received: type, length, body.
-    pub raw: Bytes,
+    pub raw: B,
 }
 
-impl Frame {
+impl<B: AsRef<[u8]>> Frame<B> {
+    /// The message body, without type and length.
     pub fn body(&self) -> &[u8] {
-        &self.raw[5..]
+        &self.raw.as_ref()[5..]
+    }
+}
+
+impl<'a> Frame<&'a [u8]> {
+    /// The frame at the front of `buf`, which holds exactly one complete frame.
+    pub fn borrowed(buf: &'a [u8]) -> Self {
+        Frame {
+            tag: buf[0],
+            raw: buf,
+        }
     }
 }
 

@@ -109,6 +109,11 @@ pub async fn run(
         let stop = stop.clone();
         tokio::spawn(async move { recovery.run_until(stop.cancelled()).await })
     };
+    let pool_sweeper = {
+        let ctx = ctx.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { ctx.pools.sweep_until(stop.cancelled()).await })
+    };
     let next_session = AtomicU64::new(1);
     let mut sessions = JoinSet::new();
     tokio::pin!(shutdown);
@@ -136,6 +141,7 @@ pub async fn run(
     stop.cancel();
     let _ = catalog_watcher.await;
     let _ = recovery.await;
+    let _ = pool_sweeper.await;
     tracing::info!("shardwire stopped");
     Ok(())
 }

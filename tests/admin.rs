@@ -32,13 +32,17 @@ fn show_shards_pools_and_version() {
         version.contains(&format!("shardwire {}", env!("CARGO_PKG_VERSION"))),
         "{version}"
     );
-    let pools = psql_rows(&proxy, "SHOW POOLS;");
-    assert!(
-        pools
-            .lines()
-            .any(|l| l.starts_with("s1|") && l.ends_with("|20")),
-        "{pools}"
-    );
+    // The SELECT's connection is back in the pool when SHOW POOLS runs: it counts as idle.
+    let pools = psql_rows(&proxy, "SELECT 1;\nSHOW POOLS;");
+    let s1: Vec<&str> = pools
+        .lines()
+        .find(|l| l.starts_with("s1|"))
+        .unwrap_or_else(|| panic!("no s1 row in {pools}"))
+        .split('|')
+        .collect();
+    let (connections, idle) = (s1[1].parse::<u32>().unwrap(), s1[2].parse::<u32>().unwrap());
+    assert!(connections >= 1 && idle == connections, "{pools}");
+    assert_eq!(s1[3], "20", "{pools}");
     // PostgreSQL's own SHOW still reaches PostgreSQL.
     assert_eq!(
         psql_rows(&proxy, "SHOW standard_conforming_strings;").trim(),

@@ -27,15 +27,19 @@ pub struct CancelKey {
     pub secret: i32,
 }
 
+/// A client's run-time settings from its startup packet, by name. Shared, so that handing a
+/// connection to the next client of the same settings costs a pointer comparison.
+pub type Settings = Arc<[(String, String)]>;
+
 pub struct BackendConn {
     pub reader: OwnedReadHalf,
     pub writer: OwnedWriteHalf,
     pub read_buf: BytesMut,
     /// ParameterStatus values as the backend last reported them.
     pub params: HashMap<String, String>,
-    /// Settings the proxy changed with SET for a client, by name, with the raw value asked
-    /// for; everything else has the connection's default.
-    pub applied: HashMap<String, String>,
+    /// The settings the proxy applied for the client it served last (with the raw values that
+    /// client asked for); everything else has the connection's default.
+    pub applied: Settings,
     pub cancel: CancelKey,
     /// Statements prepared on this connection for clients.
     pub prepared: PreparedStatements,
@@ -173,7 +177,7 @@ impl BackendConn {
             writer,
             read_buf: buf,
             params,
-            applied: HashMap::new(),
+            applied: Settings::default(),
             cancel: CancelKey { pid, secret },
             prepared: PreparedStatements::default(),
             unnamed: None,

@@ -86,7 +86,8 @@ async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart) {
     protocol::backend_key_data(&mut greeting, pid, cancel.slot.secret);
     protocol::ready_for_query(&mut greeting, b'I');
 
-    let mut session = Session::new(ctx, start.read_buf, settings, cancel);
+    settings.sort();
+    let mut session = Session::new(ctx, start.read_buf, settings.into(), cancel);
     session.greet(&greeting);
     let result = match start.io {
         MaybeTls::Plain(tcp) => {

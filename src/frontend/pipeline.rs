@@ -74,7 +74,7 @@ pub struct Pipeline {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Disposition {
+pub enum Disposition {
     Forward,
     Drop,
 }
@@ -97,17 +97,16 @@ impl Pipeline {
         self.emit_composed(out);
     }
 
-    /// Accounts for one frame from the backend: appends it to `out` unless it answers the
-    /// proxy's own message, then any composed answers that became due.
+    /// Accounts for one frame from the backend and says whether the client gets it (it does
+    /// not when it answers the proxy's own message). Composed answers that became due wait for
+    /// [`Pipeline::emit_composed`], to be sent after this frame.
     pub fn on_backend_frame(
         &mut self,
         tag: u8,
-        raw: &[u8],
         conn: &mut BackendConn,
         names: &mut StatementNames,
-        out: &mut BytesMut,
-    ) {
-        let disposition = match tag {
+    ) -> Disposition {
+        match tag {
             b'E' => {
                 let d = self.visibility();
                 self.copy_in = false;
@@ -149,11 +148,15 @@ impl Pipeline {
             }
             b'S' | b'N' | b'A' => Disposition::Forward,
             _ => self.visibility(),
-        };
-        if disposition == Disposition::Forward {
-            out.extend_from_slice(raw);
         }
-        self.emit_composed(out);
+    }
+
+    /// Whether [`Pipeline::emit_composed`] has anything to do.
+    pub fn composed_due(&self) -> bool {
+        matches!(
+            self.queue.front(),
+            Some(Pending::Composed { .. } | Pending::CopyEnd)
+        )
     }
 
     /// CopyInResponse to an Execute: the Syncs the client sent between that Execute and the end
@@ -182,7 +185,7 @@ impl Pipeline {
         }
     }
 
-    fn emit_composed(&mut self, out: &mut BytesMut) {
+    pub fn emit_composed(&mut self, out: &mut BytesMut) {
         loop {
             match self.queue.front() {
                 Some(Pending::Composed { .. }) => {

@@ -13,10 +13,10 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::cancel::CancelGuard;
-use super::pipeline::{Pending, Pipeline};
+use super::pipeline::{Disposition, Pending, Pipeline};
 use super::statements::{ClientFrame, StatementNames};
 use crate::admin;
-use crate::backend::{BackendError, Pooled};
+use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;
 use crate::error::ClientError;
 use crate::executor::ddl;
@@ -39,6 +39,12 @@ pub enum SessionError {
     Backend(#[from] BackendError),
 }
 
+#[derive(Debug, PartialEq, Eq)]
+enum ClientSaid {
+    More,
+    Terminate,
+}
+
 pub struct Session {
     ctx: Arc<ServerCtx>,
     cin: BytesMut,
@@ -54,7 +60,7 @@ pub struct Session {
     pinned: bool,
     /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
     skip_until_sync: bool,
-    settings: Vec<(String, String)>,
+    settings: Settings,
     cancel: CancelGuard,
 }
 
@@ -62,7 +68,7 @@ impl Session {
     pub fn new(
         ctx: Arc<ServerCtx>,
         read_buf: BytesMut,
-        settings: Vec<(String, String)>,
+        settings: Settings,
         cancel: CancelGuard,
     ) -> Session {
         Session {
@@ -107,14 +113,8 @@ impl Session {
         W: AsyncWrite + Unpin,
     {
         loop {
-            while self.bout.len() < HIGH_WATER {
-                let Some(frame) = protocol::split_frame(&mut self.cin)? else {
-                    break;
-                };
-                if frame.tag == b'X' {
-                    return Ok(());
-                }
-                self.on_client_frame(frame).await?;
+            if self.on_client_data().await? == ClientSaid::Terminate {
+                return Ok(());
             }
             self.write_now(client_w)?;
             self.release_if_idle();
@@ -168,6 +168,46 @@ impl Session {
         }
     }
 
+    /// Handles every complete client frame where it lies in the read buffer (no copy, no
+    /// allocation per frame), as long as the backend side is not backed up.
+    async fn on_client_data(&mut self) -> Result<ClientSaid, SessionError> {
+        // Taken out meanwhile so the frames may borrow it while the session changes.
+        let mut cin = std::mem::take(&mut self.cin);
+        let mut pos = 0;
+        let mut said = ClientSaid::More;
+        let result = loop {
+            if self.bout.len() >= HIGH_WATER {
+                break Ok(());
+            }
+            let len = match protocol::complete_frame_len(&cin[pos..]) {
+                Ok(Some(len)) => len,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e.into()),
+            };
+            let frame = Frame::borrowed(&cin[pos..pos + len]);
+            if frame.tag == b'X' {
+                said = ClientSaid::Terminate;
+                break Ok(());
+            }
+            if let Err(e) = self.on_client_frame(frame).await {
+                break Err(e);
+            }
+            pos += len;
+        };
+        cin.advance(pos);
+        // Room for the rest of a long frame (COPY data), so it arrives in few reads.
+        if let Some(len) = cin.get(1..5) {
+            let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            cin.reserve(
+                (len + 1)
+                    .saturating_sub(cin.len())
+                    .min(protocol::MAX_FRAME_LEN),
+            );
+        }
+        self.cin = cin;
+        result.map(|()| said)
+    }
+
     /// Writes what is pending in both directions while the sockets take it, so the common
     /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
     /// is left waits for the select below.
@@ -201,6 +241,8 @@ impl Session {
     }
 
     /// Moves every complete backend frame to the client side, keeping the pipeline's accounts.
+    /// Consecutive forwarded frames are copied as one piece, and when the whole buffer goes to
+    /// a client with nothing else pending, the buffers are swapped instead of copied.
     fn on_backend_data(&mut self) -> Result<(), SessionError> {
         let Some(b) = self.backend.as_mut() else {
             return Ok(());
@@ -210,6 +252,8 @@ impl Session {
         // so the pipeline may update the connection.
         let mut buf = std::mem::take(&mut conn.read_buf);
         let mut pos = 0;
+        // The frames from `run_start` to `pos` go to the client and are not copied yet.
+        let mut run_start = 0;
         let result = loop {
             let len = match protocol::complete_frame_len(&buf[pos..]) {
                 Ok(Some(len)) => len,
@@ -219,23 +263,38 @@ impl Session {
                     break Err(SessionError::Backend(e.into()));
                 }
             };
-            let raw = &buf[pos..pos + len];
-            let (tag, body) = (raw[0], &raw[5..]);
+            let (tag, body) = (buf[pos], &buf[pos + 5..pos + len]);
             match tag {
                 b'Z' => self.tx_status = body.first().copied().unwrap_or(b'I'),
                 b'S' => conn.note_parameter_status(body),
                 _ => {}
             }
-            self.pipeline
-                .on_backend_frame(tag, raw, conn, &mut self.statements, &mut self.cout);
+            let disposition = self
+                .pipeline
+                .on_backend_frame(tag, conn, &mut self.statements);
+            if disposition == Disposition::Drop {
+                self.cout.extend_from_slice(&buf[run_start..pos]);
+                run_start = pos + len;
+            }
             pos += len;
+            if self.pipeline.composed_due() {
+                self.cout.extend_from_slice(&buf[run_start..pos]);
+                run_start = pos;
+                self.pipeline.emit_composed(&mut self.cout);
+            }
         };
-        buf.advance(pos);
+        if run_start == 0 && pos == buf.len() && self.cout.is_empty() {
+            std::mem::swap(&mut self.cout, &mut buf);
+            buf.clear();
+        } else {
+            self.cout.extend_from_slice(&buf[run_start..pos]);
+            buf.advance(pos);
+        }
         conn.read_buf = buf;
         result
     }
 
-    async fn on_client_frame(&mut self, frame: Frame) -> Result<(), SessionError> {
+    async fn on_client_frame(&mut self, frame: Frame<&[u8]>) -> Result<(), SessionError> {
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
@@ -264,7 +323,7 @@ impl Session {
                 if let Some(b) = self.backend.as_mut() {
                     b.conn.prepared.clear();
                     b.conn.unnamed = None;
-                    b.conn.applied.clear();
+                    b.conn.applied = Settings::default();
                 }
             }
         }
@@ -373,26 +432,26 @@ impl Session {
         self.ctx.metrics.transactions.increment(1);
         let conn = &mut b.conn;
         let mut set = String::new();
-        // What an earlier client set and this one did not ask for goes back to the default.
-        let settings = &self.settings;
-        conn.applied.retain(|name, _| {
-            let keep = settings.iter().any(|(n, _)| n == name);
-            if !keep {
-                set.push_str(&format!("RESET {};", quote_ident(name)));
+        // Usually the connection last served a client with the same settings (or this one).
+        if !Arc::ptr_eq(&conn.applied, &self.settings) && conn.applied != self.settings {
+            // What an earlier client set and this one did not ask for goes back to the default.
+            for (name, _) in conn.applied.iter() {
+                if !self.settings.iter().any(|(n, _)| n == name) {
+                    set.push_str(&format!("RESET {};", quote_ident(name)));
+                }
             }
-            keep
-        });
-        // set_config takes the value as the client gave it, as the startup packet does (a SET
-        // literal would make `a, b` one search_path entry).
-        for (name, value) in settings {
-            if conn.applied.get(name) != Some(value) {
-                set.push_str(&format!(
-                    "SELECT pg_catalog.set_config({}, {}, false);",
-                    quote_literal(name),
-                    quote_literal(value)
-                ));
-                conn.applied.insert(name.clone(), value.clone());
+            // set_config takes the value as the client gave it, as the startup packet does (a
+            // SET literal would make `a, b` one search_path entry).
+            for (name, value) in self.settings.iter() {
+                if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
+                    set.push_str(&format!(
+                        "SELECT pg_catalog.set_config({}, {}, false);",
+                        quote_literal(name),
+                        quote_literal(value)
+                    ));
+                }
             }
+            conn.applied = self.settings.clone();
         }
         // No portal is open on an idle connection, so dropping statements here is safe.
         for name in conn.prepared.evict_excess() {
@@ -418,15 +477,15 @@ impl Session {
             && self.bout.is_empty()
         {
             self.cancel.slot.set(None);
-            if let Some(mut b) = self.backend.take() {
-                b.returned_at = std::time::Instant::now();
+            if let Some(b) = self.backend.take() {
+                self.ctx.pools.shard(b.shard).release(b);
             }
         }
     }
 
     /// The client's message cannot be sent anywhere: answer it as PostgreSQL answers a failed
     /// message, and keep the session usable.
-    fn refuse(&mut self, frame: &Frame, code: &SqlState, message: &str) {
+    fn refuse(&mut self, frame: &Frame<&[u8]>, code: &SqlState, message: &str) {
         protocol::error_response(&mut self.cout, Severity::Error, code, message);
         match frame.tag {
             b'Q' | b'F' | b'S' => protocol::ready_for_query(&mut self.cout, self.tx_status),
@@ -438,7 +497,7 @@ impl Session {
     /// is closed, since its state is the departed client's.
     fn finish(&mut self) {
         self.cancel.slot.set(None);
-        if let Some(b) = self.backend.as_mut() {
+        if let Some(mut b) = self.backend.take() {
             let clean = !self.pinned
                 && self.tx_status == b'I'
                 && !self.unsynced
@@ -447,9 +506,8 @@ impl Session {
             if !clean {
                 b.conn.broken = true;
             }
-            b.returned_at = std::time::Instant::now();
+            self.ctx.pools.shard(b.shard).release(b);
         }
-        self.backend = None;
     }
 }
 

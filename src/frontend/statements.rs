@@ -50,8 +50,8 @@ pub enum ClientFrame<'a> {
 }
 
 impl<'a> ClientFrame<'a> {
-    pub fn parse(frame: &'a Frame) -> Result<ClientFrame<'a>, FrameError> {
-        let mut body = frame.body();
+    pub fn parse(frame: &Frame<&'a [u8]>) -> Result<ClientFrame<'a>, FrameError> {
+        let mut body = &frame.raw[5..];
         Ok(match frame.tag {
             b'Q' => ClientFrame::Query(take_cstr(&mut body, "Query")?),
             b'P' => {
@@ -150,7 +150,7 @@ impl StatementNames {
     pub fn forward(
         &mut self,
         msg: ClientFrame<'_>,
-        frame: &Frame,
+        frame: &Frame<&[u8]>,
         conn: &mut BackendConn,
         pipeline: &mut Pipeline,
         bout: &mut BytesMut,
@@ -158,7 +158,7 @@ impl StatementNames {
     ) -> Result<(), Refused> {
         match msg {
             ClientFrame::Query(_) | ClientFrame::FunctionCall => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::Query, cout);
             }
             ClientFrame::Parse { name, query, types } => {
@@ -169,7 +169,7 @@ impl StatementNames {
                 if name.is_empty() {
                     self.unnamed = Some(statement.clone());
                     conn.unnamed = Some(statement.clone());
-                    bout.extend_from_slice(&frame.raw);
+                    bout.extend_from_slice(frame.raw);
                     pipeline.push(
                         Pending::Parse {
                             statement,
@@ -224,7 +224,7 @@ impl StatementNames {
                 rest,
             } => {
                 match self.backend_name(statement, conn, pipeline, bout, cout) {
-                    None => bout.extend_from_slice(&frame.raw),
+                    None => bout.extend_from_slice(frame.raw),
                     Some(name) => {
                         MessageBuilder::new(bout, b'B')
                             .cstr(portal)
@@ -237,7 +237,7 @@ impl StatementNames {
             }
             ClientFrame::Describe { kind: b'S', name } => {
                 match self.backend_name(name, conn, pipeline, bout, cout) {
-                    None => bout.extend_from_slice(&frame.raw),
+                    None => bout.extend_from_slice(frame.raw),
                     Some(n) => MessageBuilder::new(bout, b'D')
                         .u8(b'S')
                         .cstr(n.as_bytes())
@@ -246,7 +246,7 @@ impl StatementNames {
                 pipeline.push(Pending::Describe, cout);
             }
             ClientFrame::Describe { .. } => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::Describe, cout);
             }
             ClientFrame::Close { kind: b'S', name } => {
@@ -265,23 +265,23 @@ impl StatementNames {
                 );
             }
             ClientFrame::Close { .. } => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::Close, cout);
             }
             ClientFrame::Execute => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::Execute, cout);
             }
             ClientFrame::Sync => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::Sync, cout);
             }
             ClientFrame::CopyEnd => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
                 pipeline.push(Pending::CopyEnd, cout);
             }
             ClientFrame::Flush | ClientFrame::CopyData | ClientFrame::Other => {
-                bout.extend_from_slice(&frame.raw);
+                bout.extend_from_slice(frame.raw);
             }
         }
         Ok(())

@@ -14,10 +14,14 @@ pub struct SessionEffect {
 /// Scans every statement of a (possibly multi-statement) query text.
 pub fn session_effect(sql: &[u8]) -> SessionEffect {
     let mut effect = SessionEffect::default();
-    // Most texts hold one statement: only a semicolon makes splitting (which must walk quotes
-    // and comments byte by byte) necessary.
+    // Most texts hold one statement: only a semicolon with more text after it makes splitting
+    // (which must walk quotes and comments byte by byte) necessary.
     let single = [sql];
-    let statements: &mut dyn Iterator<Item = &[u8]> = if memchr::memchr(b';', sql).is_none() {
+    let one_statement = match memchr::memchr(b';', sql) {
+        None => true,
+        Some(i) => sql[i + 1..].iter().all(u8::is_ascii_whitespace),
+    };
+    let statements: &mut dyn Iterator<Item = &[u8]> = if one_statement {
         &mut single.into_iter()
     } else {
         &mut Statements::new(sql)
