@@ -72,10 +72,12 @@ pub fn split_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 
 /// Reads the NUL-terminated string at the front of `buf` and advances past it.
 pub fn take_cstr<'a>(buf: &mut &'a [u8], what: &'static str) -> Result<&'a [u8], FrameError> {
-    let end = buf
-        .iter()
-        .position(|b| *b == 0)
-        .ok_or(FrameError::Malformed(what))?;
+    // Names are mostly empty (the unnamed statement and portal): no search for those.
+    let end = if buf.first() == Some(&0) {
+        0
+    } else {
+        memchr::memchr(0, buf).ok_or(FrameError::Malformed(what))?
+    };
     let s = &buf[..end];
     *buf = &buf[end + 1..];
     Ok(s)

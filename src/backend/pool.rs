@@ -11,7 +11,7 @@
 //! `SHOW POOLS` see them as idle.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,9 +23,10 @@ use crate::config::{Config, Endpoint};
 /// is checked with an empty query before a client gets it.
 const TRUST_IDLE_FOR: Duration = Duration::from_secs(5);
 
-/// How long a connection may wait on the stack of just-returned ones before the sweep gives it
-/// back to bb8.
-pub const HOT_FOR: Duration = Duration::from_secs(1);
+/// The sweep's period: a connection waits on the stack of just-returned ones for one to two
+/// periods before the sweep gives it back to bb8. Connections on the stack are younger than
+/// `TRUST_IDLE_FOR`, so taking one needs no clock reading.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 pub struct ShardManager {
     shard: ShardId,
@@ -38,8 +39,11 @@ pub struct ShardManager {
 /// What the pool hands out: the connection and when it last went back to the pool.
 pub struct PooledBackend {
     pub shard: ShardId,
-    pub conn: BackendConn,
+    /// Boxed so that handing a connection around (pool, session, stack) moves a pointer.
+    pub conn: Box<BackendConn>,
     pub returned_at: Instant,
+    /// The sweep period in which the connection went onto the stack of just-returned ones.
+    hot_since: u64,
 }
 
 impl PooledBackend {
@@ -62,12 +66,13 @@ impl bb8::ManageConnection for ShardManager {
     type Error = BackendError;
 
     async fn connect(&self) -> Result<PooledBackend, BackendError> {
-        let conn = BackendConn::connect(&self.endpoint, self.connect_timeout).await?;
+        let conn = Box::new(BackendConn::connect(&self.endpoint, self.connect_timeout).await?);
         let _ = self.first_params.set(conn.params.clone());
         Ok(PooledBackend {
             shard: self.shard,
             conn,
             returned_at: Instant::now(),
+            hot_since: 0,
         })
     }
 
@@ -92,6 +97,8 @@ pub struct ShardPool {
     hot: Mutex<Vec<Pooled>>,
     /// Checkouts waiting inside bb8: while there are any, returned connections go to bb8.
     waiting: AtomicUsize,
+    /// Counts sweeps, which mark the age of connections on the stack.
+    sweeps: AtomicU64,
     first_params: Arc<OnceLock<HashMap<String, String>>>,
     wait: Duration,
 }
@@ -127,8 +134,17 @@ impl ShardPool {
     /// an extra await on every checkout, which the common case (a connection just returned)
     /// does not need.
     pub async fn get(&self) -> Result<Pooled, BackendError> {
+        match self.pop_hot() {
+            Some(c) => Ok(c),
+            // Boxed: the rare path's future is large, and the common path should not carry it.
+            hot => Box::pin(self.get_checked(hot)).await,
+        }
+    }
+
+    /// A connection that passed the staleness check, starting with `first` if there is one.
+    async fn get_checked(&self, mut first: Option<Pooled>) -> Result<Pooled, BackendError> {
         loop {
-            let mut c = match self.pop_hot() {
+            let mut c = match first.take() {
                 Some(c) => c,
                 None => self.get_from_bb8().await?,
             };
@@ -165,29 +181,39 @@ impl ShardPool {
 
     /// Gives back a connection that is idle: no transaction open, nothing expected from it.
     pub fn release(&self, mut c: Pooled) {
-        c.returned_at = Instant::now();
         if c.conn.broken {
             return;
         }
         let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
         if self.waiting.load(Ordering::SeqCst) == 0 {
+            c.hot_since = self.sweeps.load(Ordering::Relaxed);
             hot.push(c);
+        } else {
+            drop(hot);
+            // bb8 hands it to a waiting checkout.
+            c.returned_at = Instant::now();
         }
-        // Otherwise `c` drops here, after the lock: bb8 hands it to a waiting checkout.
     }
 
-    /// Hands connections that sat on the stack for `HOT_FOR` or longer back to bb8.
-    pub fn sweep(&self) {
+    /// Hands connections that sat on the stack for a whole sweep period back to bb8.
+    fn sweep(&self) {
+        let now = self.sweeps.fetch_add(1, Ordering::Relaxed) + 1;
         let cold: Vec<Pooled> = {
             let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
             // The stack is ordered by return time: the oldest are at the bottom.
             let fresh_from = hot
                 .iter()
-                .position(|c| c.returned_at.elapsed() < HOT_FOR)
+                .position(|c| c.hot_since + 1 >= now)
                 .unwrap_or(hot.len());
             hot.drain(..fresh_from).collect()
         };
-        drop(cold);
+        // Idle for one to two periods: the earlier bound keeps the staleness check cautious.
+        let returned_at = Instant::now()
+            .checked_sub(SWEEP_EVERY * 2)
+            .unwrap_or_else(Instant::now);
+        for mut c in cold {
+            c.returned_at = returned_at;
+        }
     }
 
     pub fn state(&self) -> PoolState {
@@ -242,6 +268,7 @@ impl Pools {
                     pool,
                     hot: Mutex::new(Vec::new()),
                     waiting: AtomicUsize::new(0),
+                    sweeps: AtomicU64::new(0),
                     first_params,
                     wait,
                 }
@@ -261,7 +288,7 @@ impl Pools {
     /// Sweeps every shard's stack of returned connections until `stop` completes.
     pub async fn sweep_until(&self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
-        let mut tick = tokio::time::interval(HOT_FOR);
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -13,6 +13,12 @@ pub struct StatementText {
     pub param_types: Box<[u8]>,
 }
 
+impl StatementText {
+    pub fn is(&self, query: &[u8], param_types: &[u8]) -> bool {
+        *self.query == *query && *self.param_types == *param_types
+    }
+}
+
 /// More than this many statements on one connection, and the least recently used are dropped
 /// (DEALLOCATE) the next time a client takes the connection.
 pub const MAX_PREPARED_PER_CONNECTION: usize = 1000;

@@ -39,6 +39,27 @@ pub enum SessionError {
     Backend(#[from] BackendError),
 }
 
+/// Simple queries the proxy may answer itself, by their first word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LocalKind {
+    /// `SHOW …`: an admin statement, or PostgreSQL's own SHOW.
+    Show,
+    /// `CREATE`/`ALTER`/`DROP …`: sharding DDL, or DDL PostgreSQL runs itself.
+    Ddl,
+}
+
+fn local_kind(sql: &[u8]) -> Option<LocalKind> {
+    let first = first_word(sql);
+    let is = |k: &str| first.eq_ignore_ascii_case(k.as_bytes());
+    if is("show") {
+        Some(LocalKind::Show)
+    } else if is("create") || is("drop") || is("alter") {
+        Some(LocalKind::Ddl)
+    } else {
+        None
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum ClientSaid {
     More,
@@ -189,7 +210,13 @@ impl Session {
                 said = ClientSaid::Terminate;
                 break Ok(());
             }
-            if let Err(e) = self.on_client_frame(frame).await {
+            // Inside a transaction, frames go straight on without an await.
+            let handled = match self.forward_now(&frame) {
+                Ok(true) => Ok(()),
+                Ok(false) => self.on_client_frame(frame).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = handled {
                 break Err(e);
             }
             pos += len;
@@ -307,24 +334,16 @@ impl Session {
         }
         let parsed = ClientFrame::parse(&frame)?;
         if let ClientFrame::Query(sql) = parsed {
-            if let Some(reply) = self.answer_locally(sql).await {
+            let kind = local_kind(sql);
+            // Boxed: the DDL path's future is large, and every other query should not carry it.
+            let reply = match kind {
+                Some(kind) => Box::pin(self.answer_locally(sql, kind)).await,
+                None => None,
+            };
+            if let Some(reply) = reply {
                 self.pipeline
                     .push(Pending::composed(reply.freeze()), &mut self.cout);
                 return Ok(());
-            }
-        }
-        if let Some(sql) = parsed.sql_text() {
-            let effect = session_effect(sql);
-            if effect.pins && !self.pinned {
-                self.pinned = true;
-                self.ctx.metrics.pinned_sessions.increment(1);
-            }
-            if effect.resets {
-                if let Some(b) = self.backend.as_mut() {
-                    b.conn.prepared.clear();
-                    b.conn.unnamed = None;
-                    b.conn.applied = Settings::default();
-                }
             }
         }
         if self.backend.is_none() {
@@ -349,10 +368,44 @@ impl Session {
                 return Ok(());
             }
         }
+        self.forward(parsed, &frame);
+        Ok(())
+    }
+
+    /// The common case, without an await: a backend connection is held and the frame is not
+    /// one the proxy may answer itself. Returns false when the frame needs the general path.
+    fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
+        if self.skip_until_sync || self.backend.is_none() {
+            return Ok(false);
+        }
+        let parsed = ClientFrame::parse(frame)?;
+        if let ClientFrame::Query(sql) = parsed {
+            if local_kind(sql).is_some() {
+                return Ok(false);
+            }
+        }
+        self.forward(parsed, frame);
+        Ok(true)
+    }
+
+    /// Sends a client frame to the held backend connection, noting what it does to the session.
+    fn forward(&mut self, parsed: ClientFrame<'_>, frame: &Frame<&[u8]>) {
         let Some(b) = self.backend.as_mut() else {
-            return Ok(());
+            return;
         };
         let conn = &mut b.conn;
+        if let Some(sql) = parsed.sql_text() {
+            let effect = session_effect(sql);
+            if effect.pins && !self.pinned {
+                self.pinned = true;
+                self.ctx.metrics.pinned_sessions.increment(1);
+            }
+            if effect.resets {
+                conn.prepared.clear();
+                conn.unnamed = None;
+                conn.applied = Settings::default();
+            }
+        }
         if frame.tag == b'Q' {
             // A simple query replaces the unnamed statement, on the backend and for the client.
             conn.unnamed = None;
@@ -360,7 +413,7 @@ impl Session {
         }
         let forwarded = self.statements.forward(
             parsed,
-            &frame,
+            frame,
             conn,
             &mut self.pipeline,
             &mut self.bout,
@@ -374,23 +427,20 @@ impl Session {
             b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
             _ => {}
         }
-        Ok(())
     }
 
     /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The
     /// reply ends with ReadyForQuery, as a simple query's does.
-    async fn answer_locally(&mut self, sql: &[u8]) -> Option<BytesMut> {
-        let first = first_word(sql);
-        let is = |k: &str| first.eq_ignore_ascii_case(k.as_bytes());
+    async fn answer_locally(&mut self, sql: &[u8], kind: LocalKind) -> Option<BytesMut> {
         let mut out = BytesMut::new();
-        if is("show") {
+        if kind == LocalKind::Show {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {
                 admin::AdminCommand::ShowTransactions => admin::transactions(&self.ctx).await,
                 other => admin::answer(&other, &self.ctx),
             };
             rs.encode(&tag, &mut out);
-        } else if is("create") || is("drop") || is("alter") {
+        } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.tx_status != b'I' {
                 protocol::error_response(
@@ -412,8 +462,6 @@ impl Session {
                     ),
                 }
             }
-        } else {
-            return None;
         }
         protocol::ready_for_query(&mut out, self.tx_status);
         Some(out)

@@ -162,10 +162,14 @@ impl StatementNames {
                 pipeline.push(Pending::Query, cout);
             }
             ClientFrame::Parse { name, query, types } => {
-                let statement = Arc::new(StatementText {
-                    query: query.into(),
-                    param_types: types.into(),
-                });
+                let statement = match &self.unnamed {
+                    // Clients often parse the same unnamed statement again and again.
+                    Some(s) if name.is_empty() && s.is(query, types) => s.clone(),
+                    _ => Arc::new(StatementText {
+                        query: query.into(),
+                        param_types: types.into(),
+                    }),
+                };
                 if name.is_empty() {
                     self.unnamed = Some(statement.clone());
                     conn.unnamed = Some(statement.clone());
@@ -300,7 +304,8 @@ impl StatementNames {
     ) -> Option<Arc<str>> {
         let statement = self.get(client_name)?;
         if client_name.is_empty() {
-            if conn.unnamed.as_deref() != Some(statement) {
+            let current = conn.unnamed.as_ref();
+            if !current.is_some_and(|u| Arc::ptr_eq(u, statement) || **u == **statement) {
                 write_parse(bout, b"", statement);
                 conn.unnamed = Some(statement.clone());
                 pipeline.push(

@@ -27,8 +27,17 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
         &mut Statements::new(sql)
     };
     for stmt in statements {
-        let [w0, w1, w2] = leading_words::<3>(stmt);
         let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+        let [w0] = leading_words::<1>(stmt);
+        // Only these statements' meaning depends on the words after the first.
+        let [_, w1, w2] = if ["set", "prepare", "create", "discard"]
+            .iter()
+            .any(|k| is(w0, k))
+        {
+            leading_words::<3>(stmt)
+        } else {
+            [w0, &[], &[]]
+        };
         let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
         let tx_local_set = is(w1, "local")
             || is(w1, "transaction")
