@@ -57,7 +57,7 @@ url = "postgres://postgres@127.0.0.1:$PGPORT/app"
 [pool]
 size = $POOL
 TOML
-# SW_WORKERS=1 runs the proxy on one thread, as PgBouncer runs.
+# SW_WORKERS=N sets [proxy] workers (default 1: one thread, as PgBouncer runs).
 [ -n "${SW_WORKERS:-}" ] && sed -i "s/^database = \"app\"/database = \"app\"\nworkers = $SW_WORKERS/" "$WORK/sw.toml"
 RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
 SWPID=$!

@@ -77,17 +77,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// One worker runs everything on one thread, with none of the cross-thread wake-ups a
-/// multi-threaded scheduler needs (PgBouncer's model); more workers share the clients.
+/// One worker (the default) runs everything on one thread, with none of the cross-thread
+/// wake-ups a multi-threaded scheduler needs: PgBouncer's model, and measured cheaper per
+/// transaction when the proxy shares a small machine with its clients or servers
+/// (BENCHMARKS.md). More workers share the clients among threads.
 fn runtime(workers: Option<usize>) -> tokio::runtime::Runtime {
-    let mut builder = match workers {
-        Some(1) => tokio::runtime::Builder::new_current_thread(),
-        Some(n) => {
+    let mut builder = match workers.unwrap_or(1) {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(n);
             b
         }
-        None => tokio::runtime::Builder::new_multi_thread(),
     };
     builder.enable_all().build().expect("tokio runtime")
 }

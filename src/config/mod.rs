@@ -48,7 +48,7 @@ pub struct ProxyConfig {
     /// How clients authenticate to the proxy.
     #[serde(default)]
     pub auth_method: AuthMethod,
-    /// Threads serving clients; absent means one per CPU core.
+    /// Threads serving clients; absent means one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
 }

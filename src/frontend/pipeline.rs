@@ -93,8 +93,12 @@ impl Pipeline {
             }
             _ => {}
         }
+        // Composed answers never stay at the front: one is due now only if it is the front.
+        let due = self.queue.is_empty();
         self.queue.push_back(p);
-        self.emit_composed(out);
+        if due {
+            self.emit_composed(out);
+        }
     }
 
     /// Accounts for one frame from the backend and says whether the client gets it (it does

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::io::poll_read_buf;
 
 use super::cancel::CancelGuard;
 use super::pipeline::{Disposition, Pending, Pipeline};
@@ -58,6 +59,14 @@ fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     } else {
         None
     }
+}
+
+/// What woke the session loop.
+enum Event {
+    ClientRead(std::io::Result<usize>),
+    ClientWrote(std::io::Result<usize>),
+    BackendRead(std::io::Result<usize>),
+    BackendWrote(std::io::Result<usize>),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -140,33 +149,7 @@ impl Session {
             self.write_now(client_w)?;
             self.release_if_idle();
 
-            enum Event {
-                ClientRead(std::io::Result<usize>),
-                ClientWrote(std::io::Result<usize>),
-                BackendRead(std::io::Result<usize>),
-                BackendWrote(std::io::Result<usize>),
-            }
-            let want_client = self.bout.len() < HIGH_WATER;
-            let want_backend = self.cout.len() < HIGH_WATER;
-            let (backend_r, backend_buf, backend_w) = match self.backend.as_mut() {
-                Some(b) => {
-                    let c = &mut b.conn;
-                    (
-                        Some(&mut c.reader),
-                        Some(&mut c.read_buf),
-                        Some(&mut c.writer),
-                    )
-                }
-                None => (None, None, None),
-            };
-            // Fixed order (no random start): writes first, so data never waits behind a read.
-            let event = tokio::select! {
-                biased;
-                r = write_front(client_w, &mut self.cout), if !self.cout.is_empty() => Event::ClientWrote(r),
-                r = write_opt(backend_w, &mut self.bout), if !self.bout.is_empty() => Event::BackendWrote(r),
-                r = read_opt(backend_r, backend_buf), if want_backend => Event::BackendRead(r),
-                r = client_r.read_buf(&mut self.cin), if want_client => Event::ClientRead(r),
-            };
+            let event = std::future::poll_fn(|cx| self.poll_event(cx, client_r, client_w)).await;
             match event {
                 Event::ClientRead(r) => {
                     if r.map_err(SessionError::Client)? == 0 {
@@ -174,7 +157,8 @@ impl Session {
                     }
                 }
                 Event::ClientWrote(r) => {
-                    r.map_err(SessionError::Client)?;
+                    let n = r.map_err(SessionError::Client)?;
+                    self.cout.advance(n);
                 }
                 Event::BackendRead(r) => {
                     if r.map_err(|e| self.backend_lost(e))? == 0 {
@@ -183,7 +167,8 @@ impl Session {
                     self.on_backend_data()?;
                 }
                 Event::BackendWrote(r) => {
-                    r.map_err(|e| self.backend_lost(e))?;
+                    let n = r.map_err(|e| self.backend_lost(e))?;
+                    self.bout.advance(n);
                 }
             }
         }
@@ -233,6 +218,49 @@ impl Session {
         }
         self.cin = cin;
         result.map(|()| said)
+    }
+
+    /// Waits for the first socket that can make progress. Fixed order: writes first, so data
+    /// never waits behind a read. Written by hand rather than with `select!`, which builds and
+    /// drops a future per branch on every turn of the loop.
+    fn poll_event<R, W>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        client_r: &mut R,
+        client_w: &mut W,
+    ) -> Poll<Event>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        if !self.cout.is_empty() {
+            if let Poll::Ready(r) = Pin::new(&mut *client_w).poll_write(cx, &self.cout) {
+                return Poll::Ready(Event::ClientWrote(r));
+            }
+        }
+        if let Some(b) = self.backend.as_mut() {
+            let conn = &mut b.conn;
+            if !self.bout.is_empty() {
+                if let Poll::Ready(r) = Pin::new(&mut conn.writer).poll_write(cx, &self.bout) {
+                    return Poll::Ready(Event::BackendWrote(r));
+                }
+            }
+            if self.cout.len() < HIGH_WATER {
+                reserve_for_read(&mut conn.read_buf);
+                if let Poll::Ready(r) =
+                    poll_read_buf(Pin::new(&mut conn.reader), cx, &mut conn.read_buf)
+                {
+                    return Poll::Ready(Event::BackendRead(r));
+                }
+            }
+        }
+        if self.bout.len() < HIGH_WATER {
+            reserve_for_read(&mut self.cin);
+            if let Poll::Ready(r) = poll_read_buf(Pin::new(&mut *client_r), cx, &mut self.cin) {
+                return Poll::Ready(Event::ClientRead(r));
+            }
+        }
+        Poll::Pending
     }
 
     /// Writes what is pending in both directions while the sockets take it, so the common
@@ -559,40 +587,11 @@ impl Session {
     }
 }
 
-async fn read_opt(
-    r: Option<&mut tokio::net::tcp::OwnedReadHalf>,
-    buf: Option<&mut BytesMut>,
-) -> std::io::Result<usize> {
-    match (r, buf) {
-        (Some(r), Some(buf)) => {
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(8192);
-            }
-            r.read_buf(buf).await
-        }
-        _ => std::future::pending().await,
+/// Room for a read of useful size: a nearly full buffer would make many small reads.
+fn reserve_for_read(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(8192);
     }
-}
-
-async fn write_opt(
-    w: Option<&mut tokio::net::tcp::OwnedWriteHalf>,
-    buf: &mut BytesMut,
-) -> std::io::Result<usize> {
-    match w {
-        Some(w) => write_front(w, buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes from the front of `buf`. A plain write, not `write_buf`: that one goes through
-/// writev, whose trip through the VFS layer costs the kernel more than send does.
-async fn write_front<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    buf: &mut BytesMut,
-) -> std::io::Result<usize> {
-    let n = w.write(buf).await?;
-    buf.advance(n);
-    Ok(n)
 }
 
 /// Quotes an identifier for SQL the proxy builds.

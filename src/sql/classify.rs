@@ -28,7 +28,7 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
     };
     for stmt in statements {
         let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
-        let [w0] = leading_words::<1>(stmt);
+        let w0 = first_word(stmt);
         // Only these statements' meaning depends on the words after the first.
         let [_, w1, w2] = if ["set", "prepare", "create", "discard"]
             .iter()
@@ -70,6 +70,14 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
 
 /// The text's first word, after whitespace and comments (empty if it starts otherwise).
 pub fn first_word(sql: &[u8]) -> &[u8] {
+    // Most texts start with their keyword: no whitespace or comment to skip.
+    if sql.first().is_some_and(u8::is_ascii_alphabetic) {
+        let end = sql
+            .iter()
+            .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+            .unwrap_or(sql.len());
+        return &sql[..end];
+    }
     let [w] = leading_words::<1>(sql);
     w
 }
