@@ -6,8 +6,9 @@
 # Starts its own PostgreSQL cluster, shardwire (release build) and PgBouncer on free ports, then
 # alternates the three targets and both protocols (simple, extended) for several rounds and prints
 # median TPS, the ratios, and each proxy's CPU time per transaction (user+sys of the proxy process
-# divided by transactions). Needs: postgresql, pgbouncer (apt), cargo. Debian 12 ships PgBouncer
-# 1.18, which has no prepared-statement support in transaction mode, hence no -M prepared here.
+# divided by transactions). SW_WORKERS=N sets shardwire's [proxy] workers (default 1). Needs:
+# postgresql, pgbouncer (apt), cargo. Debian 12 ships PgBouncer 1.18, which has no
+# prepared-statement support in transaction mode, hence no -M prepared here.
 set -euo pipefail
 
 SECS=${1:-10}
@@ -16,71 +17,15 @@ CLIENTS=${3:-16}
 POOL=20
 cd "$(dirname "$0")/.."
 
-for bin in pgbench pgbouncer; do
-    command -v "$bin" >/dev/null || { echo "missing $bin: apt-get install -y postgresql-client pgbouncer" >&2; exit 1; }
-done
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-cargo build --release --quiet
-SW="$PWD/target/release/shardwire"
+source bench/setup.sh
 
-WORK=$(mktemp -d /tmp/swbench.XXXXXX)
-chmod 755 "$WORK"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-[ "$(id -u)" = 0 ] && chown postgres "$WORK"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PGPORT=$(free_port); SWPORT=$(free_port); BOUNCERPORT=$(free_port)
-
-cleanup() {
-    [ -n "${SWPID:-}" ] && kill "$SWPID" 2>/dev/null || true
-    [ -n "${BPID:-}" ] && kill "$BPID" 2>/dev/null || true
-    as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres -A trust >/dev/null
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
-    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
-psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE app" >/dev/null
-pgbench -q -i -s 10 -h 127.0.0.1 -p "$PGPORT" -U postgres app >/dev/null 2>&1
-
-cat >"$WORK/sw.toml" <<TOML
-[proxy]
-listen = "127.0.0.1:$SWPORT"
-database = "app"
-[[users]]
-name = "app"
-password = "app"
-[[shards]]
-name = "s1"
-url = "postgres://postgres@127.0.0.1:$PGPORT/app"
-[pool]
-size = $POOL
-TOML
-# SW_WORKERS=N sets [proxy] workers (default 1: one thread, as PgBouncer runs).
-[ -n "${SW_WORKERS:-}" ] && sed -i "s/^database = \"app\"/database = \"app\"\nworkers = $SW_WORKERS/" "$WORK/sw.toml"
 RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
 SWPID=$!
-
-cat >"$WORK/bouncer.ini" <<INI
-[databases]
-app = host=127.0.0.1 port=$PGPORT dbname=app user=postgres
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $BOUNCERPORT
-unix_socket_dir =
-auth_type = plain
-auth_file = $WORK/userlist.txt
-pool_mode = transaction
-default_pool_size = $POOL
-max_client_conn = 500
-logfile = $WORK/bouncer.log
-INI
-echo '"app" "app"' >"$WORK/userlist.txt"
-[ "$(id -u)" = 0 ] && chown postgres "$WORK"/bouncer.ini "$WORK"/userlist.txt
+on_exit 'kill "$SWPID"'
 as_pg pgbouncer "$WORK/bouncer.ini" >/dev/null 2>&1 &
-sleep 1
+wait_ready "$SWPORT"; wait_ready "$BOUNCERPORT"
 BPID=$(pgrep -n -f "pgbouncer $WORK/bouncer.ini")
+on_exit 'kill "$BPID"'
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)

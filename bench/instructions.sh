@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# User-space instructions per transaction of shardwire and of PgBouncer, counted by callgrind:
+# unlike seconds, the count repeats exactly whatever else the machine does, so it shows the
+# effect of a change to the hot path that timing noise hides. Kernel time is not counted.
+#
+#   bench/instructions.sh [clients] [transactions-per-client]
+#
+# Each proxy runs under valgrind --tool=callgrind in front of its own PostgreSQL; pgbench
+# select-only (simple, then extended protocol) runs twice, with few and with many transactions
+# per client, and the difference of the two counts divided by the difference of transactions
+# cancels connection setup. Needs: valgrind, postgresql, pgbouncer (apt), cargo.
+set -euo pipefail
+
+CLIENTS=${1:-8}
+TX=${2:-1000}
+POOL=20
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "missing valgrind: apt-get install -y valgrind" >&2; exit 1; }
+
+source bench/setup.sh
+chmod 777 "$WORK"
+
+# Instructions the process with callgrind output prefix $1 executed during `pgbench … -t $3`.
+count() { # out-prefix port tx mode as-user
+    local out=$1 port=$2 tx=$3 mode=$4 as=$5 pid file
+    pid=$(pgrep -n -f "callgrind-out-file=$out")
+    $as callgrind_control -z "$pid" >/dev/null 2>&1
+    PGPASSWORD=app pgbench -n -S -M "$mode" -c "$CLIENTS" -j 1 -t "$tx" -h 127.0.0.1 -p "$port" -U app app >/dev/null
+    $as callgrind_control -d "$pid" >/dev/null 2>&1
+    sleep 0.5
+    file=$(ls -t "$out".* | head -1)
+    awk '/^(summary|totals):/ {print $2; exit}' "$file"
+}
+
+measure() { # name port as-user
+    local name=$1 port=$2 as=$3 few many
+    wait_ready "$port"
+    for mode in simple extended; do
+        # A warm-up, so caches and pools are in their steady state.
+        PGPASSWORD=app pgbench -n -S -M "$mode" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$port" -U app app >/dev/null
+        few=$(count "$WORK/cg.$name" "$port" 100 "$mode" "$as")
+        many=$(count "$WORK/cg.$name" "$port" "$TX" "$mode" "$as")
+        awk -v a="$few" -v b="$many" -v n="$((CLIENTS * (TX - 100)))" -v m="$mode" -v s="$name" \
+            'BEGIN {printf "%-10s %-9s %8.0f instructions/tx\n", s, m, (b - a) / n}'
+    done
+}
+
+CG=(valgrind --tool=callgrind --dump-line=no --dump-instr=no)
+RUST_LOG=warn "${CG[@]}" --callgrind-out-file="$WORK/cg.shardwire.%p" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
+SWPID=$!
+measure shardwire "$SWPORT" ""
+kill "$SWPID"
+
+AS_PG=""
+[ "$(id -u)" = 0 ] && AS_PG="runuser -u postgres --"
+$AS_PG "${CG[@]}" --callgrind-out-file="$WORK/cg.pgbouncer.%p" pgbouncer "$WORK/bouncer.ini" >/dev/null 2>&1 &
+on_exit 'pkill -f "callgrind-out-file=$WORK/cg.pgbouncer"'
+measure pgbouncer "$BOUNCERPORT" "$AS_PG"
+echo "clients=$CLIENTS transactions-per-client=$TX workers=${SW_WORKERS:-1}"

@@ -1,0 +1,74 @@
+# Sourced by the bench scripts: starts a PostgreSQL cluster with pgbench's tables and writes the
+# configurations of shardwire and PgBouncer (transaction mode) in front of it. Sets PGPORT,
+# SWPORT, BOUNCERPORT, WORK, SW (the release binary) and PGBIN; cleans up at exit (extend
+# `cleanup` with `on_exit`). Expects POOL; SW_WORKERS=N sets shardwire's [proxy] workers.
+
+for bin in pgbench pgbouncer; do
+    command -v "$bin" >/dev/null || { echo "missing $bin: apt-get install -y postgresql-client pgbouncer" >&2; exit 1; }
+done
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+cargo build --release --quiet
+SW="$PWD/target/release/shardwire"
+
+WORK=$(mktemp -d /tmp/swbench.XXXXXX)
+chmod 755 "$WORK"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$WORK"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PGPORT=$(free_port); SWPORT=$(free_port); BOUNCERPORT=$(free_port)
+
+EXIT_HOOKS=()
+on_exit() { EXIT_HOOKS+=("$1"); }
+cleanup() {
+    for hook in "${EXIT_HOOKS[@]}"; do eval "$hook" || true; done
+    as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres -A trust >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
+    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
+psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE app" >/dev/null
+pgbench -q -i -s 10 -h 127.0.0.1 -p "$PGPORT" -U postgres app >/dev/null 2>&1
+
+cat >"$WORK/sw.toml" <<TOML
+[proxy]
+listen = "127.0.0.1:$SWPORT"
+database = "app"
+workers = ${SW_WORKERS:-1}
+[[users]]
+name = "app"
+password = "app"
+[[shards]]
+name = "s1"
+url = "postgres://postgres@127.0.0.1:$PGPORT/app"
+[pool]
+size = $POOL
+TOML
+
+cat >"$WORK/bouncer.ini" <<INI
+[databases]
+app = host=127.0.0.1 port=$PGPORT dbname=app user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BOUNCERPORT
+unix_socket_dir =
+auth_type = plain
+auth_file = $WORK/userlist.txt
+pool_mode = transaction
+default_pool_size = $POOL
+max_client_conn = 500
+logfile = $WORK/bouncer.log
+INI
+echo '"app" "app"' >"$WORK/userlist.txt"
+[ "$(id -u)" = 0 ] && chown postgres "$WORK"/bouncer.ini "$WORK"/userlist.txt
+
+# Waits until `port` answers a query as user app.
+wait_ready() {
+    for _ in $(seq 120); do
+        PGPASSWORD=app psql -qX -h 127.0.0.1 -p "$1" -U app -Atc "SELECT 1" app >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    echo "nothing answers on port $1" >&2; exit 1
+}
