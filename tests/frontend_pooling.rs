@@ -289,6 +289,38 @@ async fn two_clients_share_one_connection_without_deadlock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_waiting_for_the_only_connection_gets_it_as_soon_as_it_is_released() {
+    let proxy = TestProxy::start_with(|c| {
+        c.pool.size = 1;
+        c.pool.connect_timeout_ms = 5_000;
+    });
+    let a = proxy.connect().await;
+    let b = proxy.connect().await;
+    a.batch_execute("BEGIN").await.unwrap();
+    let pid_a = backend_pid(&a).await;
+    let waiting = tokio::spawn(async move {
+        let pid = backend_pid(&b).await;
+        (b, pid)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "b ran while a held the only connection"
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    // At once: the released connection goes to the waiting client, not onto the stack of
+    // just-returned connections (from which the once-a-second sweep would free it only later).
+    let (b, pid_b) = tokio::time::timeout(Duration::from_millis(900), waiting)
+        .await
+        .expect("the waiting client got the released connection")
+        .unwrap();
+    assert_eq!(pid_a, pid_b);
+    // After that, the connection moves between the two as usual.
+    assert_eq!(backend_pid(&a).await, pid_a);
+    assert_eq!(backend_pid(&b).await, pid_a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_clients_share_ten_connections() {
     const CLIENTS: i32 = 200;
     let proxy = TestProxy::start_with(|c| {
