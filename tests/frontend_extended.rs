@@ -371,3 +371,25 @@ async fn a_prepared_statement_still_works_after_its_backend_connection_changed()
     }
     tx.commit().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deallocate_all_from_another_client_makes_the_proxy_prepare_again() {
+    // One connection: B's DEALLOCATE ALL runs on the connection A's statement lives on, and it
+    // is B's first statement, so the proxy takes the connection for it right then.
+    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
+    let a = proxy.connect().await;
+    let b = proxy.connect().await;
+    let stmt = a.prepare("SELECT $1::int4 + 1").await.unwrap();
+    let row = a.query_one(&stmt, &[&1i32]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), 2);
+    b.batch_execute("DEALLOCATE ALL").await.unwrap();
+    // The backend no longer has the statement: the proxy must know and prepare it again.
+    let row = tokio::time::timeout(LIMIT, a.query_one(&stmt, &[&41i32]))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 42);
+    b.batch_execute("DISCARD ALL").await.unwrap();
+    let row = a.query_one(&stmt, &[&99i32]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), 100);
+}
