@@ -12,6 +12,7 @@ use std::task::Poll;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
+use tracing::Instrument;
 
 use super::cancel::CancelGuard;
 use super::pipeline::{Disposition, Pending, Pipeline};
@@ -92,6 +93,8 @@ pub struct Session {
     skip_until_sync: bool,
     settings: Settings,
     cancel: CancelGuard,
+    /// The session's tracing span, for the events of the session and its rare slow paths.
+    span: tracing::Span,
 }
 
 impl Session {
@@ -100,6 +103,7 @@ impl Session {
         read_buf: BytesMut,
         settings: Settings,
         cancel: CancelGuard,
+        span: tracing::Span,
     ) -> Session {
         Session {
             ctx,
@@ -115,6 +119,7 @@ impl Session {
             skip_until_sync: false,
             settings,
             cancel,
+            span,
         }
     }
 
@@ -365,7 +370,10 @@ impl Session {
             let kind = local_kind(sql);
             // Boxed: the DDL path's future is large, and every other query should not carry it.
             let reply = match kind {
-                Some(kind) => Box::pin(self.answer_locally(sql, kind)).await,
+                Some(kind) => {
+                    let span = self.span.clone();
+                    Box::pin(self.answer_locally(sql, kind).instrument(span)).await
+                }
                 None => None,
             };
             if let Some(reply) = reply {
@@ -391,7 +399,11 @@ impl Session {
                 }
             };
             if let Err(e) = self.acquire(shard).await {
-                tracing::warn!(error = %e, "no backend connection for the client's statement");
+                tracing::warn!(
+                    parent: &self.span,
+                    error = %e,
+                    "no backend connection for the client's statement"
+                );
                 self.refuse(&frame, &e.sqlstate(), &e.client_message());
                 return Ok(());
             }
