@@ -16,7 +16,8 @@
 //!   backend's prepared statements).
 //! - [`router`]: where a statement goes ([`router::Route`]).
 //! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
-//! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8.
+//! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8, with a stack
+//!   of just-returned connections in front for the per-transaction checkout.
 //! - [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard.
 //! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
