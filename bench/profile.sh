@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Where shardwire's user-space instructions go per transaction: runs the proxy under callgrind
+# in front of its own PostgreSQL, zeroes the counters after a warm-up, runs pgbench select-only
+# and prints the functions with the most instructions per transaction (bench/cg_functions.py).
+#
+#   bench/profile.sh [simple|extended] [clients] [transactions-per-client]
+set -euo pipefail
+
+MODE=${1:-extended}
+CLIENTS=${2:-8}
+TX=${3:-1000}
+POOL=20
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "missing valgrind: apt-get install -y valgrind" >&2; exit 1; }
+
+source bench/setup.sh
+
+OUT="$WORK/callgrind.out"
+RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
+CGPID=$!
+on_exit 'kill "$CGPID" 2>/dev/null'
+wait_ready "$SWPORT"
+PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
+callgrind_control -z "$CGPID" >/dev/null 2>&1
+PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t "$TX" -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
+kill "$CGPID"
+wait "$CGPID" || true
+python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
