@@ -133,9 +133,8 @@ impl Session {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let result = self.run_loop(&mut client_r, &mut client_w).await;
-        self.finish();
-        result
+        // The backend connection is given back or closed when the session drops (see `Drop`).
+        self.run_loop(&mut client_r, &mut client_w).await
     }
 
     async fn run_loop<R, W>(
@@ -581,8 +580,9 @@ impl Session {
         }
     }
 
-    /// On disconnect: a connection that is idle and unpinned goes back to the pool; any other
-    /// is closed, since its state is the departed client's.
+    /// On disconnect, or when the session's task is aborted: a connection that is idle and
+    /// unpinned goes back to the pool; any other is closed, since its state is the departed
+    /// client's.
     fn finish(&mut self) {
         self.cancel.slot.set(None);
         if let Some(mut b) = self.backend.take() {
@@ -596,6 +596,12 @@ impl Session {
             }
             self.ctx.pools.shard(b.shard).release(b);
         }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
