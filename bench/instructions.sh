@@ -15,9 +15,7 @@ CLIENTS=${1:-8}
 TX=${2:-1000}
 POOL=20
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { echo "missing valgrind: apt-get install -y valgrind" >&2; exit 1; }
-
-source bench/setup.sh
+BENCH_NEEDS=valgrind source bench/setup.sh
 chmod 777 "$WORK"
 
 # Instructions the process with callgrind output prefix $1 executed during `pgbench … -t $3`.

@@ -11,9 +11,7 @@ CLIENTS=${2:-8}
 TX=${3:-1000}
 POOL=20
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { echo "missing valgrind: apt-get install -y valgrind" >&2; exit 1; }
-
-source bench/setup.sh
+BENCH_NEEDS=valgrind source bench/setup.sh
 
 OUT="$WORK/callgrind.out"
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &

@@ -1,10 +1,11 @@
 # Sourced by the bench scripts: starts a PostgreSQL cluster with pgbench's tables and writes the
 # configurations of shardwire and PgBouncer (transaction mode) in front of it. Sets PGPORT,
 # SWPORT, BOUNCERPORT, WORK, SW (the release binary) and PGBIN; cleans up at exit (extend
-# `cleanup` with `on_exit`). Expects POOL; SW_WORKERS=N sets shardwire's [proxy] workers.
+# `cleanup` with `on_exit`). Expects POOL; BENCH_NEEDS names further commands needed (each an
+# apt package of the same name); SW_WORKERS=N sets shardwire's [proxy] workers.
 
-for bin in pgbench pgbouncer; do
-    command -v "$bin" >/dev/null || { echo "missing $bin: apt-get install -y postgresql-client pgbouncer" >&2; exit 1; }
+for bin in pgbench pgbouncer ${BENCH_NEEDS:-}; do
+    command -v "$bin" >/dev/null || { echo "missing $bin: apt-get install -y postgresql-client pgbouncer ${BENCH_NEEDS:-}" >&2; exit 1; }
 done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 cargo build --release --quiet

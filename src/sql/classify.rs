@@ -72,11 +72,7 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
 pub fn first_word(sql: &[u8]) -> &[u8] {
     // Most texts start with their keyword: no whitespace or comment to skip.
     if sql.first().is_some_and(u8::is_ascii_alphabetic) {
-        let end = sql
-            .iter()
-            .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
-            .unwrap_or(sql.len());
-        return &sql[..end];
+        return &sql[..word_end(sql, 0)];
     }
     let [w] = leading_words::<1>(sql);
     w
@@ -183,6 +179,14 @@ fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
 }
 
 /// The first `N` words of a statement, after whitespace and comments; missing words are empty.
+/// Where the word (letters, digits, `_`) starting at `start` ends.
+fn word_end(s: &[u8], start: usize) -> usize {
+    s[start..]
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+        .map_or(s.len(), |p| start + p)
+}
+
 pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     let mut words: [&[u8]; N] = [&[]; N];
     let mut found = 0;
@@ -199,10 +203,7 @@ pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
         } else if c == b'/' && stmt.get(i + 1) == Some(&b'*') {
             i = skip_block_comment(stmt, i);
         } else if c.is_ascii_alphabetic() || c == b'_' {
-            let end = stmt[i..]
-                .iter()
-                .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
-                .map_or(stmt.len(), |p| i + p);
+            let end = word_end(stmt, i);
             words[found] = &stmt[i..end];
             found += 1;
             i = end;
