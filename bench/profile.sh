@@ -4,6 +4,8 @@
 # and prints the functions with the most instructions per transaction (bench/cg_functions.py).
 #
 #   bench/profile.sh [simple|extended] [clients] [transactions-per-client]
+#
+# CG_KEEP=FILE keeps the callgrind output (for callgrind_annotate or a per-line look).
 set -euo pipefail
 
 MODE=${1:-extended}
@@ -24,3 +26,4 @@ PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t "$TX" -h 127.0.0.1
 kill "$CGPID"
 wait "$CGPID" || true
 python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
+[ -n "${CG_KEEP:-}" ] && cp "$OUT" "$CG_KEEP"

@@ -69,6 +69,28 @@ async fn session_set_pins_the_client_and_does_not_leak_to_others() {
 }
 
 #[tokio::test]
+async fn a_set_sent_with_the_extended_protocol_pins_the_client() {
+    let proxy = TestProxy::start_with(|c| c.pool.size = 2);
+    let a = proxy.connect().await;
+    let b = proxy.connect().await;
+    // The texts alternate, so the proxy cannot carry one text's verdict over to the next.
+    a.execute("SELECT 1", &[]).await.unwrap();
+    a.execute("SET search_path TO pooling_extended_schema, public", &[])
+        .await
+        .unwrap();
+    a.execute("SELECT 1", &[]).await.unwrap();
+    let pinned_pid = backend_pid(&a).await;
+    for _ in 0..5 {
+        assert_eq!(show(&b, "search_path").await, DEFAULT_SEARCH_PATH);
+        assert_eq!(
+            show(&a, "search_path").await,
+            "pooling_extended_schema, public"
+        );
+        assert_eq!(backend_pid(&a).await, pinned_pid, "a pinned client moved");
+    }
+}
+
+#[tokio::test]
 async fn a_pinned_connection_is_not_handed_to_the_next_client() {
     // One backend connection: the next client gets the pinned one's only if it is reused.
     let proxy = TestProxy::start_with(|c| c.pool.size = 1);

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod cancel;
 pub mod pipeline;
 pub mod session;
+pub mod socket;
 pub mod startup;
 pub mod statements;
 
@@ -20,6 +21,7 @@ use crate::catalog::ShardId;
 use crate::protocol::{self, Severity};
 use crate::server::ServerCtx;
 use session::Session;
+use socket::{PlainClient, StreamClient};
 use startup::{ClientStart, Startup};
 
 /// Serves one client connection from its first byte to its last.
@@ -96,13 +98,10 @@ async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart, span: tracing::Spa
     let mut session = Session::new(ctx, start.read_buf, settings.into(), cancel, span.clone());
     session.greet(&greeting);
     let result = match start.io {
-        MaybeTls::Plain(tcp) => {
-            let (r, w) = tcp.into_split();
-            session.run(r, w).await
-        }
+        MaybeTls::Plain(tcp) => session.run(PlainClient::new(tcp)).await,
         other => {
             let (r, w) = tokio::io::split(other);
-            session.run(r, w).await
+            session.run(StreamClient::new(r, w)).await
         }
     };
     if let Err(e) = result {

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_util::io::poll_read_buf;
+use tokio::io::AsyncWrite;
 use tracing::Instrument;
 
 use super::cancel::CancelGuard;
 use super::pipeline::{Disposition, Pending, Pipeline};
+use super::socket::{self, ClientSocket, ReadArm};
 use super::statements::{ClientFrame, StatementNames};
 use crate::admin;
 use crate::backend::{BackendError, Pooled, Settings};
@@ -25,11 +25,15 @@ use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
-use crate::sql::classify::{first_word, session_effect};
+use crate::sql::classify::{first_word, keyword, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
+
+/// Turns of the session loop without a wait after which it yields to the other sessions: the
+/// sockets' cheap paths (`socket`) skip tokio's cooperative budget, so the loop keeps its own.
+const TURNS_BEFORE_YIELD: u32 = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -51,14 +55,14 @@ enum LocalKind {
 }
 
 fn local_kind(sql: &[u8]) -> Option<LocalKind> {
-    let first = first_word(sql);
-    let is = |k: &str| first.eq_ignore_ascii_case(k.as_bytes());
-    if is("show") {
-        Some(LocalKind::Show)
-    } else if is("create") || is("drop") || is("alter") {
-        Some(LocalKind::Ddl)
-    } else {
-        None
+    const SHOW: u128 = keyword(b"show");
+    const CREATE: u128 = keyword(b"create");
+    const DROP: u128 = keyword(b"drop");
+    const ALTER: u128 = keyword(b"alter");
+    match keyword(first_word(sql)) {
+        SHOW => Some(LocalKind::Show),
+        CREATE | DROP | ALTER => Some(LocalKind::Ddl),
+        _ => None,
     }
 }
 
@@ -82,8 +86,15 @@ pub struct Session {
     cout: BytesMut,
     bout: BytesMut,
     backend: Option<Pooled>,
+    /// The read side of the held backend connection, for this session's task.
+    backend_arm: ReadArm,
+    /// Client bytes arrived since the last look, or frames were left for lack of room.
+    client_unread: bool,
+    /// Turns of the loop since it last waited.
+    turns: u32,
     pipeline: Pipeline,
     statements: StatementNames,
+    parse_effect: LastEffect,
     /// Transaction status from the last ReadyForQuery.
     tx_status: u8,
     /// An extended-protocol message was sent and its Sync has not been yet.
@@ -111,8 +122,12 @@ impl Session {
             cout: BytesMut::with_capacity(8192),
             bout: BytesMut::with_capacity(8192),
             backend: None,
+            backend_arm: ReadArm::default(),
+            client_unread: true,
+            turns: 0,
             pipeline: Pipeline::default(),
             statements: StatementNames::default(),
+            parse_effect: LastEffect::default(),
             tx_status: b'I',
             unsynced: false,
             pinned: false,
@@ -128,37 +143,26 @@ impl Session {
         self.cout.extend_from_slice(bytes);
     }
 
-    pub async fn run<R, W>(mut self, mut client_r: R, mut client_w: W) -> Result<(), SessionError>
-    where
-        R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin,
-    {
+    pub async fn run<C: ClientSocket>(mut self, mut client: C) -> Result<(), SessionError> {
         // The backend connection is given back or closed when the session drops (see `Drop`).
-        self.run_loop(&mut client_r, &mut client_w).await
+        self.run_loop(&mut client).await
     }
 
-    async fn run_loop<R, W>(
-        &mut self,
-        client_r: &mut R,
-        client_w: &mut W,
-    ) -> Result<(), SessionError>
-    where
-        R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin,
-    {
+    async fn run_loop<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
         loop {
-            if self.on_client_data().await? == ClientSaid::Terminate {
+            if self.client_unread && self.on_client_data().await? == ClientSaid::Terminate {
                 return Ok(());
             }
-            self.write_now(client_w)?;
+            self.write_now(client)?;
             self.release_if_idle();
 
-            let event = std::future::poll_fn(|cx| self.poll_event(cx, client_r, client_w)).await;
+            let event = std::future::poll_fn(|cx| self.poll_event(cx, client)).await;
             match event {
                 Event::ClientRead(r) => {
                     if r.map_err(SessionError::Client)? == 0 {
                         return Ok(());
                     }
+                    self.client_unread = true;
                 }
                 Event::ClientWrote(r) => {
                     let n = r.map_err(SessionError::Client)?;
@@ -173,6 +177,8 @@ impl Session {
                 Event::BackendWrote(r) => {
                     let n = r.map_err(|e| self.backend_lost(e))?;
                     self.bout.advance(n);
+                    // Frames left for lack of room may go now.
+                    self.client_unread = true;
                 }
             }
         }
@@ -185,8 +191,10 @@ impl Session {
         let mut cin = std::mem::take(&mut self.cin);
         let mut pos = 0;
         let mut said = ClientSaid::More;
+        self.client_unread = false;
         let result = loop {
             if self.bout.len() >= HIGH_WATER {
+                self.client_unread = true;
                 break Ok(());
             }
             let len = match protocol::complete_frame_len(&cin[pos..]) {
@@ -227,18 +235,31 @@ impl Session {
     /// Waits for the first socket that can make progress. Fixed order: writes first, so data
     /// never waits behind a read. Written by hand rather than with `select!`, which builds and
     /// drops a future per branch on every turn of the loop.
-    fn poll_event<R, W>(
+    fn poll_event<C: ClientSocket>(
         &mut self,
         cx: &mut std::task::Context<'_>,
-        client_r: &mut R,
-        client_w: &mut W,
-    ) -> Poll<Event>
-    where
-        R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin,
-    {
+        client: &mut C,
+    ) -> Poll<Event> {
+        if self.turns >= TURNS_BEFORE_YIELD {
+            self.turns = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let event = self.poll_sockets(cx, client);
+        match event {
+            Poll::Ready(_) => self.turns += 1,
+            Poll::Pending => self.turns = 0,
+        }
+        event
+    }
+
+    fn poll_sockets<C: ClientSocket>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        client: &mut C,
+    ) -> Poll<Event> {
         if !self.cout.is_empty() {
-            if let Poll::Ready(r) = Pin::new(&mut *client_w).poll_write(cx, &self.cout) {
+            if let Poll::Ready(r) = client.poll_write(cx, &self.cout) {
                 return Poll::Ready(Event::ClientWrote(r));
             }
         }
@@ -251,16 +272,17 @@ impl Session {
             }
             if self.cout.len() < HIGH_WATER {
                 reserve_for_read(&mut conn.read_buf);
-                if let Poll::Ready(r) =
-                    poll_read_buf(Pin::new(&mut conn.reader), cx, &mut conn.read_buf)
-                {
+                let read = self
+                    .backend_arm
+                    .poll_read(conn.reader.as_ref(), cx, &mut conn.read_buf);
+                if let Poll::Ready(r) = read {
                     return Poll::Ready(Event::BackendRead(r));
                 }
             }
         }
         if self.bout.len() < HIGH_WATER {
             reserve_for_read(&mut self.cin);
-            if let Poll::Ready(r) = poll_read_buf(Pin::new(&mut *client_r), cx, &mut self.cin) {
+            if let Poll::Ready(r) = client.poll_read(cx, &mut self.cin) {
                 return Poll::Ready(Event::ClientRead(r));
             }
         }
@@ -270,24 +292,18 @@ impl Session {
     /// Writes what is pending in both directions while the sockets take it, so the common
     /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
     /// is left waits for the select below.
-    fn write_now<W: AsyncWrite + Unpin>(&mut self, client_w: &mut W) -> Result<(), SessionError> {
+    fn write_now<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
         if !self.bout.is_empty() {
             if let Some(b) = self.backend.as_mut() {
-                match b.conn.writer.try_write(&self.bout) {
+                match socket::write_now(&b.conn.writer, &self.bout) {
                     Ok(n) => self.bout.advance(n),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(self.backend_lost(e)),
                 }
             }
         }
         if !self.cout.is_empty() {
-            // A waker registered by a Pending poll is harmless: the select polls again.
-            let waker = futures::task::noop_waker_ref();
-            let mut cx = std::task::Context::from_waker(waker);
-            if let Poll::Ready(r) = Pin::new(&mut *client_w).poll_write(&mut cx, &self.cout) {
-                let n = r.map_err(SessionError::Client)?;
-                self.cout.advance(n);
-            }
+            let n = client.write_now(&self.cout).map_err(SessionError::Client)?;
+            self.cout.advance(n);
         }
         Ok(())
     }
@@ -433,8 +449,12 @@ impl Session {
             return;
         };
         let conn = &mut b.conn;
-        if let Some(sql) = parsed.sql_text() {
-            let effect = session_effect(sql);
+        let effect = match parsed {
+            ClientFrame::Query(sql) => Some(session_effect(sql)),
+            ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
+            _ => None,
+        };
+        if let Some(effect) = effect {
             if effect.pins && !self.pinned {
                 self.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
@@ -552,6 +572,7 @@ impl Session {
         }
         self.cancel.slot.set(Some((shard, conn.cancel)));
         self.backend = Some(b);
+        self.backend_arm = ReadArm::default();
         Ok(())
     }
 

@@ -53,7 +53,12 @@ impl<'a> ClientFrame<'a> {
     pub fn parse(frame: &Frame<&'a [u8]>) -> Result<ClientFrame<'a>, FrameError> {
         let mut body = &frame.raw[5..];
         Ok(match frame.tag {
-            b'Q' => ClientFrame::Query(take_cstr(&mut body, "Query")?),
+            // The text is the whole body: no search for its end. (PostgreSQL rejects a Query
+            // with a NUL inside its text, so that the proxy reads past one changes nothing.)
+            b'Q' => match body.split_last() {
+                Some((0, sql)) => ClientFrame::Query(sql),
+                _ => return Err(FrameError::Malformed("Query")),
+            },
             b'P' => {
                 let name = take_cstr(&mut body, "Parse")?;
                 let query = take_cstr(&mut body, "Parse")?;
@@ -91,15 +96,6 @@ impl<'a> ClientFrame<'a> {
             b'c' | b'f' => ClientFrame::CopyEnd,
             _ => ClientFrame::Other,
         })
-    }
-
-    /// SQL text the client sends, if this message carries any.
-    pub fn sql_text(&self) -> Option<&'a [u8]> {
-        match self {
-            ClientFrame::Query(q) => Some(q),
-            ClientFrame::Parse { query, .. } => Some(query),
-            _ => None,
-        }
     }
 }
 

@@ -14,58 +14,110 @@ pub struct SessionEffect {
 /// Scans every statement of a (possibly multi-statement) query text.
 pub fn session_effect(sql: &[u8]) -> SessionEffect {
     let mut effect = SessionEffect::default();
-    // Most texts hold one statement: only a semicolon with more text after it makes splitting
-    // (which must walk quotes and comments byte by byte) necessary.
-    let single = [sql];
-    let one_statement = match memchr::memchr(b';', sql) {
-        None => true,
-        Some(i) => sql[i + 1..].iter().all(u8::is_ascii_whitespace),
-    };
-    let statements: &mut dyn Iterator<Item = &[u8]> = if one_statement {
-        &mut single.into_iter()
+    // One search finds both the semicolons (only one with more text after it makes splitting,
+    // which walks quotes and comments byte by byte, necessary) and the underscores the
+    // session-level functions are spelled with. A function name cannot span statements, so
+    // looking for it in the whole text is the same as looking in each statement.
+    let mut one_statement = true;
+    for p in memchr::memchr2_iter(b';', b'_', sql) {
+        if sql[p] == b'_' {
+            effect.pins |= session_function_at(sql, p);
+        } else if one_statement && !sql[p + 1..].iter().all(u8::is_ascii_whitespace) {
+            one_statement = false;
+        }
+    }
+    if one_statement {
+        statement_effect(sql, &mut effect);
     } else {
-        &mut Statements::new(sql)
-    };
-    for stmt in statements {
-        let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
-        let w0 = first_word(stmt);
-        // Only these statements' meaning depends on the words after the first.
-        let [_, w1, w2] = if ["set", "prepare", "create", "discard"]
-            .iter()
-            .any(|k| is(w0, k))
-        {
-            leading_words::<3>(stmt)
-        } else {
-            [w0, &[], &[]]
-        };
-        let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
-        let tx_local_set = is(w1, "local")
-            || is(w1, "transaction")
-            || is(w1, "constraints")
-            || (is(w1, "session") && is(w2, "characteristics"));
-        if (is(w0, "set") && !tx_local_set)
-            || is(w0, "reset")
-            || is(w0, "listen")
-            || is(w0, "load")
-            || (is(w0, "prepare") && !is(w1, "transaction"))
-            || (is(w0, "declare") && contains_word(stmt, b"hold"))
-            || (is(w0, "create")
-                && (temp(w1) || ((is(w1, "local") || is(w1, "global")) && temp(w2))))
-            || (is(w0, "discard") && !is(w1, "all"))
-        {
-            effect.pins = true;
-        }
-        if is(w0, "discard") || is(w0, "deallocate") {
-            effect.resets = true;
-        }
-        // Session-level advisory locks and set_config(…, false) hide inside any statement; the
-        // transaction-level lock functions are spelled pg_advisory_xact_lock… and do not match
-        // "advisory_lock".
-        if mentions_session_function(stmt) {
-            effect.pins = true;
+        for stmt in Statements::new(sql) {
+            statement_effect(stmt, &mut effect);
         }
     }
     effect
+}
+
+/// What one statement's leading keywords do to the session.
+fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
+    let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+    let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
+    let pins = match keyword(first_word(stmt)) {
+        SET => {
+            let [_, w1, w2] = leading_words::<3>(stmt);
+            let tx_local = is(w1, "local")
+                || is(w1, "transaction")
+                || is(w1, "constraints")
+                || (is(w1, "session") && is(w2, "characteristics"));
+            !tx_local
+        }
+        RESET | LISTEN | LOAD => true,
+        PREPARE => {
+            let [_, w1] = leading_words::<2>(stmt);
+            !is(w1, "transaction")
+        }
+        DECLARE => contains_word(stmt, b"hold"),
+        CREATE => {
+            let [_, w1, w2] = leading_words::<3>(stmt);
+            temp(w1) || ((is(w1, "local") || is(w1, "global")) && temp(w2))
+        }
+        DISCARD => {
+            effect.resets = true;
+            let [_, w1] = leading_words::<2>(stmt);
+            !is(w1, "all")
+        }
+        DEALLOCATE => {
+            effect.resets = true;
+            false
+        }
+        _ => false,
+    };
+    effect.pins |= pins;
+}
+
+/// A word of up to 16 bytes as one number, case folded, so that telling keywords apart is a few
+/// integer comparisons rather than a string comparison each; 0 for a longer word.
+pub const fn keyword(word: &[u8]) -> u128 {
+    if word.len() > 16 {
+        return 0;
+    }
+    let mut code = 0u128;
+    let mut i = 0;
+    while i < word.len() {
+        // Folds letters to lower case; words hold only letters, digits and `_`, and no digit or
+        // `_` turns into a letter this way.
+        code |= ((word[i] | 0x20) as u128) << (8 * i);
+        i += 1;
+    }
+    code
+}
+
+const SET: u128 = keyword(b"set");
+const RESET: u128 = keyword(b"reset");
+const LISTEN: u128 = keyword(b"listen");
+const LOAD: u128 = keyword(b"load");
+const PREPARE: u128 = keyword(b"prepare");
+const DECLARE: u128 = keyword(b"declare");
+const CREATE: u128 = keyword(b"create");
+const DISCARD: u128 = keyword(b"discard");
+const DEALLOCATE: u128 = keyword(b"deallocate");
+
+/// The effect of the text classified last. Clients send the same Parse text again and again
+/// (an ORM's or driver's statement cache, or the unnamed statement re-parsed per execution), so
+/// one comparison usually replaces the scan.
+#[derive(Default)]
+pub struct LastEffect {
+    text: Vec<u8>,
+    effect: SessionEffect,
+}
+
+impl LastEffect {
+    pub fn session_effect(&mut self, sql: &[u8]) -> SessionEffect {
+        if *self.text != *sql {
+            self.effect = session_effect(sql);
+            self.text.clear();
+            self.text.extend_from_slice(sql);
+        }
+        self.effect
+    }
 }
 
 /// The text's first word, after whitespace and comments (empty if it starts otherwise).
@@ -159,14 +211,9 @@ fn skip_block_comment(s: &[u8], open: usize) -> usize {
 
 /// `$tag$ … $tag$`; a `$` that does not open a dollar quote (like `$1`) is skipped alone.
 fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
-    let tag_end = s[open + 1..]
-        .iter()
-        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
-        .map(|p| open + 1 + p);
-    match tag_end {
-        Some(end)
-            if s[end] == b'$' && !s[open + 1..end].first().is_some_and(u8::is_ascii_digit) =>
-        {
+    let end = word_end(s, open + 1);
+    match s.get(end) {
+        Some(b'$') if !s[open + 1..end].first().is_some_and(u8::is_ascii_digit) => {
             let tag = &s[open..=end];
             let body = end + 1;
             s[body..]
@@ -178,15 +225,27 @@ fn skip_dollar_quoted(s: &[u8], open: usize) -> usize {
     }
 }
 
-/// The first `N` words of a statement, after whitespace and comments; missing words are empty.
 /// Where the word (letters, digits, `_`) starting at `start` ends.
 fn word_end(s: &[u8], start: usize) -> usize {
     s[start..]
         .iter()
-        .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+        .position(|&c| !WORD_BYTE[c as usize])
         .map_or(s.len(), |p| start + p)
 }
 
+/// Bytes a keyword or identifier word is made of, by value: one load per byte when scanning.
+static WORD_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = b.is_ascii_alphanumeric() || b == b'_';
+        c += 1;
+    }
+    table
+};
+
+/// The first `N` words of a statement, after whitespace and comments; missing words are empty.
 pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     let mut words: [&[u8]; N] = [&[]; N];
     let mut found = 0;
@@ -214,16 +273,14 @@ pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
     words
 }
 
-/// Whether the statement mentions `advisory_lock` or `set_config` (any case). Both have an
-/// underscore at a known place, and underscores are rare, so only those are looked around.
-fn mentions_session_function(stmt: &[u8]) -> bool {
-    let around = |p: usize, before: usize, needle: &[u8]| {
+/// Whether the underscore at `p` is the one of `advisory_lock` or `set_config` (any case).
+fn session_function_at(sql: &[u8], p: usize) -> bool {
+    let around = |before: usize, needle: &[u8]| {
         p.checked_sub(before)
-            .and_then(|start| stmt.get(start..start + needle.len()))
+            .and_then(|start| sql.get(start..start + needle.len()))
             .is_some_and(|w| w.eq_ignore_ascii_case(needle))
     };
-    memchr::memchr_iter(b'_', stmt)
-        .any(|p| around(p, 8, b"advisory_lock") || around(p, 3, b"set_config"))
+    around(8, b"advisory_lock") || around(3, b"set_config")
 }
 
 fn contains_word(hay: &[u8], word: &[u8]) -> bool {
@@ -256,6 +313,10 @@ mod tests {
             "select $$ ; set a = 1 $$",
             "create table t (a int)",
             "PREPARE TRANSACTION 'x'",
+            "select 1;  ",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 1;",
+            "refresh materialized view concurrently m",
+            "select $tag$ ; listen x $tag$; select $1",
         ] {
             assert!(!pins(sql), "{sql}");
         }
@@ -276,9 +337,31 @@ mod tests {
             "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
             "select set_config('a.b', '1', false)",
             "RESET ALL",
+            "select 1; SELECT pg_advisory_lock(1)",
+            "SELECT 1;\nlisten chan;",
+            "Discard Plans",
         ] {
             assert!(pins(sql), "{sql}");
         }
+    }
+
+    #[test]
+    fn keywords_fold_case_and_stay_apart() {
+        assert_eq!(keyword(b"SeT"), SET);
+        assert_ne!(keyword(b"set_"), SET);
+        assert_ne!(keyword(b"sets"), SET);
+        assert_ne!(keyword(b"se"), SET);
+        assert_eq!(keyword(b"DEALLOCATE"), DEALLOCATE);
+        assert_eq!(keyword(b"a_very_long_identifier"), 0);
+    }
+
+    #[test]
+    fn last_effect_follows_the_text() {
+        let mut last = LastEffect::default();
+        assert!(!last.session_effect(b"select 1").pins);
+        assert!(last.session_effect(b"set a = 1").pins);
+        assert!(last.session_effect(b"set a = 1").pins);
+        assert!(!last.session_effect(b"select 1").pins);
     }
 
     #[test]

@@ -1,0 +1,201 @@
+//! The session's sockets, read and written with tokio's readiness flags but without its
+//! per-poll cost where that cost buys nothing.
+//!
+//! `poll_read` on a tokio socket charges the task's cooperative budget and, whenever the socket
+//! is not ready, takes the readiness lock to store the task's waker, even when that same waker
+//! is stored already. A session polls each socket it waits on after every wake-up, so that was
+//! about a quarter of the proxy's user time per transaction. [`ReadArm`] remembers that the
+//! waker is registered and until then checks readiness with one atomic load (`try_io`), and
+//! client writes use `try_write`. The session loop keeps its own fairness budget in place of
+//! tokio's (see `Session::poll_event`).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use socket2::SockRef;
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// Reads one TCP socket for one task, registering the task's waker only when it is not
+/// registered already.
+///
+/// `armed` means: the last readiness poll returned `Pending`, so tokio holds this task's waker
+/// for the socket's read direction, and no readiness has been seen since. Tokio sets the
+/// readiness flag before it takes and wakes the waker, so while the flag is clear the waker is
+/// still there; once the flag has been seen set, the waker may be gone and must be registered
+/// again before waiting. This holds as long as one task polls the socket, which the session's
+/// ownership of its client socket and of its held backend connection guarantees; a new
+/// backend connection starts with a new `ReadArm`.
+#[derive(Debug, Default)]
+pub struct ReadArm {
+    armed: bool,
+}
+
+impl ReadArm {
+    /// Reads what the socket has into `buf`'s spare capacity (the caller reserves it). Ready
+    /// with 0 at end of stream.
+    pub fn poll_read(
+        &mut self,
+        stream: &TcpStream,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match read_ready(stream, buf) {
+                Readiness::Read(n) => {
+                    self.armed = false;
+                    return Poll::Ready(Ok(n));
+                }
+                Readiness::Failed(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    self.armed = false;
+                    continue;
+                }
+                Readiness::Failed(e) => return Poll::Ready(Err(e)),
+                Readiness::WasReady => self.armed = false,
+                Readiness::NotReady => {}
+            }
+            if self.armed {
+                return Poll::Pending;
+            }
+            match stream.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    self.armed = true;
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+enum Readiness {
+    /// Bytes read (0: end of stream).
+    Read(usize),
+    /// The flag was set but the socket had nothing after all; the flag is clear now.
+    WasReady,
+    /// The flag was clear: nothing was tried.
+    NotReady,
+    Failed(io::Error),
+}
+
+/// One `recv` if the socket's readiness flag is set. A read that leaves room in the buffer has
+/// drained the socket, so the flag is cleared right away (as tokio's own read does): the next
+/// wait registers the waker instead of making a `recv` that would only say "would block".
+fn read_ready(stream: &TcpStream, buf: &mut BytesMut) -> Readiness {
+    let mut tried = false;
+    let mut read = 0;
+    let result = stream.try_io(Interest::READABLE, || {
+        tried = true;
+        let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
+        let room = spare.len();
+        read = SockRef::from(stream).recv(spare)?;
+        if read > 0 && read < room {
+            // Reported as "would block" only so that try_io clears the flag with the tick
+            // of the event it saw, never one that arrived after the recv.
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(())
+        }
+    });
+    match result {
+        Err(_) if !tried => Readiness::NotReady,
+        Err(e) if read == 0 => match e.kind() {
+            io::ErrorKind::WouldBlock => Readiness::WasReady,
+            _ => Readiness::Failed(e),
+        },
+        _ => {
+            // SAFETY: recv initialised `read` bytes of the spare capacity.
+            unsafe { buf.set_len(buf.len() + read) };
+            Readiness::Read(read)
+        }
+    }
+}
+
+/// The client's side of a session.
+pub trait ClientSocket {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>>;
+    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
+    /// Writes what the socket takes now, without waiting (0 when it takes nothing).
+    fn write_now(&mut self, data: &[u8]) -> io::Result<usize>;
+}
+
+/// A plain TCP client: the cheap paths above.
+pub struct PlainClient {
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    arm: ReadArm,
+}
+
+impl PlainClient {
+    pub fn new(tcp: TcpStream) -> PlainClient {
+        let (reader, writer) = tcp.into_split();
+        PlainClient {
+            reader,
+            writer,
+            arm: ReadArm::default(),
+        }
+    }
+}
+
+impl ClientSocket for PlainClient {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+        self.arm.poll_read(self.reader.as_ref(), cx, buf)
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.writer).poll_write(cx, data)
+    }
+
+    fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
+        would_block_is_zero(self.writer.try_write(data))
+    }
+}
+
+/// Any other client stream (TLS): tokio's polls.
+pub struct StreamClient<R, W> {
+    reader: R,
+    writer: W,
+}
+
+impl<R, W> StreamClient<R, W> {
+    pub fn new(reader: R, writer: W) -> Self {
+        StreamClient { reader, writer }
+    }
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientSocket for StreamClient<R, W> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.reader), cx, buf)
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.writer).poll_write(cx, data)
+    }
+
+    fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
+        // A waker registered by a Pending poll is harmless: the session polls again before it
+        // waits.
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        match Pin::new(&mut self.writer).poll_write(&mut cx, data) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Ok(0),
+        }
+    }
+}
+
+/// Writes what a backend socket takes now (0 when it takes nothing).
+pub fn write_now(writer: &OwnedWriteHalf, data: &[u8]) -> io::Result<usize> {
+    would_block_is_zero(writer.try_write(data))
+}
+
+fn would_block_is_zero(r: io::Result<usize>) -> io::Result<usize> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        other => other,
+    }
+}
