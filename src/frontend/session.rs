@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::cancel::CancelGuard;
 use super::pipeline::{Disposition, Pending, Pipeline};
 use super::socket::{self, ClientSocket, ReadArm};
-use super::statements::{ClientFrame, StatementNames};
+use super::statements::{self, ClientFrame, StatementNames};
 use crate::admin;
 use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;
@@ -52,6 +52,19 @@ enum LocalKind {
     Show,
     /// `CREATE`/`ALTER`/`DROP …`: sharding DDL, or DDL PostgreSQL runs itself.
     Ddl,
+}
+
+/// A simple query the proxy may answer itself, with its text.
+fn local_candidate<'a>(
+    frame: &Frame<&'a [u8]>,
+) -> Result<Option<(&'a [u8], LocalKind)>, FrameError> {
+    if frame.tag != b'Q' {
+        return Ok(None);
+    }
+    let ClientFrame::Query(sql) = ClientFrame::parse(frame)? else {
+        return Ok(None);
+    };
+    Ok(local_kind(sql).map(|kind| (sql, kind)))
 }
 
 fn local_kind(sql: &[u8]) -> Option<LocalKind> {
@@ -380,17 +393,10 @@ impl Session {
                 return Ok(());
             }
         }
-        let parsed = ClientFrame::parse(&frame)?;
-        if let ClientFrame::Query(sql) = parsed {
-            let kind = local_kind(sql);
+        if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
-            let reply = match kind {
-                Some(kind) => {
-                    let span = self.span.clone();
-                    Box::pin(self.answer_locally(sql, kind).instrument(span)).await
-                }
-                None => None,
-            };
+            let span = self.span.clone();
+            let reply = Box::pin(self.answer_locally(sql, kind).instrument(span)).await;
             if let Some(reply) = reply {
                 self.pipeline
                     .push(Pending::composed(reply.freeze()), &mut self.cout);
@@ -423,32 +429,40 @@ impl Session {
                 return Ok(());
             }
         }
-        self.forward(parsed, &frame);
-        Ok(())
+        self.forward(&frame)
     }
 
     /// The common case, without an await: a backend connection is held and the frame is not
     /// one the proxy may answer itself. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || self.backend.is_none() {
+        if self.skip_until_sync || self.backend.is_none() || local_candidate(frame)?.is_some() {
             return Ok(false);
         }
-        let parsed = ClientFrame::parse(frame)?;
-        if let ClientFrame::Query(sql) = parsed {
-            if local_kind(sql).is_some() {
-                return Ok(false);
-            }
-        }
-        self.forward(parsed, frame);
+        self.forward(frame)?;
         Ok(true)
     }
 
     /// Sends a client frame to the held backend connection, noting what it does to the session.
-    fn forward(&mut self, parsed: ClientFrame<'_>, frame: &Frame<&[u8]>) {
+    fn forward(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
         let Some(b) = self.backend.as_mut() else {
-            return;
+            return Ok(());
         };
+        match frame.tag {
+            b'S' => self.unsynced = false,
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
+            _ => {}
+        }
+        if statements::goes_unchanged(frame.raw) {
+            statements::send_unchanged(
+                frame.raw,
+                &mut self.pipeline,
+                &mut self.bout,
+                &mut self.cout,
+            );
+            return Ok(());
+        }
         let conn = &mut b.conn;
+        let parsed = ClientFrame::parse(frame)?;
         let effect = match parsed {
             ClientFrame::Query(sql) => Some(session_effect(sql)),
             ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
@@ -481,11 +495,7 @@ impl Session {
         if forwarded.is_err() {
             self.skip_until_sync = true;
         }
-        match frame.tag {
-            b'S' => self.unsynced = false,
-            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
-            _ => {}
-        }
+        Ok(())
     }
 
     /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The

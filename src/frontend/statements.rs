@@ -153,10 +153,6 @@ impl StatementNames {
         cout: &mut BytesMut,
     ) -> Result<(), Refused> {
         match msg {
-            ClientFrame::Query(_) | ClientFrame::FunctionCall => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::Query, cout);
-            }
             ClientFrame::Parse { name, query, types } => {
                 let statement = match &self.unnamed {
                     // Clients often parse the same unnamed statement again and again.
@@ -245,10 +241,6 @@ impl StatementNames {
                 }
                 pipeline.push(Pending::Describe, cout);
             }
-            ClientFrame::Describe { .. } => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::Describe, cout);
-            }
             ClientFrame::Close { kind: b'S', name } => {
                 // Other clients may share the backend's copy; only the client's name goes.
                 let closed = if name.is_empty() {
@@ -264,25 +256,16 @@ impl StatementNames {
                     cout,
                 );
             }
-            ClientFrame::Close { .. } => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::Close, cout);
-            }
-            ClientFrame::Execute => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::Execute, cout);
-            }
-            ClientFrame::Sync => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::Sync, cout);
-            }
-            ClientFrame::CopyEnd => {
-                bout.extend_from_slice(frame.raw);
-                pipeline.push(Pending::CopyEnd, cout);
-            }
-            ClientFrame::Flush | ClientFrame::CopyData | ClientFrame::Other => {
-                bout.extend_from_slice(frame.raw);
-            }
+            ClientFrame::Query(_)
+            | ClientFrame::FunctionCall
+            | ClientFrame::Describe { .. }
+            | ClientFrame::Close { .. }
+            | ClientFrame::Execute
+            | ClientFrame::Sync
+            | ClientFrame::Flush
+            | ClientFrame::CopyData
+            | ClientFrame::CopyEnd
+            | ClientFrame::Other => send_unchanged(frame.raw, pipeline, bout, cout),
         }
         Ok(())
     }
@@ -332,6 +315,38 @@ impl StatementNames {
         );
         Some(name)
     }
+}
+
+/// Whether the message goes on exactly as sent whatever the client's statements are, which its
+/// first bytes tell: the session then sends it without parsing it.
+pub fn goes_unchanged(raw: &[u8]) -> bool {
+    match raw[0] {
+        b'E' | b'S' | b'H' | b'd' | b'c' | b'f' | b'F' => true,
+        // Of a portal, not a statement.
+        b'D' | b'C' => raw.get(5) == Some(&b'P'),
+        _ => false,
+    }
+}
+
+/// Sends a message as the client sent it, expecting the answer its kind gets.
+pub fn send_unchanged(
+    raw: &[u8],
+    pipeline: &mut Pipeline,
+    bout: &mut BytesMut,
+    cout: &mut BytesMut,
+) {
+    bout.extend_from_slice(raw);
+    let expected = match raw[0] {
+        b'Q' | b'F' => Pending::Query,
+        b'D' => Pending::Describe,
+        b'C' => Pending::Close,
+        b'E' => Pending::Execute,
+        b'S' => Pending::Sync,
+        b'c' | b'f' => Pending::CopyEnd,
+        // Flush, CopyData and messages PostgreSQL does not know get no answer of their own.
+        _ => return,
+    };
+    pipeline.push(expected, cout);
 }
 
 fn write_parse(out: &mut BytesMut, name: &[u8], statement: &StatementText) {
