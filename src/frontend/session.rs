@@ -25,7 +25,7 @@ use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
-use crate::sql::classify::{first_word, keyword, session_effect, LastEffect};
+use crate::sql::classify::{first_keyword, keyword, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
@@ -61,9 +61,7 @@ fn local_candidate<'a>(
     if frame.tag != b'Q' {
         return Ok(None);
     }
-    let ClientFrame::Query(sql) = ClientFrame::parse(frame)? else {
-        return Ok(None);
-    };
+    let sql = statements::query_text(frame)?;
     Ok(local_kind(sql).map(|kind| (sql, kind)))
 }
 
@@ -72,7 +70,7 @@ fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const CREATE: u128 = keyword(b"create");
     const DROP: u128 = keyword(b"drop");
     const ALTER: u128 = keyword(b"alter");
-    match keyword(first_word(sql)) {
+    match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
         CREATE | DROP | ALTER => Some(LocalKind::Ddl),
         _ => None,

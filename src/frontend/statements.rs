@@ -53,12 +53,7 @@ impl<'a> ClientFrame<'a> {
     pub fn parse(frame: &Frame<&'a [u8]>) -> Result<ClientFrame<'a>, FrameError> {
         let mut body = &frame.raw[5..];
         Ok(match frame.tag {
-            // The text is the whole body: no search for its end. (PostgreSQL rejects a Query
-            // with a NUL inside its text, so that the proxy reads past one changes nothing.)
-            b'Q' => match body.split_last() {
-                Some((0, sql)) => ClientFrame::Query(sql),
-                _ => return Err(FrameError::Malformed("Query")),
-            },
+            b'Q' => ClientFrame::Query(query_text(frame)?),
             b'P' => {
                 let name = take_cstr(&mut body, "Parse")?;
                 let query = take_cstr(&mut body, "Parse")?;
@@ -96,6 +91,15 @@ impl<'a> ClientFrame<'a> {
             b'c' | b'f' => ClientFrame::CopyEnd,
             _ => ClientFrame::Other,
         })
+    }
+}
+
+/// The text of a Query message: its whole body but the final NUL, found without a search.
+/// (PostgreSQL rejects a Query with a NUL inside its text, so reading past one changes nothing.)
+pub fn query_text<'a>(frame: &Frame<&'a [u8]>) -> Result<&'a [u8], FrameError> {
+    match frame.raw[5..].split_last() {
+        Some((0, sql)) => Ok(sql),
+        _ => Err(FrameError::Malformed("Query")),
     }
 }
 

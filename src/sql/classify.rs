@@ -40,7 +40,7 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
 fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
     let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
     let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
-    let pins = match keyword(first_word(stmt)) {
+    let pins = match first_keyword(stmt) {
         SET => {
             let [_, w1, w2] = leading_words::<3>(stmt);
             let tx_local = is(w1, "local")
@@ -118,6 +118,24 @@ impl LastEffect {
         }
         self.effect
     }
+}
+
+/// [`keyword`] of the text's first word, in one pass over it when the text starts with it.
+pub fn first_keyword(sql: &[u8]) -> u128 {
+    if !sql.first().is_some_and(u8::is_ascii_alphabetic) {
+        return keyword(first_word(sql));
+    }
+    let mut code = 0u128;
+    for (i, &c) in sql.iter().enumerate() {
+        if !WORD_BYTE[c as usize] {
+            break;
+        }
+        if i == 16 {
+            return 0;
+        }
+        code |= ((c | 0x20) as u128) << (8 * i);
+    }
+    code
 }
 
 /// The text's first word, after whitespace and comments (empty if it starts otherwise).
@@ -353,6 +371,23 @@ mod tests {
         assert_ne!(keyword(b"se"), SET);
         assert_eq!(keyword(b"DEALLOCATE"), DEALLOCATE);
         assert_eq!(keyword(b"a_very_long_identifier"), 0);
+        for text in [
+            "SELECT 1",
+            "select",
+            "  /* c */ Set x = 1",
+            "deallocate all",
+            "x_y(1)",
+        ] {
+            assert_eq!(
+                first_keyword(text.as_bytes()),
+                keyword(first_word(text.as_bytes()))
+            );
+        }
+        assert_eq!(
+            first_keyword(b"a_sixteen_chars_ (1)"),
+            keyword(b"a_sixteen_chars_")
+        );
+        assert_eq!(first_keyword(b"seventeen_chars_x (1)"), 0);
     }
 
     #[test]
