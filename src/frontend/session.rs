@@ -302,7 +302,7 @@ impl Session {
 
     /// Writes what is pending in both directions while the sockets take it, so the common
     /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
-    /// is left waits for the select below.
+    /// is left waits for `poll_event`.
     fn write_now<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
         if !self.bout.is_empty() {
             if let Some(b) = self.backend.as_mut() {
