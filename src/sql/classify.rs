@@ -292,6 +292,8 @@ pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
 }
 
 /// Whether the underscore at `p` is the one of `advisory_lock` or `set_config` (any case).
+/// Session-level advisory locks and `set_config(…, false)` hide inside any statement; the
+/// transaction-level lock functions are spelled `pg_advisory_xact_lock…` and do not match.
 fn session_function_at(sql: &[u8], p: usize) -> bool {
     let around = |before: usize, needle: &[u8]| {
         p.checked_sub(before)
