@@ -15,16 +15,9 @@ SECS=${2:-8}
 CLIENTS=${3:-16}
 POOL=20
 cd "$(dirname "$0")/.."
-command -v perf >/dev/null || { echo "missing perf: apt-get install -y linux-perf" >&2; exit 1; }
-source bench/setup.sh
+BENCH_NEEDS=perf:linux-perf source bench/setup.sh
 
-RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
-SWPID=$!
-on_exit 'kill "$SWPID"'
-as_pg pgbouncer "$WORK/bouncer.ini" >/dev/null 2>&1 &
-wait_ready "$SWPORT"; wait_ready "$BOUNCERPORT"
-BPID=$(pgrep -n -f "pgbouncer $WORK/bouncer.ini")
-on_exit 'kill "$BPID"'
+start_proxies
 
 profile() { # name pid port
     local name=$1 pid=$2 port=$3

@@ -19,13 +19,7 @@ cd "$(dirname "$0")/.."
 
 source bench/setup.sh
 
-RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
-SWPID=$!
-on_exit 'kill "$SWPID"'
-as_pg pgbouncer "$WORK/bouncer.ini" >/dev/null 2>&1 &
-wait_ready "$SWPORT"; wait_ready "$BOUNCERPORT"
-BPID=$(pgrep -n -f "pgbouncer $WORK/bouncer.ini")
-on_exit 'kill "$BPID"'
+start_proxies
 
 cpu_ticks() { awk '{print $14, $14 + $15}' "/proc/$1/stat"; } # user, user+sys
 TICK=$(getconf CLK_TCK)

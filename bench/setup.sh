@@ -1,11 +1,12 @@
 # Sourced by the bench scripts: starts a PostgreSQL cluster with pgbench's tables and writes the
 # configurations of shardwire and PgBouncer (transaction mode) in front of it. Sets PGPORT,
 # SWPORT, BOUNCERPORT, WORK, SW (the release binary) and PGBIN; cleans up at exit (extend
-# `cleanup` with `on_exit`). Expects POOL; BENCH_NEEDS names further commands needed (each an
-# apt package of the same name); SW_WORKERS=N sets shardwire's [proxy] workers.
+# `cleanup` with `on_exit`). Expects POOL; BENCH_NEEDS names further commands needed, each as
+# `command` or `command:apt-package`; SW_WORKERS=N sets shardwire's [proxy] workers.
+# `start_proxies` runs both proxies (plainly, not under a tool) and sets SWPID and BPID.
 
-for bin in pgbench pgbouncer ${BENCH_NEEDS:-}; do
-    command -v "$bin" >/dev/null || { echo "missing $bin: apt-get install -y postgresql-client pgbouncer ${BENCH_NEEDS:-}" >&2; exit 1; }
+for need in pgbench:postgresql-client pgbouncer ${BENCH_NEEDS:-}; do
+    command -v "${need%%:*}" >/dev/null || { echo "missing ${need%%:*}: apt-get install -y ${need#*:}" >&2; exit 1; }
 done
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 cargo build --release --quiet
@@ -72,4 +73,14 @@ wait_ready() {
         sleep 0.5
     done
     echo "nothing answers on port $1" >&2; exit 1
+}
+
+start_proxies() {
+    RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
+    SWPID=$!
+    on_exit 'kill "$SWPID"'
+    as_pg pgbouncer "$WORK/bouncer.ini" >/dev/null 2>&1 &
+    wait_ready "$SWPORT"; wait_ready "$BOUNCERPORT"
+    BPID=$(pgrep -n -f "pgbouncer $WORK/bouncer.ini")
+    on_exit 'kill "$BPID"'
 }

@@ -139,7 +139,7 @@ pub fn first_keyword(sql: &[u8]) -> u128 {
 }
 
 /// The text's first word, after whitespace and comments (empty if it starts otherwise).
-pub fn first_word(sql: &[u8]) -> &[u8] {
+fn first_word(sql: &[u8]) -> &[u8] {
     // Most texts start with their keyword: no whitespace or comment to skip.
     if sql.first().is_some_and(u8::is_ascii_alphabetic) {
         return &sql[..word_end(sql, 0)];
