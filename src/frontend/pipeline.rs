@@ -218,11 +218,8 @@ fn undo(p: Pending, conn: &mut BackendConn, names: &mut StatementNames) {
         } => {
             if named {
                 conn.prepared.remove(&statement);
-            } else if conn
-                .unnamed
-                .as_ref()
-                .is_some_and(|u| Arc::ptr_eq(u, &statement))
-            {
+            } else if conn.unnamed.as_ref() == Some(&statement) {
+                // By text: the connection may hold an equal statement of another client.
                 conn.unnamed = None;
             }
             if let Some(name) = client_name {

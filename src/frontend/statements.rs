@@ -158,17 +158,29 @@ impl StatementNames {
     ) -> Result<(), Refused> {
         match msg {
             ClientFrame::Parse { name, query, types } => {
-                let statement = match &self.unnamed {
-                    // Clients often parse the same unnamed statement again and again.
-                    Some(s) if name.is_empty() && s.is(query, types) => s.clone(),
-                    _ => Arc::new(StatementText {
+                let new_statement = || {
+                    Arc::new(StatementText {
                         query: query.into(),
                         param_types: types.into(),
-                    }),
+                    })
                 };
                 if name.is_empty() {
-                    self.unnamed = Some(statement.clone());
-                    conn.unnamed = Some(statement.clone());
+                    // Clients often parse the same unnamed statement again and again: then the
+                    // session and usually the connection hold it already, and only the pipeline
+                    // entry takes a reference (reference counts are atomic, hence not free).
+                    let statement = match &self.unnamed {
+                        Some(s) if s.is(query, types) => s.clone(),
+                        _ => {
+                            let s = new_statement();
+                            self.unnamed = Some(s.clone());
+                            s
+                        }
+                    };
+                    // Compared by text: the connection may hold an equal statement another
+                    // client parsed.
+                    if conn.unnamed.as_ref() != Some(&statement) {
+                        conn.unnamed = Some(statement.clone());
+                    }
                     bout.extend_from_slice(frame.raw);
                     pipeline.push(
                         Pending::Parse {
@@ -195,6 +207,7 @@ impl StatementNames {
                     pipeline.push(Pending::composed(err.freeze()), cout);
                     return Err(Refused);
                 }
+                let statement = new_statement();
                 self.by_name.insert(name.into(), statement.clone());
                 if conn.prepared.get(&statement).is_some() {
                     pipeline.push(
@@ -287,8 +300,7 @@ impl StatementNames {
     ) -> Option<Arc<str>> {
         let statement = self.get(client_name)?;
         if client_name.is_empty() {
-            let current = conn.unnamed.as_ref();
-            if !current.is_some_and(|u| Arc::ptr_eq(u, statement) || **u == **statement) {
+            if conn.unnamed.as_ref() != Some(statement) {
                 write_parse(bout, b"", statement);
                 conn.unnamed = Some(statement.clone());
                 pipeline.push(
