@@ -6,6 +6,7 @@
 #   bench/profile.sh [simple|extended] [clients] [transactions-per-client]
 #
 # CG_KEEP=FILE keeps the callgrind output (for callgrind_annotate or a per-line look).
+# CG_ATOMICS=1 prints the locked (atomic) instructions per transaction instead (cg_atomics.py).
 set -euo pipefail
 
 MODE=${1:-extended}
@@ -16,7 +17,9 @@ cd "$(dirname "$0")/.."
 BENCH_NEEDS=valgrind source bench/setup.sh
 
 OUT="$WORK/callgrind.out"
-RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$OUT" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
+CG=(valgrind --tool=callgrind --callgrind-out-file="$OUT")
+[ -n "${CG_ATOMICS:-}" ] && CG+=(--dump-instr=yes)
+RUST_LOG=warn "${CG[@]}" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 CGPID=$!
 on_exit 'kill "$CGPID" 2>/dev/null'
 wait_ready "$SWPORT"
@@ -25,5 +28,9 @@ callgrind_control -z "$CGPID" >/dev/null 2>&1
 PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t "$TX" -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
 kill "$CGPID"
 wait "$CGPID" || true
-python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
+if [ -n "${CG_ATOMICS:-}" ]; then
+    python3 bench/cg_atomics.py "$OUT" "$SW" "$((CLIENTS * TX))"
+else
+    python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
+fi
 [ -n "${CG_KEEP:-}" ] && cp "$OUT" "$CG_KEEP"

@@ -141,6 +141,11 @@ impl ShardPool {
         }
     }
 
+    /// A connection a client gave back a moment ago, if there is one: no wait, no check.
+    pub fn get_now(&self) -> Option<Pooled> {
+        self.pop_hot()
+    }
+
     /// A connection that passed the staleness check, starting with `first` if there is one.
     async fn get_checked(&self, mut first: Option<Pooled>) -> Result<Pooled, BackendError> {
         loop {

@@ -66,6 +66,15 @@ fn local_candidate<'a>(
 }
 
 fn local_kind(sql: &[u8]) -> Option<LocalKind> {
+    // Most queries are none of these, which their first four letters tell without reading
+    // the whole word (the four bytes case-folded as `keyword` folds them).
+    if let Some(&[a, b, c, d]) = sql.get(..4) {
+        let head = u32::from_le_bytes([a, b, c, d]) | 0x2020_2020;
+        let heads = [b"show", b"crea", b"drop", b"alte"].map(|h| u32::from_le_bytes(*h));
+        if a.is_ascii_alphabetic() && !heads.contains(&head) {
+            return None;
+        }
+    }
     const SHOW: u128 = keyword(b"show");
     const CREATE: u128 = keyword(b"create");
     const DROP: u128 = keyword(b"drop");
@@ -402,8 +411,7 @@ impl Session {
             }
         }
         if self.backend.is_none() {
-            if matches!(frame.tag, b'd' | b'c' | b'f') {
-                // Copy data with no copy in progress: PostgreSQL ignores it too.
+            if is_stray_copy_data(&frame) {
                 return Ok(());
             }
             let shard = match route_unsharded() {
@@ -430,11 +438,24 @@ impl Session {
         self.forward(&frame)
     }
 
-    /// The common case, without an await: a backend connection is held and the frame is not
-    /// one the proxy may answer itself. Returns false when the frame needs the general path.
+    /// The common case, without an await: the frame is not one the proxy may answer itself,
+    /// and a backend connection is held or one just given back by another client is there to
+    /// take. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || self.backend.is_none() || local_candidate(frame)?.is_some() {
+        if self.skip_until_sync || local_candidate(frame)?.is_some() {
             return Ok(false);
+        }
+        if self.backend.is_none() {
+            if is_stray_copy_data(frame) {
+                return Ok(false);
+            }
+            let Route::Single(shard) = route_unsharded() else {
+                return Ok(false);
+            };
+            match self.ctx.pools.shard(shard).get_now() {
+                Some(b) => self.adopt(b),
+                None => return Ok(false),
+            }
         }
         self.forward(frame)?;
         Ok(true)
@@ -537,13 +558,21 @@ impl Session {
     /// Takes a backend connection for the route and brings its settings in line with the
     /// client's.
     async fn acquire(&mut self, shard: ShardId) -> Result<(), BackendError> {
-        let mut b = match self.ctx.pools.shard(shard).get().await {
-            Ok(b) => b,
+        match self.ctx.pools.shard(shard).get().await {
+            Ok(b) => {
+                self.adopt(b);
+                Ok(())
+            }
             Err(e) => {
                 self.ctx.metrics.backend_error(shard);
-                return Err(e);
+                Err(e)
             }
-        };
+        }
+    }
+
+    /// Makes a connection from the pool the session's own for a transaction.
+    fn adopt(&mut self, mut b: Pooled) {
+        let shard = b.shard;
         self.ctx.metrics.transactions.increment(1);
         let conn = &mut b.conn;
         let mut set = String::new();
@@ -581,7 +610,6 @@ impl Session {
         self.cancel.slot.set(Some((shard, conn.cancel)));
         self.backend = Some(b);
         self.backend_arm = ReadArm::default();
-        Ok(())
     }
 
     fn release_if_idle(&mut self) {
@@ -634,6 +662,11 @@ impl Drop for Session {
     }
 }
 
+/// Copy data with no copy in progress, which PostgreSQL ignores too.
+fn is_stray_copy_data(frame: &Frame<&[u8]>) -> bool {
+    matches!(frame.tag, b'd' | b'c' | b'f')
+}
+
 /// Room for a read of useful size: a nearly full buffer would make many small reads.
 fn reserve_for_read(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() < 4096 {
@@ -649,4 +682,30 @@ pub fn quote_ident(s: &str) -> String {
 /// Quotes a string literal for SQL the proxy builds (standard_conforming_strings is on).
 pub fn quote_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{local_kind, LocalKind};
+
+    #[test]
+    fn local_kinds_by_first_word_in_any_case_and_after_comments() {
+        let cases: [(&[u8], Option<LocalKind>); 12] = [
+            (b"SELECT 1", None),
+            (b"select * from show", None),
+            (b"END", None),
+            (b"SHOWING", None),
+            (b"dropped", None),
+            (b"show pools", Some(LocalKind::Show)),
+            (b"ShOw TRANSACTIONS", Some(LocalKind::Show)),
+            (b"CREATE SHARDED TABLE t (a int)", Some(LocalKind::Ddl)),
+            (b"drop table t", Some(LocalKind::Ddl)),
+            (b"Alter TABLE t ADD b int", Some(LocalKind::Ddl)),
+            (b"  \n drop table t", Some(LocalKind::Ddl)),
+            (b"/* why */ ALTER TABLE t ADD b int", Some(LocalKind::Ddl)),
+        ];
+        for (sql, kind) in cases {
+            assert_eq!(local_kind(sql), kind, "{}", String::from_utf8_lossy(sql));
+        }
+    }
 }
