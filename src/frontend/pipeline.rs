@@ -155,6 +155,18 @@ impl Pipeline {
         }
     }
 
+    /// Whether a frame goes to the client and changes no account, so that
+    /// [`Pipeline::on_backend_frame`] may be skipped for it: rows of any answer but one to the
+    /// proxy's own query, and the row description and completion of a simple query.
+    pub fn passes_through(&self, tag: u8) -> bool {
+        match (tag, self.queue.front()) {
+            (_, Some(Pending::Internal)) => false,
+            (b'D', _) => true,
+            (b'T' | b'C', Some(Pending::Query)) => true,
+            _ => false,
+        }
+    }
+
     /// Whether [`Pipeline::emit_composed`] has anything to do.
     pub fn composed_due(&self) -> bool {
         matches!(

@@ -358,7 +358,12 @@ impl Session {
                     break Err(SessionError::Backend(e.into()));
                 }
             };
-            let (tag, body) = (buf[pos], &buf[pos + 5..pos + len]);
+            let tag = buf[pos];
+            if self.pipeline.passes_through(tag) {
+                pos += len;
+                continue;
+            }
+            let body = &buf[pos + 5..pos + len];
             match tag {
                 b'Z' => self.tx_status = body.first().copied().unwrap_or(b'I'),
                 b'S' => conn.note_parameter_status(body),
