@@ -8,7 +8,7 @@ use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::backend::Pools;
+use crate::backend::{Pools, SettingsRegistry};
 use crate::catalog::Catalog;
 use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
@@ -38,6 +38,8 @@ pub struct ServerCtx {
     pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
     pub cancels: Arc<CancelRegistry>,
+    /// Clients' startup settings, one shared copy per distinct set.
+    pub settings: SettingsRegistry,
     pub metrics: Metrics,
     recovery: Arc<Recovery>,
 }
@@ -87,6 +89,7 @@ impl ServerCtx {
             users,
             tls,
             cancels: Arc::new(CancelRegistry::default()),
+            settings: SettingsRegistry::default(),
             metrics: Metrics::new(&shard_names),
             config,
         })

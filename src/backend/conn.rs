@@ -2,8 +2,8 @@
 //! SCRAM-SHA-256) with postgres-protocol, then the same frame reader as the client side. The proxy
 //! copies frames to and from it; it never decodes result rows on the single-shard path.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -30,6 +30,37 @@ pub struct CancelKey {
 /// A client's run-time settings from its startup packet, by name. Shared, so that handing a
 /// connection to the next client of the same settings costs a pointer comparison.
 pub type Settings = Arc<[(String, String)]>;
+
+/// One [`Settings`] per distinct set of settings: the clients of one application usually send
+/// the same startup parameters, and then share one, so a connection passes between them after a
+/// pointer comparison rather than a comparison of every name and value.
+#[derive(Default)]
+pub struct SettingsRegistry {
+    live: Mutex<LiveSettings>,
+}
+
+#[derive(Default)]
+struct LiveSettings {
+    all: HashSet<Settings>,
+    /// At this many entries, those no client or connection holds any more are dropped.
+    purge_at: usize,
+}
+
+impl SettingsRegistry {
+    pub fn intern(&self, settings: Vec<(String, String)>) -> Settings {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = live.all.get(settings.as_slice()) {
+            return shared.clone();
+        }
+        if live.all.len() >= live.purge_at {
+            live.all.retain(|s| Arc::strong_count(s) > 1);
+            live.purge_at = (2 * live.all.len()).max(1024);
+        }
+        let shared: Settings = settings.into();
+        live.all.insert(shared.clone());
+        shared
+    }
+}
 
 pub struct BackendConn {
     pub reader: OwnedReadHalf,
@@ -262,4 +293,41 @@ pub async fn send_cancel(ep: &Endpoint, key: CancelKey) -> std::io::Result<()> {
     let mut sink = [0u8; 1];
     let _ = stream.read(&mut sink).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn equal_settings_are_shared_and_unused_ones_dropped() {
+        let registry = SettingsRegistry::default();
+        let a = registry.intern(settings(&[
+            ("application_name", "app"),
+            ("TimeZone", "UTC"),
+        ]));
+        let b = registry.intern(settings(&[
+            ("application_name", "app"),
+            ("TimeZone", "UTC"),
+        ]));
+        let c = registry.intern(settings(&[("application_name", "other")]));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, *settings(&[("application_name", "other")]));
+
+        drop(c);
+        for i in 0..2000 {
+            registry.intern(settings(&[("application_name", &i.to_string())]));
+        }
+        let live = registry.live.lock().unwrap();
+        assert!(live.all.len() < 2000, "unused settings were kept");
+        assert!(live.all.contains(&a), "settings in use were dropped");
+    }
 }

@@ -6,7 +6,7 @@ pub mod pool;
 pub mod prepared;
 
 use crate::protocol::FrameError;
-pub use conn::{BackendConn, CancelKey, Settings};
+pub use conn::{BackendConn, CancelKey, Settings, SettingsRegistry};
 pub use pool::{Pooled, Pools, ShardPool};
 pub use prepared::StatementText;
 

@@ -95,7 +95,8 @@ async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart, span: tracing::Spa
     protocol::ready_for_query(&mut greeting, b'I');
 
     settings.sort();
-    let mut session = Session::new(ctx, start.read_buf, settings.into(), cancel, span.clone());
+    let settings = ctx.settings.intern(settings);
+    let mut session = Session::new(ctx, start.read_buf, settings, cancel, span.clone());
     session.greet(&greeting);
     let result = match start.io {
         MaybeTls::Plain(tcp) => session.run(PlainClient::new(tcp)).await,

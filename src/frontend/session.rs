@@ -100,6 +100,13 @@ enum ClientSaid {
     Terminate,
 }
 
+/// Where handling client frames without an await stopped.
+enum ClientStep {
+    Said(ClientSaid),
+    /// The next frame, this long, needs the general path.
+    General(usize),
+}
+
 pub struct Session {
     ctx: Arc<ServerCtx>,
     cin: BytesMut,
@@ -170,8 +177,15 @@ impl Session {
 
     async fn run_loop<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
         loop {
-            if self.client_unread && self.on_client_data().await? == ClientSaid::Terminate {
-                return Ok(());
+            if self.client_unread {
+                let said = match self.on_client_data_now()? {
+                    ClientStep::Said(said) => said,
+                    // Only here does the loop build the future of the general path.
+                    ClientStep::General(len) => self.on_client_data(len).await?,
+                };
+                if said == ClientSaid::Terminate {
+                    return Ok(());
+                }
             }
             self.write_now(client)?;
             self.release_if_idle();
@@ -204,39 +218,53 @@ impl Session {
         }
     }
 
+    /// Handles the client frames from one `len` bytes long that needs the general path (a
+    /// connection to wait for, a statement the proxy answers: [`Session::on_client_frame`]);
+    /// those after it go the plain way again where they can.
+    async fn on_client_data(&mut self, mut len: usize) -> Result<ClientSaid, SessionError> {
+        loop {
+            let mut cin = std::mem::take(&mut self.cin);
+            let handled = self.on_client_frame(Frame::borrowed(&cin[..len])).await;
+            cin.advance(len);
+            self.cin = cin;
+            handled?;
+            len = match self.on_client_data_now()? {
+                ClientStep::Said(said) => return Ok(said),
+                ClientStep::General(len) => len,
+            };
+        }
+    }
+
     /// Handles every complete client frame where it lies in the read buffer (no copy, no
-    /// allocation per frame), as long as the backend side is not backed up.
-    async fn on_client_data(&mut self) -> Result<ClientSaid, SessionError> {
+    /// allocation per frame), as long as the backend side is not backed up and the frames go
+    /// on without an await ([`Session::forward_now`]); stops at the first that does not.
+    fn on_client_data_now(&mut self) -> Result<ClientStep, SessionError> {
         // Taken out meanwhile so the frames may borrow it while the session changes.
         let mut cin = std::mem::take(&mut self.cin);
         let mut pos = 0;
-        let mut said = ClientSaid::More;
         self.client_unread = false;
         let result = loop {
             if self.bout.len() >= HIGH_WATER {
                 self.client_unread = true;
-                break Ok(());
+                break Ok(ClientStep::Said(ClientSaid::More));
             }
             let len = match protocol::complete_frame_len(&cin[pos..]) {
                 Ok(Some(len)) => len,
-                Ok(None) => break Ok(()),
+                Ok(None) => break Ok(ClientStep::Said(ClientSaid::More)),
                 Err(e) => break Err(e.into()),
             };
             let frame = Frame::borrowed(&cin[pos..pos + len]);
             if frame.tag == b'X' {
-                said = ClientSaid::Terminate;
-                break Ok(());
+                break Ok(ClientStep::Said(ClientSaid::Terminate));
             }
-            // Inside a transaction, frames go straight on without an await.
-            let handled = match self.forward_now(&frame) {
-                Ok(true) => Ok(()),
-                Ok(false) => self.on_client_frame(frame).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = handled {
-                break Err(e);
+            match self.forward_now(&frame) {
+                Ok(true) => pos += len,
+                Ok(false) => {
+                    self.client_unread = true;
+                    break Ok(ClientStep::General(len));
+                }
+                Err(e) => break Err(e),
             }
-            pos += len;
         };
         cin.advance(pos);
         // Room for the rest of a long frame (COPY data), so it arrives in few reads.
@@ -249,7 +277,7 @@ impl Session {
             );
         }
         self.cin = cin;
-        result.map(|()| said)
+        result
     }
 
     /// Waits for the first socket that can make progress. Fixed order: writes first, so data
