@@ -251,3 +251,38 @@ async fn a_parse_that_failed_or_was_skipped_leaves_the_name_free() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_close_skipped_after_an_error_keeps_the_statement() {
+    let proxy = TestProxy::start();
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
+    let ready = || Reply::Ready(b'I');
+    raw.parse("kept", "SELECT 'kept'").sync();
+    assert_eq!(raw.round_trip().await, [Reply::ParseComplete, ready()]);
+
+    // The proxy answers a Close itself; PostgreSQL skips it here, so the statement must stay.
+    raw.parse("", "SELECT 1 / 0")
+        .bind("", "", &[])
+        .execute("")
+        .close_statement("kept")
+        .sync();
+    assert_eq!(
+        raw.round_trip().await,
+        // The planner folds 1 / 0 when the Bind plans the statement.
+        [
+            Reply::ParseComplete,
+            Reply::Error(SqlState::DIVISION_BY_ZERO),
+            ready()
+        ]
+    );
+    raw.bind("", "kept", &[]).execute("").sync();
+    assert_eq!(
+        raw.round_trip().await,
+        [
+            Reply::BindComplete,
+            Reply::Row(vec![Some("kept".into())]),
+            Reply::Complete("SELECT 1".into()),
+            ready()
+        ]
+    );
+}

@@ -36,15 +36,23 @@ pub enum Pending {
     Execute,
     Close,
     Sync,
-    /// An answer the proxy composed; emitted when it reaches the front. If the backend skips it
-    /// (an earlier message failed), `undo` reverts what the proxy recorded for it.
-    Composed {
-        reply: Bytes,
-        undo: Option<Undo>,
-    },
+    /// An answer the proxy composed; emitted when it reaches the front. Boxed: the queue's
+    /// entries are as large as the largest, and this one is rare.
+    Composed(Box<Composed>),
     /// The client ended a COPY FROM STDIN (CopyDone or CopyFail).
     CopyEnd,
 }
+
+#[derive(Debug)]
+pub struct Composed {
+    reply: Bytes,
+    /// If the backend skips the answer (an earlier message failed), what to revert of what the
+    /// proxy recorded for it.
+    undo: Option<Undo>,
+}
+
+// Four entries per cache line, so a pipelined batch's accounting touches few lines.
+const _: () = assert!(std::mem::size_of::<Pending>() <= 32);
 
 /// What to revert when a message the proxy answered itself turns out to be skipped.
 #[derive(Debug)]
@@ -57,7 +65,11 @@ pub enum Undo {
 
 impl Pending {
     pub fn composed(reply: Bytes) -> Pending {
-        Pending::Composed { reply, undo: None }
+        Pending::composed_undoing(reply, None)
+    }
+
+    pub fn composed_undoing(reply: Bytes, undo: Option<Undo>) -> Pending {
+        Pending::Composed(Box::new(Composed { reply, undo }))
     }
 
     fn skipped_after_error(&self) -> bool {
@@ -171,7 +183,7 @@ impl Pipeline {
     pub fn composed_due(&self) -> bool {
         matches!(
             self.queue.front(),
-            Some(Pending::Composed { .. } | Pending::CopyEnd)
+            Some(Pending::Composed(_) | Pending::CopyEnd)
         )
     }
 
@@ -204,9 +216,9 @@ impl Pipeline {
     pub fn emit_composed(&mut self, out: &mut BytesMut) {
         loop {
             match self.queue.front() {
-                Some(Pending::Composed { .. }) => {
-                    if let Some(Pending::Composed { reply, .. }) = self.queue.pop_front() {
-                        out.extend_from_slice(&reply);
+                Some(Pending::Composed(_)) => {
+                    if let Some(Pending::Composed(composed)) = self.queue.pop_front() {
+                        out.extend_from_slice(&composed.reply);
                     }
                 }
                 // A copy that never started (its Execute failed or answered otherwise).
@@ -238,14 +250,11 @@ fn undo(p: Pending, conn: &mut BackendConn, names: &mut StatementNames) {
                 names.forget_if(&name, &statement);
             }
         }
-        Pending::Composed {
-            undo: Some(Undo::ForgetName(name, statement)),
-            ..
-        } => names.forget_if(&name, &statement),
-        Pending::Composed {
-            undo: Some(Undo::RestoreName(name, statement)),
-            ..
-        } => names.restore(name, statement),
+        Pending::Composed(composed) => match composed.undo {
+            Some(Undo::ForgetName(name, statement)) => names.forget_if(&name, &statement),
+            Some(Undo::RestoreName(name, statement)) => names.restore(name, statement),
+            None => {}
+        },
         _ => {}
     }
 }

@@ -211,10 +211,10 @@ impl StatementNames {
                 self.by_name.insert(name.into(), statement.clone());
                 if conn.prepared.get(&statement).is_some() {
                     pipeline.push(
-                        Pending::Composed {
-                            reply: protocol::empty_message(b'1'),
-                            undo: Some(Undo::ForgetName(name.into(), statement)),
-                        },
+                        Pending::composed_undoing(
+                            protocol::empty_message(b'1'),
+                            Some(Undo::ForgetName(name.into(), statement)),
+                        ),
                         cout,
                     );
                 } else {
@@ -266,10 +266,10 @@ impl StatementNames {
                     self.by_name.remove(name)
                 };
                 pipeline.push(
-                    Pending::Composed {
-                        reply: protocol::empty_message(b'3'),
-                        undo: closed.map(|s| Undo::RestoreName(name.into(), s)),
-                    },
+                    Pending::composed_undoing(
+                        protocol::empty_message(b'3'),
+                        closed.map(|s| Undo::RestoreName(name.into(), s)),
+                    ),
                     cout,
                 );
             }
