@@ -718,10 +718,11 @@ fn sent(buf: &mut BytesMut, n: usize) {
 /// part back, so without this every transaction would read or write a little further on, into
 /// cache lines not touched for many transactions, instead of into the same few warm ones.
 fn rewind_if_empty(buf: &mut BytesMut) {
-    const USUAL: usize = 8192;
-    if buf.is_empty() && buf.capacity() < USUAL {
-        // Never allocates; a buffer something else still shares stays as it is.
-        let _ = buf.try_reclaim(USUAL);
+    if buf.is_empty() {
+        // Asks for one byte more than the buffer has ahead: only the consumed part can give it,
+        // and that part comes back only by moving the start to the front. Never allocates; a
+        // buffer something else still shares, or one with nothing consumed, stays as it is.
+        let _ = buf.try_reclaim(buf.capacity() + 1);
     }
 }
 
