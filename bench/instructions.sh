@@ -5,6 +5,11 @@
 #
 #   bench/instructions.sh [clients] [transactions-per-client]
 #
+# CG_CACHE=1 adds callgrind's cache simulation and prints the first-level data cache misses
+# (reads and writes) per transaction beside the instructions: buffers or state touched at a new
+# place every transaction show up there. The simulation sees user space only; the kernel's own
+# traffic, which evicts far more between two wake-ups, comes on top in reality.
+#
 # Each proxy runs under valgrind --tool=callgrind in front of its own PostgreSQL; pgbench
 # select-only (simple, then extended protocol) runs twice, with few and with many transactions
 # per client, and the difference of the two counts divided by the difference of transactions
@@ -18,7 +23,8 @@ cd "$(dirname "$0")/.."
 BENCH_NEEDS=valgrind source bench/setup.sh
 chmod 777 "$WORK"
 
-# Instructions the process with callgrind output prefix $1 executed during `pgbench … -t $3`.
+# Instructions the process with callgrind output prefix $1 executed during `pgbench … -t $3`,
+# and its first-level data cache misses (0 without CG_CACHE).
 count() { # out-prefix port tx mode as-user
     local out=$1 port=$2 tx=$3 mode=$4 as=$5 pid file
     pid=$(pgrep -n -f "callgrind-out-file=$out")
@@ -27,7 +33,7 @@ count() { # out-prefix port tx mode as-user
     $as callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 0.5
     file=$(ls -t "$out".* | head -1)
-    awk '/^(summary|totals):/ {print $2; exit}' "$file"
+    awk -v cache="${CG_CACHE:-}" '/^(summary|totals):/ {print $2, (cache ? $6 + $7 : 0); exit}' "$file"
 }
 
 measure() { # name port as-user
@@ -39,11 +45,17 @@ measure() { # name port as-user
         few=$(count "$WORK/cg.$name" "$port" 100 "$mode" "$as")
         many=$(count "$WORK/cg.$name" "$port" "$TX" "$mode" "$as")
         awk -v a="$few" -v b="$many" -v n="$((CLIENTS * (TX - 100)))" -v m="$mode" -v s="$name" \
-            'BEGIN {printf "%-10s %-9s %8.0f instructions/tx\n", s, m, (b - a) / n}'
+            -v cache="${CG_CACHE:-}" 'BEGIN {
+                split(a, x, " "); split(b, y, " ")
+                printf "%-10s %-9s %8.0f instructions/tx", s, m, (y[1] - x[1]) / n
+                if (cache) printf "  %6.1f D1 misses/tx", (y[2] - x[2]) / n
+                printf "\n"
+            }'
     done
 }
 
 CG=(valgrind --tool=callgrind --dump-line=no --dump-instr=no)
+[ -n "${CG_CACHE:-}" ] && CG+=(--cache-sim=yes)
 RUST_LOG=warn "${CG[@]}" --callgrind-out-file="$WORK/cg.shardwire.%p" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 SWPID=$!
 measure shardwire "$SWPORT" ""
