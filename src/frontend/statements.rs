@@ -168,7 +168,7 @@ impl StatementNames {
                     // Clients often parse the same unnamed statement again and again: then the
                     // session and usually the connection hold it already, and only the pipeline
                     // entry takes a reference (reference counts are atomic, hence not free).
-                    let statement = match &self.unnamed {
+                    let mut statement = match &self.unnamed {
                         Some(s) if s.is(query, types) => s.clone(),
                         _ => {
                             let s = new_statement();
@@ -176,10 +176,16 @@ impl StatementNames {
                             s
                         }
                     };
-                    // Compared by text: the connection may hold an equal statement another
-                    // client parsed.
-                    if conn.unnamed.as_ref() != Some(&statement) {
-                        conn.unnamed = Some(statement.clone());
+                    match &conn.unnamed {
+                        Some(held) if Arc::ptr_eq(held, &statement) => {}
+                        // An equal statement another client parsed: this client takes that
+                        // copy, so the clients of one text settle on one copy and compare
+                        // pointers from then on instead of reading each other's texts.
+                        Some(held) if **held == *statement => {
+                            statement = held.clone();
+                            self.unnamed = Some(statement.clone());
+                        }
+                        _ => conn.unnamed = Some(statement.clone()),
                     }
                     bout.extend_from_slice(frame.raw);
                     pipeline.push(
