@@ -13,53 +13,20 @@ import re
 import subprocess
 import sys
 
-NAMED = re.compile(r"\((\d+)\)(?: (.*))?")
+from callgrind import self_costs
+
 # objdump spells a locked instruction with a `lock` prefix; xchg with memory is locked implicitly.
 LOCKED = re.compile(r"^\s*([0-9a-f]+):\s+(lock \w+|xchg\s+\S*\()")
 
 
 def executions(path, binary):
     """Times each instruction address of `binary` ran, and the function it belongs to."""
-    objects, functions = {}, {}
     ran = collections.Counter()
     function_at = {}
-    obj = function = None
-    address = 0
-    cost_is_a_call = False
-
-    def name_of(table, spec):
-        m = NAMED.match(spec)
-        if m.group(2):
-            table[m.group(1)] = m.group(2)
-        return table[m.group(1)]
-
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("ob="):
-                obj = name_of(objects, line[3:])
-            elif line.startswith("cob="):
-                name_of(objects, line[4:])
-            elif line.startswith("fn="):
-                function = name_of(functions, line[3:])
-            elif line.startswith("cfn="):
-                name_of(functions, line[4:])
-            elif line.startswith("calls="):
-                # The next cost line is the inclusive cost of that call, not this address's own.
-                cost_is_a_call = True
-            elif line and (line[0].isdigit() or line[0] in "+-*"):
-                fields = line.split()
-                # Addresses are absolute (0x…), relative to the previous one (+n, -n) or the same (*).
-                spec = fields[0]
-                if spec.startswith("0x"):
-                    address = int(spec, 16)
-                elif spec[0] in "+-":
-                    address += int(spec)
-                if cost_is_a_call:
-                    cost_is_a_call = False
-                elif obj == binary and len(fields) >= 3:
-                    ran[address] += int(fields[2])
-                    function_at[address] = function
+    for obj, function, address, count in self_costs(path):
+        if obj == binary and address is not None:
+            ran[address] += count
+            function_at[address] = function
     return ran, function_at
 
 

@@ -178,12 +178,17 @@ impl StatementNames {
                     };
                     match &conn.unnamed {
                         Some(held) if Arc::ptr_eq(held, &statement) => {}
-                        // An equal statement another client parsed: this client takes that
-                        // copy, so the clients of one text settle on one copy and compare
-                        // pointers from then on instead of reading each other's texts.
+                        // An equal statement another client parsed. Both sides keep the copy at
+                        // the lower address, so all clients and connections of one text settle
+                        // on one copy and compare pointers from then on instead of reading each
+                        // other's texts.
                         Some(held) if **held == *statement => {
-                            statement = held.clone();
-                            self.unnamed = Some(statement.clone());
+                            if Arc::as_ptr(held) < Arc::as_ptr(&statement) {
+                                statement = held.clone();
+                                self.unnamed = Some(statement.clone());
+                            } else {
+                                conn.unnamed = Some(statement.clone());
+                            }
                         }
                         _ => conn.unnamed = Some(statement.clone()),
                     }
