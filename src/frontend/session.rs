@@ -444,12 +444,10 @@ impl Session {
             }
         }
         if self.backend.is_none() {
-            if is_stray_copy_data(&frame) {
-                return Ok(());
-            }
-            let shard = match route_unsharded() {
-                Route::Single(shard) => shard,
-                Route::Multi(_) | Route::All => {
+            let shard = match destination(&frame) {
+                Destination::Shard(shard) => shard,
+                Destination::Nowhere => return Ok(()),
+                Destination::Unsupported => {
                     self.refuse(
                         &frame,
                         &SqlState::FEATURE_NOT_SUPPORTED,
@@ -479,10 +477,7 @@ impl Session {
             return Ok(false);
         }
         if self.backend.is_none() {
-            if is_stray_copy_data(frame) {
-                return Ok(false);
-            }
-            let Route::Single(shard) = route_unsharded() else {
+            let Destination::Shard(shard) = destination(frame) else {
                 return Ok(false);
             };
             match self.ctx.pools.shard(shard).get_now() {
@@ -695,9 +690,23 @@ impl Drop for Session {
     }
 }
 
-/// Copy data with no copy in progress, which PostgreSQL ignores too.
-fn is_stray_copy_data(frame: &Frame<&[u8]>) -> bool {
-    matches!(frame.tag, b'd' | b'c' | b'f')
+/// Where a client frame goes when the session holds no backend connection.
+enum Destination {
+    Shard(ShardId),
+    /// Copy data with no copy in progress, which PostgreSQL ignores too.
+    Nowhere,
+    /// Several shards: not supported yet.
+    Unsupported,
+}
+
+fn destination(frame: &Frame<&[u8]>) -> Destination {
+    if matches!(frame.tag, b'd' | b'c' | b'f') {
+        return Destination::Nowhere;
+    }
+    match route_unsharded() {
+        Route::Single(shard) => Destination::Shard(shard),
+        Route::Multi(_) | Route::All => Destination::Unsupported,
+    }
 }
 
 /// Room for a read of useful size: a nearly full buffer would make many small reads.
