@@ -134,16 +134,11 @@ impl ShardPool {
     /// an extra await on every checkout, which the common case (a connection just returned)
     /// does not need.
     pub async fn get(&self) -> Result<Pooled, BackendError> {
-        match self.pop_hot() {
+        match self.get_now() {
             Some(c) => Ok(c),
             // Boxed: the rare path's future is large, and the common path should not carry it.
             hot => Box::pin(self.get_checked(hot)).await,
         }
-    }
-
-    /// A connection a client gave back a moment ago, if there is one: no wait, no check.
-    pub fn get_now(&self) -> Option<Pooled> {
-        self.pop_hot()
     }
 
     /// A connection that passed the staleness check, starting with `first` if there is one.
@@ -167,7 +162,7 @@ impl ShardPool {
         let _waiting = Waiting::new(&self.waiting);
         // A connection pushed just before this checkout counted as waiting is on the stack now:
         // the push and this pop are ordered by the stack's mutex.
-        if let Some(c) = self.pop_hot() {
+        if let Some(c) = self.get_now() {
             return Ok(c);
         }
         match self.pool.get_owned().await {
@@ -180,7 +175,8 @@ impl ShardPool {
         }
     }
 
-    fn pop_hot(&self) -> Option<Pooled> {
+    /// A connection a client gave back a moment ago, if there is one: no wait, no check.
+    pub fn get_now(&self) -> Option<Pooled> {
         self.hot.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
