@@ -9,7 +9,8 @@
 //! - [`server`]: the accept loop, `run(listener, shutdown, deps)`.
 //! - [`frontend`]: client startup, TLS and authentication (pgwire), then the session loop over raw
 //!   frames: transaction pooling, statement-name mapping, cancel; its sockets are read through
-//!   tokio's readiness flags without tokio's per-poll cost (`frontend::socket`).
+//!   tokio's readiness flags without tokio's per-poll cost (`frontend::socket`); on one thread all
+//!   sessions run in one task (`frontend::driver`).
 //! - [`protocol`]: the length-prefixed frame codec and the few message encoders the proxy needs.
 //! - [`ddl`]: shardwire's own parser for the sharding DDL (CREATE SHARDED TABLE, …), its AST, and
 //!   the rewrite to plain PostgreSQL per shard with the sharding rules.

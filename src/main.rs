@@ -77,18 +77,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// One worker (the default) runs everything on one thread, with none of the cross-thread
-/// wake-ups a multi-threaded scheduler needs: PgBouncer's model, and measured cheaper per
-/// transaction when the proxy shares a small machine with its clients or servers
-/// (BENCHMARKS.md). More workers share the clients among threads.
 fn runtime(workers: Option<usize>) -> tokio::runtime::Runtime {
-    let mut builder = match workers.unwrap_or(1) {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
-    };
-    builder.enable_all().build().expect("tokio runtime")
+    shardwire::server::runtime(workers).expect("tokio runtime")
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use tokio::net::TcpListener;
+use tokio::runtime::RuntimeFlavor;
 use tokio::task::JoinSet;
 
 use crate::backend::{Pools, SettingsRegistry};
@@ -14,6 +15,7 @@ use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
+use crate::frontend::driver::SessionDriver;
 use crate::metrics::Metrics;
 use crate::txn::{
     ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
@@ -118,7 +120,7 @@ pub async fn run(
         tokio::spawn(async move { ctx.pools.sweep_until(stop.cancelled()).await })
     };
     let next_session = AtomicU64::new(1);
-    let mut sessions = JoinSet::new();
+    let mut sessions = Sessions::new();
     tokio::pin!(shutdown);
     tracing::info!(addr = ?listener.local_addr().ok(), "shardwire is accepting clients");
     loop {
@@ -136,17 +138,79 @@ pub async fn run(
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },
-            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            _ = sessions.reap() => {}
         }
     }
-    sessions.abort_all();
-    while sessions.join_next().await.is_some() {}
+    sessions.stop().await;
     stop.cancel();
     let _ = catalog_watcher.await;
     let _ = recovery.await;
     let _ = pool_sweeper.await;
     tracing::info!("shardwire stopped");
     Ok(())
+}
+
+/// The running sessions: on a current-thread runtime all in one task ([`SessionDriver`]), on a
+/// multi-threaded one each its own task, so the scheduler spreads them over the threads.
+enum Sessions {
+    Driven(SessionDriver),
+    Tasks(JoinSet<()>),
+}
+
+impl Sessions {
+    fn new() -> Sessions {
+        match tokio::runtime::Handle::current().runtime_flavor() {
+            RuntimeFlavor::CurrentThread => Sessions::Driven(SessionDriver::start()),
+            _ => Sessions::Tasks(JoinSet::new()),
+        }
+    }
+
+    fn spawn(&mut self, session: impl Future<Output = ()> + Send + 'static) {
+        match self {
+            Sessions::Driven(driver) => driver.spawn(session),
+            Sessions::Tasks(tasks) => {
+                tasks.spawn(session);
+            }
+        }
+    }
+
+    /// Completes when a finished session task was cleaned up; never for driven sessions, which
+    /// the driver cleans up itself.
+    async fn reap(&mut self) {
+        match self {
+            Sessions::Tasks(tasks) if !tasks.is_empty() => {
+                tasks.join_next().await;
+            }
+            _ => std::future::pending().await,
+        }
+    }
+
+    /// Ends every session, as a client disconnect would on the proxy's side.
+    async fn stop(self) {
+        match self {
+            Sessions::Driven(driver) => driver.stop().await,
+            Sessions::Tasks(mut tasks) => {
+                tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+            }
+        }
+    }
+}
+
+/// The runtime `[proxy] workers` asks for: one worker (the default) runs everything on one
+/// thread, with none of the cross-thread wake-ups a multi-threaded scheduler needs: PgBouncer's
+/// model, and measured cheaper per transaction when the proxy shares a small machine with its
+/// clients or servers (BENCHMARKS.md). More workers share the clients among threads.
+pub fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match workers.unwrap_or(1) {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    };
+    builder.enable_all().build()
 }
 
 /// Binds the configured addresses and serves until Ctrl-C or SIGTERM.

@@ -344,15 +344,27 @@ async fn a_client_waiting_for_the_only_connection_gets_it_as_soon_as_it_is_relea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_clients_share_ten_connections() {
+    // One proxy thread, the default: every session in one task (frontend::driver).
+    two_hundred_clients_share_ten_connections_on(1, "pooling_many").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_clients_share_ten_connections_on_two_proxy_threads() {
+    // Each session its own task, spread over the threads by tokio.
+    two_hundred_clients_share_ten_connections_on(2, "pooling_many_threads").await;
+}
+
+async fn two_hundred_clients_share_ten_connections_on(workers: usize, table: &'static str) {
     const CLIENTS: i32 = 200;
     let proxy = TestProxy::start_with(|c| {
         c.pool.size = 10;
+        c.proxy.workers = Some(workers);
         // Completion is the point here, not latency on a loaded machine.
         c.pool.connect_timeout_ms = 30_000;
     });
     let setup = proxy.connect().await;
     setup
-        .batch_execute("CREATE TABLE pooling_many (client int, step int)")
+        .batch_execute(&format!("CREATE TABLE {table} (client int, step int)"))
         .await
         .unwrap();
     let conn_string = proxy.conn_string();
@@ -368,13 +380,16 @@ async fn two_hundred_clients_share_ten_connections() {
             assert_eq!(doubled, id * 2);
             let tx = client.transaction().await.unwrap();
             for step in 0..2i32 {
-                tx.execute("INSERT INTO pooling_many VALUES ($1, $2)", &[&id, &step])
-                    .await
-                    .unwrap();
+                tx.execute(
+                    &format!("INSERT INTO {table} VALUES ($1, $2)"),
+                    &[&id, &step],
+                )
+                .await
+                .unwrap();
             }
             let mine: i64 = tx
                 .query_one(
-                    "SELECT count(*) FROM pooling_many WHERE client = $1",
+                    &format!("SELECT count(*) FROM {table} WHERE client = $1"),
                     &[&id],
                 )
                 .await
@@ -395,7 +410,7 @@ async fn two_hundred_clients_share_ten_connections() {
         .await
         .expect("all clients finish");
     let total: i64 = setup
-        .query_one("SELECT count(*) FROM pooling_many", &[])
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
         .await
         .unwrap()
         .get(0);
@@ -410,7 +425,7 @@ async fn two_hundred_clients_share_ten_connections() {
         pids.len()
     );
     setup
-        .batch_execute("DROP TABLE pooling_many")
+        .batch_execute(&format!("DROP TABLE {table}"))
         .await
         .unwrap();
 }

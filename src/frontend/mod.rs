@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod cancel;
+pub mod driver;
 pub mod pipeline;
 pub mod session;
 pub mod socket;

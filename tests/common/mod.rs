@@ -288,10 +288,8 @@ fn serve_on(
     shutdown: tokio::sync::oneshot::Receiver<()>,
     deps: Deps,
 ) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
+    // The runtime production builds for this configuration (one thread by default).
+    let runtime = shardwire::server::runtime(deps.config.proxy.workers)
         .map_err(|e| format!("runtime: {e}"))?;
     runtime.block_on(async move {
         listener
