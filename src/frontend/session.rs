@@ -200,7 +200,7 @@ impl Session {
                 }
                 Event::ClientWrote(r) => {
                     let n = r.map_err(SessionError::Client)?;
-                    sent(&mut self.cout, n);
+                    consume(&mut self.cout, n);
                 }
                 Event::BackendRead(r) => {
                     if r.map_err(|e| self.backend_lost(e))? == 0 {
@@ -210,7 +210,7 @@ impl Session {
                 }
                 Event::BackendWrote(r) => {
                     let n = r.map_err(|e| self.backend_lost(e))?;
-                    sent(&mut self.bout, n);
+                    consume(&mut self.bout, n);
                     // Frames left for lack of room may go now.
                     self.client_unread = true;
                 }
@@ -225,7 +225,7 @@ impl Session {
         loop {
             let mut cin = std::mem::take(&mut self.cin);
             let handled = self.on_client_frame(Frame::borrowed(&cin[..len])).await;
-            cin.advance(len);
+            consume(&mut cin, len);
             self.cin = cin;
             handled?;
             len = match self.on_client_data_now()? {
@@ -266,7 +266,7 @@ impl Session {
                 Err(e) => break Err(e),
             }
         };
-        cin.advance(pos);
+        consume(&mut cin, pos);
         // Room for the rest of a long frame (COPY data), so it arrives in few reads.
         if let Some(len) = cin.get(1..5) {
             let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
@@ -344,14 +344,14 @@ impl Session {
         if !self.bout.is_empty() {
             if let Some(b) = self.backend.as_mut() {
                 match socket::write_now(&b.conn.writer, &self.bout) {
-                    Ok(n) => sent(&mut self.bout, n),
+                    Ok(n) => consume(&mut self.bout, n),
                     Err(e) => return Err(self.backend_lost(e)),
                 }
             }
         }
         if !self.cout.is_empty() {
             let n = client.write_now(&self.cout).map_err(SessionError::Client)?;
-            sent(&mut self.cout, n);
+            consume(&mut self.cout, n);
         }
         Ok(())
     }
@@ -416,7 +416,7 @@ impl Session {
             buf.clear();
         } else {
             self.cout.extend_from_slice(&buf[run_start..pos]);
-            buf.advance(pos);
+            consume(&mut buf, pos);
         }
         conn.read_buf = buf;
         result
@@ -711,27 +711,24 @@ fn destination(frame: &Frame<&[u8]>) -> Destination {
 
 /// Room for a read of useful size: a nearly full buffer would make many small reads.
 fn reserve_for_read(buf: &mut BytesMut) {
-    rewind_if_empty(buf);
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(8192);
     }
 }
 
-/// Drops the first `n` bytes of a buffer that went out.
-fn sent(buf: &mut BytesMut, n: usize) {
-    buf.advance(n);
-    rewind_if_empty(buf);
-}
-
-/// Starts an empty buffer over at the front of its memory. `advance` does not give the consumed
-/// part back, so without this every transaction would read or write a little further on, into
-/// cache lines not touched for many transactions, instead of into the same few warm ones.
-fn rewind_if_empty(buf: &mut BytesMut) {
-    if buf.is_empty() {
-        // Asks for one byte more than the buffer has ahead: only the consumed part can give it,
-        // and that part comes back only by moving the start to the front. Never allocates; a
-        // buffer something else still shares, or one with nothing consumed, stays as it is.
-        let _ = buf.try_reclaim(buf.capacity() + 1);
+/// Drops the first `n` bytes of a buffer: they went out, or were handled. A buffer emptied
+/// keeps its place at the front of its memory. `advance` alone would move the start on for
+/// good (a consumed prefix is not given back by itself), so every transaction would read or
+/// write a little further on, into cache lines not touched for many transactions, instead of
+/// into the same few warm ones.
+fn consume(buf: &mut BytesMut, n: usize) {
+    if n == buf.len() {
+        buf.clear();
+    } else if n > 0 {
+        buf.advance(n);
+        // The rest (part of a frame, or of a write) moves to the front when it is no longer
+        // than what was consumed before it: a short copy, never an allocation.
+        let _ = buf.try_reclaim(buf.capacity() - buf.len() + 1);
     }
 }
 
