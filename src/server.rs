@@ -15,7 +15,7 @@ use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
-use crate::frontend::driver::SessionDriver;
+use crate::frontend::driver::{Next, SessionDriver};
 use crate::metrics::Metrics;
 use crate::txn::{
     ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
@@ -165,11 +165,16 @@ impl Sessions {
         }
     }
 
-    fn spawn(&mut self, session: impl Future<Output = ()> + Send + 'static) {
+    fn spawn(&mut self, session: impl Future<Output = Next> + Send + 'static) {
         match self {
             Sessions::Driven(driver) => driver.spawn(session),
             Sessions::Tasks(tasks) => {
-                tasks.spawn(session);
+                tasks.spawn(async move {
+                    let mut next = session.await;
+                    while let Next::Continue(stage) = next {
+                        next = stage.await;
+                    }
+                });
             }
         }
     }

@@ -78,10 +78,15 @@ impl PreparedStatements {
         self.by_text.is_empty()
     }
 
+    /// More statements than a connection keeps: the next checkout evicts some.
+    pub fn has_excess(&self) -> bool {
+        self.by_text.len() > MAX_PREPARED_PER_CONNECTION
+    }
+
     /// Past the limit: forgets the least recently used quarter and returns their names, for
     /// the caller to DEALLOCATE.
     pub fn evict_excess(&mut self) -> Vec<Arc<str>> {
-        if self.by_text.len() <= MAX_PREPARED_PER_CONNECTION {
+        if !self.has_excess() {
             return Vec::new();
         }
         let mut uses: Vec<u64> = self.by_text.values().map(|e| e.last_used).collect();

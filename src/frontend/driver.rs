@@ -22,7 +22,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
-type SessionFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A session's future, or one stage of it.
+pub type SessionFuture = Pin<Box<dyn Future<Output = Next> + Send>>;
+
+/// What a session's future hands back when it completes: the end of the session, or the
+/// future that carries it on. Client startup hands over to the session loop this way, so the
+/// loop is polled directly on every wake-up rather than through the startup's future.
+pub enum Next {
+    Done,
+    Continue(SessionFuture),
+}
 
 /// Starts and stops the sessions of the runtime it was created on.
 pub struct SessionDriver {
@@ -54,7 +63,7 @@ impl SessionDriver {
     }
 
     /// Adds a session; it runs until it completes or the driver stops.
-    pub fn spawn(&self, session: impl Future<Output = ()> + Send + 'static) {
+    pub fn spawn(&self, session: impl Future<Output = Next> + Send + 'static) {
         self.shared
             .send(|remote| remote.incoming.push(Box::pin(session)));
     }
@@ -253,20 +262,22 @@ impl Driver {
             return;
         };
         let mut cx = Context::from_waker(&self.wakers[slot as usize]);
-        // A panicking session ends alone, as a panicking task would.
-        let done =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| session.as_mut().poll(&mut cx))) {
-                Ok(Poll::Pending) => false,
-                Ok(Poll::Ready(())) => true,
+        loop {
+            // A panicking session ends alone, as a panicking task would.
+            let polled =
+                std::panic::catch_unwind(AssertUnwindSafe(|| session.as_mut().poll(&mut cx)));
+            match polled {
+                Ok(Poll::Pending) => return,
+                Ok(Poll::Ready(Next::Continue(next))) => *session = next,
+                Ok(Poll::Ready(Next::Done)) => break,
                 Err(_) => {
                     tracing::error!("a session panicked; its client is disconnected");
-                    true
+                    break;
                 }
-            };
-        if done {
-            self.sessions[slot as usize] = None;
-            self.free.push(slot);
+            }
         }
+        self.sessions[slot as usize] = None;
+        self.free.push(slot);
     }
 }
 
@@ -319,7 +330,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::SessionDriver;
+    use super::{Next, SessionDriver};
 
     fn current_thread() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
@@ -352,6 +363,7 @@ mod tests {
                     if done.fetch_add(1, Ordering::SeqCst) + 1 == 50 {
                         let _ = all_done_tx.lock().unwrap().take().unwrap().send(());
                     }
+                    Next::Done
                 });
             }
             let _keep_last_receiver = rx;
@@ -385,7 +397,7 @@ mod tests {
                 let _guard = guard;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let _ = tx.send(());
-                std::future::pending::<()>().await;
+                std::future::pending::<Next>().await
             });
             rx.await.expect("the other session went on after the panic");
             assert_eq!(dropped.load(Ordering::SeqCst), 0);
@@ -395,6 +407,25 @@ mod tests {
                 1,
                 "stop dropped the waiting session"
             );
+        });
+    }
+
+    #[test]
+    fn a_session_continues_with_the_future_it_hands_on() {
+        current_thread().block_on(async {
+            let driver = SessionDriver::start();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            driver.spawn(async move {
+                tokio::task::yield_now().await;
+                Next::Continue(Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let _ = tx.send("second stage");
+                    Next::Done
+                }))
+            });
+            let said = tokio::time::timeout(Duration::from_secs(10), rx).await;
+            assert_eq!(said.expect("in time").expect("sent"), "second stage");
+            driver.stop().await;
         });
     }
 }

@@ -21,7 +21,9 @@ use tracing::Instrument;
 use crate::catalog::ShardId;
 use crate::protocol::{self, Severity};
 use crate::server::ServerCtx;
+use driver::{Next, SessionFuture};
 use session::Session;
+use socket::ClientSocket;
 use socket::{PlainClient, StreamClient};
 use startup::{ClientStart, Startup};
 
@@ -31,15 +33,17 @@ use startup::{ClientStart, Startup};
 /// events name it as their parent): entering and leaving a span on every poll of the data path
 /// costs about 450 instructions per transaction when the span is enabled, as it is at the
 /// default log level (`bench/instructions.sh` with `RUST_LOG=info`).
-pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64) {
+pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64) -> Next {
     let span = tracing::info_span!("session", id = session_id);
     let started = startup::startup(tcp, &ctx).instrument(span.clone()).await;
     match started {
         Ok(Startup::Session(start)) => {
             ctx.metrics.sessions_total.increment(1);
             ctx.metrics.sessions_active.increment(1.0);
-            run_session(ctx.clone(), *start, span).await;
-            ctx.metrics.sessions_active.decrement(1.0);
+            match start_session(ctx.clone(), *start, span).await {
+                Some(session_loop) => return Next::Continue(session_loop),
+                None => ctx.metrics.sessions_active.decrement(1.0),
+            }
         }
         Ok(Startup::Cancel { pid, secret }) => {
             forward_cancel(&ctx, pid, secret).instrument(span).await
@@ -47,6 +51,7 @@ pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64)
         Ok(Startup::Ended) => {}
         Err(e) => tracing::debug!(parent: &span, error = %e, "client startup failed"),
     }
+    Next::Done
 }
 
 async fn forward_cancel(ctx: &ServerCtx, pid: i32, secret: i32) {
@@ -62,7 +67,13 @@ async fn forward_cancel(ctx: &ServerCtx, pid: i32, secret: i32) {
     }
 }
 
-async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart, span: tracing::Span) {
+/// Greets an authenticated client and returns the session's loop, or None when the client was
+/// told it cannot be served.
+async fn start_session(
+    ctx: Arc<ServerCtx>,
+    start: ClientStart,
+    span: tracing::Span,
+) -> Option<SessionFuture> {
     tracing::debug!(parent: &span, user = %start.user, addr = %start.addr, "client authenticated");
     let (pid, cancel) = ctx.cancels.register();
     let mut settings: Vec<(String, String)> = start.params.into_iter().collect();
@@ -89,7 +100,7 @@ async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart, span: tracing::Spa
                 &message,
             );
             let _ = write_all(start.io, &greeting).await;
-            return;
+            return None;
         }
     }
     protocol::backend_key_data(&mut greeting, pid, cancel.slot.secret);
@@ -97,18 +108,33 @@ async fn run_session(ctx: Arc<ServerCtx>, start: ClientStart, span: tracing::Spa
 
     settings.sort();
     let settings = ctx.settings.intern(settings);
-    let mut session = Session::new(ctx, start.read_buf, settings, cancel, span.clone());
+    let mut session = Session::new(ctx.clone(), start.read_buf, settings, cancel, span.clone());
     session.greet(&greeting);
-    let result = match start.io {
-        MaybeTls::Plain(tcp) => session.run(PlainClient::new(tcp)).await,
+    Some(match start.io {
+        MaybeTls::Plain(tcp) => session_loop(session, PlainClient::new(tcp), ctx, span),
         other => {
             let (r, w) = tokio::io::split(other);
-            session.run(StreamClient::new(r, w)).await
+            session_loop(session, StreamClient::new(r, w), ctx, span)
         }
-    };
-    if let Err(e) = result {
-        tracing::debug!(parent: &span, error = %e, "session ended with an error");
-    }
+    })
+}
+
+/// The session loop as a future of its own, which the caller runs in place of the startup's (see
+/// [`Next`]): polled without going through the startup's future on every wake-up, its code laid
+/// out together rather than scattered through the startup's.
+fn session_loop<C: ClientSocket + Send + 'static>(
+    session: Session,
+    client: C,
+    ctx: Arc<ServerCtx>,
+    span: tracing::Span,
+) -> SessionFuture {
+    Box::pin(async move {
+        if let Err(e) = session.run(client).await {
+            tracing::debug!(parent: &span, error = %e, "session ended with an error");
+        }
+        ctx.metrics.sessions_active.decrement(1.0);
+        Next::Done
+    })
 }
 
 /// What the client is told about the server at startup: the first shard's own values.

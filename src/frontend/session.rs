@@ -5,6 +5,7 @@
 //! expected from it, and no extended-protocol batch is half-way (no Sync yet). Session state that
 //! cannot move between connections pins the client to its connection (see `sql::classify`).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -180,8 +181,15 @@ impl Session {
             if self.client_unread {
                 let said = match self.on_client_data_now()? {
                     ClientStep::Said(said) => said,
-                    // Only here does the loop build the future of the general path.
-                    ClientStep::General(len) => self.on_client_data(len).await?,
+                    // Only here does the loop build the future of the general path: boxed and
+                    // called through a pointer, so that its code and state stay out of the
+                    // loop's own (a waiting checkout, an admin statement or sharding DDL are
+                    // the rare case).
+                    ClientStep::General(len) => {
+                        let general: Pin<Box<dyn Future<Output = _> + Send + '_>> =
+                            Box::pin(self.on_client_data(len));
+                        general.await?
+                    }
                 };
                 if said == ClientSaid::Terminate {
                     return Ok(());
@@ -603,37 +611,16 @@ impl Session {
         let shard = b.shard;
         self.ctx.metrics.transactions.increment(1);
         let conn = &mut b.conn;
-        let mut set = String::new();
-        // Usually the connection last served a client with the same settings (or this one).
-        if !Arc::ptr_eq(&conn.applied, &self.settings) && conn.applied != self.settings {
-            // What an earlier client set and this one did not ask for goes back to the default.
-            for (name, _) in conn.applied.iter() {
-                if !self.settings.iter().any(|(n, _)| n == name) {
-                    set.push_str(&format!("RESET {};", quote_ident(name)));
-                }
+        // Usually the connection last served a client with the same settings (or this one) and
+        // has no statements to drop.
+        if !Arc::ptr_eq(&conn.applied, &self.settings) || conn.prepared.has_excess() {
+            let set = settings_sql(conn, &self.settings);
+            if !set.is_empty() {
+                // A simple query replaces the unnamed statement.
+                conn.unnamed = None;
+                protocol::query(&mut self.bout, &set);
+                self.pipeline.push(Pending::Internal, &mut self.cout);
             }
-            // set_config takes the value as the client gave it, as the startup packet does (a
-            // SET literal would make `a, b` one search_path entry).
-            for (name, value) in self.settings.iter() {
-                if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
-                    set.push_str(&format!(
-                        "SELECT pg_catalog.set_config({}, {}, false);",
-                        quote_literal(name),
-                        quote_literal(value)
-                    ));
-                }
-            }
-            conn.applied = self.settings.clone();
-        }
-        // No portal is open on an idle connection, so dropping statements here is safe.
-        for name in conn.prepared.evict_excess() {
-            set.push_str(&format!("DEALLOCATE {};", quote_ident(&name)));
-        }
-        if !set.is_empty() {
-            // A simple query replaces the unnamed statement.
-            conn.unnamed = None;
-            protocol::query(&mut self.bout, &set);
-            self.pipeline.push(Pending::Internal, &mut self.cout);
         }
         self.cancel.slot.set(Some((shard, conn.cancel)));
         self.backend = Some(b);
@@ -682,6 +669,39 @@ impl Session {
             self.ctx.pools.shard(b.shard).release(b);
         }
     }
+}
+
+/// What brings a connection's settings in line with a client's, and drops the statements it holds
+/// beyond the limit. Kept out of `Session::adopt`, whose common case needs none of it.
+#[cold]
+#[inline(never)]
+fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> String {
+    let mut set = String::new();
+    if conn.applied != *settings {
+        // What an earlier client set and this one did not ask for goes back to the default.
+        for (name, _) in conn.applied.iter() {
+            if !settings.iter().any(|(n, _)| n == name) {
+                set.push_str(&format!("RESET {};", quote_ident(name)));
+            }
+        }
+        // set_config takes the value as the client gave it, as the startup packet does (a
+        // SET literal would make `a, b` one search_path entry).
+        for (name, value) in settings.iter() {
+            if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
+                set.push_str(&format!(
+                    "SELECT pg_catalog.set_config({}, {}, false);",
+                    quote_literal(name),
+                    quote_literal(value)
+                ));
+            }
+        }
+    }
+    conn.applied = settings.clone();
+    // No portal is open on an idle connection, so dropping statements here is safe.
+    for name in conn.prepared.evict_excess() {
+        set.push_str(&format!("DEALLOCATE {};", quote_ident(&name)));
+    }
+    set
 }
 
 impl Drop for Session {
