@@ -230,9 +230,14 @@ impl Driver {
     /// Takes what other threads handed over. Returns true when the driver is to stop.
     fn take_remote(&mut self) -> bool {
         // A plain load first: the swap is a locked instruction, and usually nothing is pending.
-        if !self.shared.remote_pending.load(Ordering::Relaxed)
-            || !self.shared.remote_pending.swap(false, Ordering::Acquire)
-        {
+        self.shared.remote_pending.load(Ordering::Relaxed) && self.take_remote_now()
+    }
+
+    /// Kept out of the driver's poll, whose common case does not need it.
+    #[cold]
+    #[inline(never)]
+    fn take_remote_now(&mut self) -> bool {
+        if !self.shared.remote_pending.swap(false, Ordering::Acquire) {
             return false;
         }
         let (woken, incoming, stop) = {

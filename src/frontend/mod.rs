@@ -23,7 +23,6 @@ use crate::protocol::{self, Severity};
 use crate::server::ServerCtx;
 use driver::{Next, SessionFuture};
 use session::Session;
-use socket::ClientSocket;
 use socket::{PlainClient, StreamClient};
 use startup::{ClientStart, Startup};
 
@@ -108,32 +107,17 @@ async fn start_session(
 
     settings.sort();
     let settings = ctx.settings.intern(settings);
-    let mut session = Session::new(ctx.clone(), start.read_buf, settings, cancel, span.clone());
+    let mut session = Session::new(ctx, start.read_buf, settings, cancel, span);
     session.greet(&greeting);
+    // The session loop as a future of its own, which the caller runs in place of the startup's
+    // (see [`Next`]): polled without going through the startup's future on every wake-up, its
+    // code laid out together rather than scattered through the startup's.
     Some(match start.io {
-        MaybeTls::Plain(tcp) => session_loop(session, PlainClient::new(tcp), ctx, span),
+        MaybeTls::Plain(tcp) => Box::pin(session.run(PlainClient::new(tcp))),
         other => {
             let (r, w) = tokio::io::split(other);
-            session_loop(session, StreamClient::new(r, w), ctx, span)
+            Box::pin(session.run(StreamClient::new(r, w)))
         }
-    })
-}
-
-/// The session loop as a future of its own, which the caller runs in place of the startup's (see
-/// [`Next`]): polled without going through the startup's future on every wake-up, its code laid
-/// out together rather than scattered through the startup's.
-fn session_loop<C: ClientSocket + Send + 'static>(
-    session: Session,
-    client: C,
-    ctx: Arc<ServerCtx>,
-    span: tracing::Span,
-) -> SessionFuture {
-    Box::pin(async move {
-        if let Err(e) = session.run(client).await {
-            tracing::debug!(parent: &span, error = %e, "session ended with an error");
-        }
-        ctx.metrics.sessions_active.decrement(1.0);
-        Next::Done
     })
 }
 

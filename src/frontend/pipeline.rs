@@ -108,7 +108,7 @@ impl Pipeline {
         // Composed answers never stay at the front: one is due now only if it is the front.
         let due = self.queue.is_empty();
         self.queue.push_back(p);
-        if due {
+        if due && self.composed_due() {
             self.emit_composed(out);
         }
     }
@@ -213,6 +213,7 @@ impl Pipeline {
         }
     }
 
+    #[cold]
     pub fn emit_composed(&mut self, out: &mut BytesMut) {
         loop {
             match self.queue.front() {

@@ -15,6 +15,7 @@ use tokio::io::AsyncWrite;
 use tracing::Instrument;
 
 use super::cancel::CancelGuard;
+use super::driver::Next;
 use super::pipeline::{Disposition, Pending, Pipeline};
 use super::socket::{self, ClientSocket, ReadArm};
 use super::statements::{self, ClientFrame, StatementNames};
@@ -171,9 +172,14 @@ impl Session {
         self.cout.extend_from_slice(bytes);
     }
 
-    pub async fn run<C: ClientSocket>(mut self, mut client: C) -> Result<(), SessionError> {
-        // The backend connection is given back or closed when the session drops (see `Drop`).
-        self.run_loop(&mut client).await
+    /// Serves the client until it disconnects. The backend connection is given back or closed
+    /// when the session drops (see `Drop`).
+    pub async fn run<C: ClientSocket>(mut self, mut client: C) -> Next {
+        if let Err(e) = self.run_loop(&mut client).await {
+            tracing::debug!(parent: &self.span, error = %e, "session ended with an error");
+        }
+        self.ctx.metrics.sessions_active.decrement(1.0);
+        Next::Done
     }
 
     async fn run_loop<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
