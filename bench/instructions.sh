@@ -5,10 +5,14 @@
 #
 #   bench/instructions.sh [clients] [transactions-per-client]
 #
-# CG_CACHE=1 adds callgrind's cache simulation and prints the first-level data cache misses
-# (reads and writes) per transaction beside the instructions: buffers or state touched at a new
-# place every transaction show up there. The simulation sees user space only; the kernel's own
-# traffic, which evicts far more between two wake-ups, comes on top in reality.
+# CG_CACHE=1 adds callgrind's cache simulation and prints the first-level instruction and data
+# cache misses (data: reads and writes) per transaction beside the instructions: buffers or state
+# touched at a new place every transaction show up there. The simulation sees user space only;
+# the kernel's own traffic, which evicts far more between two wake-ups, comes on top in reality.
+# CG_CACHE=footprint simulates that eviction instead: with first-level caches of 8 KiB, fully
+# associative, little survives from one client's transaction to its next, so the misses count
+# the code and data lines a transaction touches (its footprint), which each wake-up has to
+# bring back into the cache.
 #
 # Each proxy runs under valgrind --tool=callgrind in front of its own PostgreSQL; pgbench
 # select-only (simple, then extended protocol) runs twice, with few and with many transactions
@@ -24,7 +28,7 @@ BENCH_NEEDS=valgrind source bench/setup.sh
 chmod 777 "$WORK"
 
 # Instructions the process with callgrind output prefix $1 executed during `pgbench … -t $3`,
-# and its first-level data cache misses (0 without CG_CACHE).
+# and its first-level instruction and data cache misses (0 without CG_CACHE).
 count() { # out-prefix port tx mode as-user
     local out=$1 port=$2 tx=$3 mode=$4 as=$5 pid file
     pid=$(pgrep -n -f "callgrind-out-file=$out")
@@ -33,7 +37,7 @@ count() { # out-prefix port tx mode as-user
     $as callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 0.5
     file=$(ls -t "$out".* | head -1)
-    awk -v cache="${CG_CACHE:-}" '/^(summary|totals):/ {print $2, (cache ? $6 + $7 : 0); exit}' "$file"
+    awk '/^(summary|totals):/ {print $2, $5 + 0, $6 + $7; exit}' "$file"
 }
 
 measure() { # name port as-user
@@ -48,14 +52,18 @@ measure() { # name port as-user
             -v cache="${CG_CACHE:-}" 'BEGIN {
                 split(a, x, " "); split(b, y, " ")
                 printf "%-10s %-9s %8.0f instructions/tx", s, m, (y[1] - x[1]) / n
-                if (cache) printf "  %6.1f D1 misses/tx", (y[2] - x[2]) / n
+                if (cache) printf "  %6.1f I1 %6.1f D1 misses/tx", (y[2] - x[2]) / n, (y[3] - x[3]) / n
                 printf "\n"
             }'
     done
 }
 
 CG=(valgrind --tool=callgrind --dump-line=no --dump-instr=no)
-[ -n "${CG_CACHE:-}" ] && CG+=(--cache-sim=yes)
+case "${CG_CACHE:-}" in
+    "") ;;
+    footprint) CG+=(--cache-sim=yes --I1=8192,128,64 --D1=8192,128,64 --LL=262144,8,64) ;;
+    *) CG+=(--cache-sim=yes) ;;
+esac
 RUST_LOG=warn "${CG[@]}" --callgrind-out-file="$WORK/cg.shardwire.%p" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 SWPID=$!
 measure shardwire "$SWPORT" ""

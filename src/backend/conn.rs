@@ -12,7 +12,6 @@ use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use super::prepared::{PreparedStatements, StatementText};
@@ -63,8 +62,9 @@ impl SettingsRegistry {
 }
 
 pub struct BackendConn {
-    pub reader: OwnedReadHalf,
-    pub writer: OwnedWriteHalf,
+    /// Whole, not split into halves: the halves share it behind an `Arc`, one more pointer to
+    /// follow (and cache line to miss) on every read and write of the data path.
+    pub stream: TcpStream,
     pub read_buf: BytesMut,
     /// ParameterStatus values as the backend last reported them.
     pub params: HashMap<String, String>,
@@ -95,11 +95,10 @@ impl BackendConn {
             endpoint: ep.to_string(),
             source: e,
         };
-        let stream = TcpStream::connect((ep.host.as_str(), ep.port))
+        let mut stream = TcpStream::connect((ep.host.as_str(), ep.port))
             .await
             .map_err(io_err)?;
         stream.set_nodelay(true).map_err(io_err)?;
-        let (mut reader, mut writer) = stream.into_split();
         let mut out = BytesMut::new();
         frontend::startup_message(
             [
@@ -110,7 +109,7 @@ impl BackendConn {
             &mut out,
         )
         .map_err(io_err)?;
-        writer.write_all(&out).await.map_err(io_err)?;
+        stream.write_all(&out).await.map_err(io_err)?;
         out.clear();
 
         let mut buf = BytesMut::with_capacity(8192);
@@ -122,7 +121,7 @@ impl BackendConn {
                 if let Some(m) = Message::parse(&mut buf).map_err(io_err)? {
                     break m;
                 }
-                if reader.read_buf(&mut buf).await.map_err(io_err)? == 0 {
+                if stream.read_buf(&mut buf).await.map_err(io_err)? == 0 {
                     return Err(io_err(std::io::ErrorKind::UnexpectedEof.into()));
                 }
             };
@@ -198,14 +197,13 @@ impl BackendConn {
                 _ => return Err(protocol_violation(ep)),
             }
             if !out.is_empty() {
-                writer.write_all(&out).await.map_err(io_err)?;
+                stream.write_all(&out).await.map_err(io_err)?;
                 out.clear();
             }
         }
         let (pid, secret) = key.ok_or_else(|| protocol_violation(ep))?;
         Ok(BackendConn {
-            reader,
-            writer,
+            stream,
             read_buf: buf,
             params,
             applied: Settings::default(),
@@ -222,7 +220,7 @@ impl BackendConn {
             if let Some(f) = protocol::split_frame(&mut self.read_buf)? {
                 return Ok(f);
             }
-            let n = self.reader.read_buf(&mut self.read_buf).await?;
+            let n = self.stream.read_buf(&mut self.read_buf).await?;
             if n == 0 {
                 self.broken = true;
                 return Err(BackendError::Closed);
@@ -235,7 +233,7 @@ impl BackendConn {
     pub async fn run_internal(&mut self, sql: &str) -> Result<Result<(), String>, BackendError> {
         let mut out = BytesMut::new();
         protocol::query(&mut out, sql);
-        self.writer.write_all(&out).await?;
+        self.stream.write_all(&out).await?;
         let mut failure = Ok(());
         loop {
             let f = self.read_frame().await?;

@@ -328,7 +328,7 @@ impl Session {
         if let Some(b) = self.backend.as_mut() {
             let conn = &mut b.conn;
             if !self.bout.is_empty() {
-                if let Poll::Ready(r) = Pin::new(&mut conn.writer).poll_write(cx, &self.bout) {
+                if let Poll::Ready(r) = Pin::new(&mut conn.stream).poll_write(cx, &self.bout) {
                     return Poll::Ready(Event::BackendWrote(r));
                 }
             }
@@ -336,7 +336,7 @@ impl Session {
                 reserve_for_read(&mut conn.read_buf);
                 let read = self
                     .backend_arm
-                    .poll_read(conn.reader.as_ref(), cx, &mut conn.read_buf);
+                    .poll_read(&conn.stream, cx, &mut conn.read_buf);
                 if let Poll::Ready(r) = read {
                     return Poll::Ready(Event::BackendRead(r));
                 }
@@ -357,7 +357,7 @@ impl Session {
     fn write_now<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
         if !self.bout.is_empty() {
             if let Some(b) = self.backend.as_mut() {
-                match socket::write_now(&b.conn.writer, &self.bout) {
+                match socket::write_now(&b.conn.stream, &self.bout) {
                     Ok(n) => consume(&mut self.bout, n),
                     Err(e) => return Err(self.backend_lost(e)),
                 }

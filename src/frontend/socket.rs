@@ -17,7 +17,6 @@ use std::task::{Context, Poll};
 use bytes::BytesMut;
 use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// Reads one TCP socket for one task, registering the task's waker only when it is not
@@ -131,19 +130,17 @@ pub trait ClientSocket {
     fn write_now(&mut self, data: &[u8]) -> io::Result<usize>;
 }
 
-/// A plain TCP client: the cheap paths above.
+/// A plain TCP client: the cheap paths above. The stream is not split into halves, which would
+/// share it behind an `Arc`: one more pointer to follow on every read and write.
 pub struct PlainClient {
-    reader: OwnedReadHalf,
-    writer: OwnedWriteHalf,
+    stream: TcpStream,
     arm: ReadArm,
 }
 
 impl PlainClient {
-    pub fn new(tcp: TcpStream) -> PlainClient {
-        let (reader, writer) = tcp.into_split();
+    pub fn new(stream: TcpStream) -> PlainClient {
         PlainClient {
-            reader,
-            writer,
+            stream,
             arm: ReadArm::default(),
         }
     }
@@ -151,15 +148,15 @@ impl PlainClient {
 
 impl ClientSocket for PlainClient {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
-        self.arm.poll_read(self.reader.as_ref(), cx, buf)
+        self.arm.poll_read(&self.stream, cx, buf)
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.writer).poll_write(cx, data)
+        Pin::new(&mut self.stream).poll_write(cx, data)
     }
 
     fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
-        would_block_is_zero(self.writer.try_write(data))
+        write_now(&self.stream, data)
     }
 }
 
@@ -195,9 +192,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientSocket for StreamClient<
     }
 }
 
-/// Writes what a backend socket takes now (0 when it takes nothing).
-pub fn write_now(writer: &OwnedWriteHalf, data: &[u8]) -> io::Result<usize> {
-    would_block_is_zero(writer.try_write(data))
+/// Writes what a socket takes now (0 when it takes nothing).
+pub fn write_now(stream: &TcpStream, data: &[u8]) -> io::Result<usize> {
+    would_block_is_zero(stream.try_write(data))
 }
 
 fn would_block_is_zero(r: io::Result<usize>) -> io::Result<usize> {
