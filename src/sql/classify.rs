@@ -38,6 +38,9 @@ pub fn session_effect(sql: &[u8]) -> SessionEffect {
 
 /// What one statement's leading keywords do to the session.
 fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
+    if !may_affect_session(stmt) {
+        return;
+    }
     let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
     let temp = |w: &[u8]| is(w, "temp") || is(w, "temporary");
     let pins = match first_keyword(stmt) {
@@ -71,6 +74,25 @@ fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
         _ => false,
     };
     effect.pins |= pins;
+}
+
+/// Whether a statement's first word may be one of those `statement_effect` looks for. Most are
+/// not (SELECT, INSERT, UPDATE, …), which the first three letters tell without reading the word.
+fn may_affect_session(stmt: &[u8]) -> bool {
+    let Some(&[a, b, c]) = stmt.get(..3) else {
+        return true;
+    };
+    if !a.is_ascii_alphabetic() {
+        // Whitespace or a comment first: the full look.
+        return true;
+    }
+    // Folded as `keyword` folds; a non-letter never folds into a letter.
+    let head = u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020;
+    let heads = [
+        b"set", b"res", b"lis", b"loa", b"pre", b"dec", b"cre", b"dis", b"dea",
+    ]
+    .map(|h| u32::from_le_bytes([h[0], h[1], h[2], 0]));
+    heads.contains(&head)
 }
 
 /// A word of up to 16 bytes as one number, case folded, so that telling keywords apart is a few
@@ -319,6 +341,33 @@ mod tests {
 
     fn pins(sql: &str) -> bool {
         session_effect(sql.as_bytes()).pins
+    }
+
+    #[test]
+    fn the_three_letter_look_passes_every_keyword_that_matters_in_any_case() {
+        for word in [
+            "SET",
+            "reset",
+            "Listen",
+            "LOAD",
+            "prepare",
+            "DECLARE",
+            "create",
+            "DISCARD",
+            "Deallocate",
+        ] {
+            assert!(may_affect_session(format!("{word} x").as_bytes()), "{word}");
+        }
+        for sql in [
+            "SELECT 1",
+            "insert into t values (1)",
+            "UPDATE t SET a = 1",
+            "with x",
+        ] {
+            assert!(!may_affect_session(sql.as_bytes()), "{sql}");
+        }
+        assert!(pins("Set search_path = a"));
+        assert!(!pins("SELECT 1 /* set */"));
     }
 
     #[test]
