@@ -268,9 +268,14 @@ impl Driver {
         };
         let mut cx = Context::from_waker(&self.wakers[slot as usize]);
         loop {
+            // Outside tokio's cooperative budget: as one task, all sessions would share one
+            // budget per poll of the driver, and a socket poll refused for want of budget
+            // returns Pending without registering the waker, which `socket::ReadArm` would
+            // take for a registration (a session's own loop keeps its own budget instead).
             // A panicking session ends alone, as a panicking task would.
-            let polled =
-                std::panic::catch_unwind(AssertUnwindSafe(|| session.as_mut().poll(&mut cx)));
+            let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                Pin::new(&mut tokio::task::unconstrained(session.as_mut())).poll(&mut cx)
+            }));
             match polled {
                 Ok(Poll::Pending) => return,
                 Ok(Poll::Ready(Next::Continue(next))) => *session = next,
@@ -430,6 +435,34 @@ mod tests {
             });
             let said = tokio::time::timeout(Duration::from_secs(10), rx).await;
             assert_eq!(said.expect("in time").expect("sent"), "second stage");
+            driver.stop().await;
+        });
+    }
+
+    #[test]
+    fn sessions_do_not_share_the_cooperative_budget() {
+        const SESSIONS: usize = 300;
+        current_thread().block_on(async {
+            let driver = SessionDriver::start();
+            let starved = Arc::new(AtomicUsize::new(0));
+            let done = Arc::new(AtomicUsize::new(0));
+            // All are polled in the driver's first turn: more than tokio's budget of 128 units
+            // per task poll, if they shared it.
+            for _ in 0..SESSIONS {
+                let (starved, done) = (starved.clone(), done.clone());
+                driver.spawn(async move {
+                    tokio::task::consume_budget().await;
+                    if !tokio::task::coop::has_budget_remaining() {
+                        starved.fetch_add(1, Ordering::SeqCst);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                    Next::Done
+                });
+            }
+            while done.load(Ordering::SeqCst) < SESSIONS {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(starved.load(Ordering::SeqCst), 0);
             driver.stop().await;
         });
     }
