@@ -169,12 +169,14 @@ impl Sessions {
         match self {
             Sessions::Driven(driver) => driver.spawn(session),
             Sessions::Tasks(tasks) => {
-                tasks.spawn(async move {
+                // Unconstrained by tokio's budget, as driven sessions are (see
+                // `frontend::socket::ReadArm`): the session loop keeps its own.
+                tasks.spawn(tokio::task::unconstrained(async move {
                     let mut next = session.await;
                     while let Next::Continue(stage) = next {
                         next = stage.await;
                     }
-                });
+                }));
             }
         }
     }

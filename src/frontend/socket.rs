@@ -19,16 +19,19 @@ use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
-/// Reads one TCP socket for one task, registering the task's waker only when it is not
+/// Reads one TCP socket for one session, registering its waker only when it is not
 /// registered already.
 ///
-/// `armed` means: the last readiness poll returned `Pending`, so tokio holds this task's waker
+/// `armed` means: the last readiness poll returned `Pending`, so tokio holds the session's waker
 /// for the socket's read direction, and no readiness has been seen since. Tokio sets the
 /// readiness flag before it takes and wakes the waker, so while the flag is clear the waker is
 /// still there; once the flag has been seen set, the waker may be gone and must be registered
-/// again before waiting. This holds as long as one task polls the socket, which the session's
-/// ownership of its client socket and of its held backend connection guarantees; a new
-/// backend connection starts with a new `ReadArm`.
+/// again before waiting. This holds as long as one session polls the socket, which its
+/// ownership of its client socket and of its held backend connection guarantees (a new backend
+/// connection starts with a new `ReadArm`), and as long as tokio's cooperative budget never
+/// refuses the poll (a refused poll is Pending without a registration): sessions run
+/// unconstrained by it (`frontend::driver`, `server::Sessions`) and keep their own
+/// (`Session::poll_event`).
 #[derive(Debug, Default)]
 pub struct ReadArm {
     armed: bool,
