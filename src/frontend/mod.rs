@@ -26,7 +26,8 @@ use session::Session;
 use socket::{PlainClient, StreamClient};
 use startup::{ClientStart, Startup};
 
-/// Serves one client connection from its first byte to its last.
+/// Serves one client connection: startup and authentication, then (for a session) hands on the
+/// session loop as the future to run next ([`Next::Continue`]).
 ///
 /// The session's span is entered for startup, and after that only where the session logs (its
 /// events name it as their parent): entering and leaving a span on every poll of the data path

@@ -27,7 +27,7 @@ use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, Severity};
 use crate::router::route::{route_unsharded, Route};
 use crate::server::ServerCtx;
-use crate::sql::classify::{first_keyword, keyword, session_effect, LastEffect};
+use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
@@ -68,14 +68,9 @@ fn local_candidate<'a>(
 }
 
 fn local_kind(sql: &[u8]) -> Option<LocalKind> {
-    // Most queries are none of these, which their first four letters tell without reading
-    // the whole word (the four bytes case-folded as `keyword` folds them).
-    if let Some(&[a, b, c, d]) = sql.get(..4) {
-        let head = u32::from_le_bytes([a, b, c, d]) | 0x2020_2020;
-        let heads = [b"show", b"crea", b"drop", b"alte"].map(|h| u32::from_le_bytes(*h));
-        if a.is_ascii_alphabetic() && !heads.contains(&head) {
-            return None;
-        }
+    // Most queries are none of these, which their first four letters tell.
+    if !may_start_with(sql, &[*b"show", *b"crea", *b"drop", *b"alte"]) {
+        return None;
     }
     const SHOW: u128 = keyword(b"show");
     const CREATE: u128 = keyword(b"create");

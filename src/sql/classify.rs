@@ -79,20 +79,33 @@ fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
 /// Whether a statement's first word may be one of those `statement_effect` looks for. Most are
 /// not (SELECT, INSERT, UPDATE, …), which the first three letters tell without reading the word.
 fn may_affect_session(stmt: &[u8]) -> bool {
-    let Some(&[a, b, c]) = stmt.get(..3) else {
+    may_start_with(
+        stmt,
+        &[
+            *b"set", *b"res", *b"lis", *b"loa", *b"pre", *b"dec", *b"cre", *b"dis", *b"dea",
+        ],
+    )
+}
+
+/// Whether the text may start with a word that begins with one of `heads` (lower case, at most
+/// four letters). False only when the text starts with a letter and its first bytes, folded as
+/// [`keyword`] folds them, are none of `heads` — a non-letter never folds into a letter, so no
+/// such word is missed; whitespace or a comment first needs the full look.
+pub fn may_start_with<const N: usize>(sql: &[u8], heads: &[[u8; N]]) -> bool {
+    const { assert!(N <= 4) };
+    let Some(first) = sql.get(..N) else {
         return true;
     };
-    if !a.is_ascii_alphabetic() {
-        // Whitespace or a comment first: the full look.
+    if !first[0].is_ascii_alphabetic() {
         return true;
     }
-    // Folded as `keyword` folds; a non-letter never folds into a letter.
-    let head = u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020;
-    let heads = [
-        b"set", b"res", b"lis", b"loa", b"pre", b"dec", b"cre", b"dis", b"dea",
-    ]
-    .map(|h| u32::from_le_bytes([h[0], h[1], h[2], 0]));
-    heads.contains(&head)
+    let fold = |word: &[u8]| {
+        word.iter().enumerate().fold(0u32, |code, (i, &c)| {
+            code | (u32::from(c | 0x20) << (8 * i))
+        })
+    };
+    let head = fold(first);
+    heads.iter().any(|h| fold(h) == head)
 }
 
 /// A word of up to 16 bytes as one number, case folded, so that telling keywords apart is a few
