@@ -77,3 +77,59 @@ mod tests {
         assert!(e.client_message().contains("[pool] size"));
     }
 }
+
+impl ClientError for crate::router::hash::HashError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::router::hash::HashError as H;
+        match self {
+            H::UnsupportedType { .. } | H::InvalidTypeModifier { .. } => {
+                SqlState::FEATURE_NOT_SUPPORTED
+            }
+            H::InvalidInput { .. } => SqlState::INVALID_TEXT_REPRESENTATION,
+            H::OutOfRange { .. } | H::NumericFieldOverflow { .. } => {
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE
+            }
+            H::ValueTooLong { .. } => SqlState::STRING_DATA_RIGHT_TRUNCATION,
+            H::InvalidBinary { .. } | H::BinaryLength { .. } => {
+                SqlState::INVALID_BINARY_REPRESENTATION
+            }
+            H::AmbiguousTimeZone { .. } | H::NeedsServer { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl ClientError for crate::router::route::RouteError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::router::place::PlaceError;
+        use crate::router::route::RouteError as R;
+        match self {
+            R::Place(PlaceError::Hash(h)) => h.sqlstate(),
+            R::Place(PlaceError::NoPartition { .. }) => SqlState::CHECK_VIOLATION,
+            R::Place(PlaceError::Undecidable { .. }) => SqlState::FEATURE_NOT_SUPPORTED,
+            R::MissingParameter(_) => SqlState::PROTOCOL_VIOLATION,
+            R::BadParameter(_) => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl ClientError for crate::router::plan::Refusal {
+    fn sqlstate(&self) -> SqlState {
+        use crate::router::plan::Refusal as R;
+        match self {
+            R::Unsupported(_) => SqlState::FEATURE_NOT_SUPPORTED,
+            R::NotActive(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}

@@ -1,5 +1,5 @@
 //! Every metric the proxy exports, in one place: name (prefixed `shardwire_`), unit suffix and
-//! bounded labels (the only label is `shard`, bounded by the configuration). Call sites use the
+//! bounded labels (`shard`, bounded by the configuration; `route`: single or multi). Call sites use the
 //! handles in [`Metrics`], never metric names, and the handles are made once per proxy, so the
 //! per-statement cost is an atomic add.
 
@@ -14,6 +14,8 @@ pub const TRANSACTIONS_TOTAL: &str = "shardwire_backend_transactions_total";
 pub const PINNED_SESSIONS_TOTAL: &str = "shardwire_pinned_sessions_total";
 pub const BACKEND_ERRORS_TOTAL: &str = "shardwire_backend_errors_total";
 pub const CANCELS_TOTAL: &str = "shardwire_cancel_requests_total";
+pub const STATEMENT_PARSES_TOTAL: &str = "shardwire_statement_parses_total";
+pub const ROUTED_STATEMENTS_TOTAL: &str = "shardwire_routed_statements_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -25,6 +27,8 @@ pub const ALL: &[&str] = &[
     PINNED_SESSIONS_TOTAL,
     BACKEND_ERRORS_TOTAL,
     CANCELS_TOTAL,
+    STATEMENT_PARSES_TOTAL,
+    ROUTED_STATEMENTS_TOTAL,
 ];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
@@ -62,6 +66,16 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         "Failures to get or keep a backend connection, by shard."
     );
     describe_counter!(CANCELS_TOTAL, Unit::Count, "Cancel requests received.");
+    describe_counter!(
+        STATEMENT_PARSES_TOTAL,
+        Unit::Count,
+        "Statements the router parsed with PostgreSQL's parser (plan cache misses)."
+    );
+    describe_counter!(
+        ROUTED_STATEMENTS_TOTAL,
+        Unit::Count,
+        "Statements over sharded or duplicated tables, by route (single: one shard, multi: several)."
+    );
     Ok(())
 }
 
@@ -73,6 +87,9 @@ pub struct Metrics {
     pub transactions: Counter,
     pub pinned_sessions: Counter,
     pub cancels: Counter,
+    pub statement_parses: Counter,
+    pub routed_single: Counter,
+    pub routed_multi: Counter,
     backend_errors: Vec<Counter>,
 }
 
@@ -85,6 +102,9 @@ impl Metrics {
             transactions: counter!(TRANSACTIONS_TOTAL),
             pinned_sessions: counter!(PINNED_SESSIONS_TOTAL),
             cancels: counter!(CANCELS_TOTAL),
+            statement_parses: counter!(STATEMENT_PARSES_TOTAL),
+            routed_single: counter!(ROUTED_STATEMENTS_TOTAL, "route" => "single"),
+            routed_multi: counter!(ROUTED_STATEMENTS_TOTAL, "route" => "multi"),
             backend_errors: shard_names
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))

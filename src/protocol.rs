@@ -188,6 +188,11 @@ pub fn empty_message(tag: u8) -> Bytes {
     Bytes::copy_from_slice(&[tag, 0, 0, 0, 4])
 }
 
+/// Flush: the backend sends what it has buffered, mid-batch.
+pub fn flush(out: &mut BytesMut) {
+    MessageBuilder::new(out, b'H').finish();
+}
+
 pub fn query(out: &mut BytesMut, sql: &str) {
     MessageBuilder::new(out, b'Q').cstr(sql.as_bytes()).finish();
 }

@@ -43,6 +43,8 @@ pub struct ServerCtx {
     /// Clients' startup settings, one shared copy per distinct set.
     pub settings: SettingsRegistry,
     pub metrics: Metrics,
+    /// Routing plans by statement text.
+    pub plans: crate::router::PlanCache,
     recovery: Arc<Recovery>,
 }
 
@@ -93,6 +95,7 @@ impl ServerCtx {
             cancels: Arc::new(CancelRegistry::default()),
             settings: SettingsRegistry::default(),
             metrics: Metrics::new(&shard_names),
+            plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
             config,
         })
     }

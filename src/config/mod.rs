@@ -51,10 +51,17 @@ pub struct ProxyConfig {
     /// Threads serving clients; absent means one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
+    /// Routing plans kept per proxy (by statement text); least recently used ones go first.
+    #[serde(default = "default_plan_cache_size")]
+    pub plan_cache_size: usize,
 }
 
 fn default_chunks_per_shard() -> u32 {
     8
+}
+
+fn default_plan_cache_size() -> usize {
+    10_000
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -83,6 +83,10 @@ pub struct Pipeline {
     /// A COPY FROM STDIN of the extended protocol is running and the client has not ended it:
     /// PostgreSQL ignores Sync meanwhile, so a Sync expects no answer.
     copy_in: bool,
+    /// An extended-protocol message failed and the Sync that ends its batch was not sent yet:
+    /// the backend skips everything up to it, so the session must not expect answers to what
+    /// the client sends meanwhile (see [`Pipeline::take_failed_batch`]).
+    failed_batch: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -126,10 +130,15 @@ impl Pipeline {
             b'E' => {
                 let d = self.visibility();
                 self.copy_in = false;
+                let mut skipped = false;
                 while self.queue.front().is_some_and(Pending::skipped_after_error) {
                     if let Some(p) = self.queue.pop_front() {
+                        skipped = true;
                         undo(p, conn, names);
                     }
+                }
+                if skipped && self.queue.is_empty() {
+                    self.failed_batch = true;
                 }
                 d
             }
@@ -165,6 +174,11 @@ impl Pipeline {
             b'S' | b'N' | b'A' => Disposition::Forward,
             _ => self.visibility(),
         }
+    }
+
+    /// Whether a batch failed before its Sync was sent (once; the flag is cleared).
+    pub fn take_failed_batch(&mut self) -> bool {
+        std::mem::take(&mut self.failed_batch)
     }
 
     /// Whether a frame goes to the client and changes no account, so that

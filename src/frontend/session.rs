@@ -24,11 +24,15 @@ use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;
 use crate::error::ClientError;
 use crate::executor::ddl;
-use crate::protocol::{self, Frame, FrameError, Severity};
-use crate::router::route::{route_unsharded, Route};
+use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity};
+use crate::router::route::Route;
 use crate::server::ServerCtx;
 use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
+
+mod links;
+
+use links::{Dest, Parked};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -128,6 +132,12 @@ pub struct Session {
     skip_until_sync: bool,
     settings: Settings,
     cancel: CancelGuard,
+    /// Connections on other shards that a transaction block or batch still holds.
+    parked: Vec<Parked>,
+    /// The statement that opened the transaction block, replayed on shards that join it.
+    begin_sql: Option<String>,
+    /// Spreads reads of duplicated tables over their shards.
+    round_robin: usize,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
 }
@@ -158,6 +168,9 @@ impl Session {
             skip_until_sync: false,
             settings,
             cancel,
+            parked: Vec::new(),
+            begin_sql: None,
+            round_robin: 0,
             span,
         }
     }
@@ -409,6 +422,11 @@ impl Session {
             let disposition = self
                 .pipeline
                 .on_backend_frame(tag, conn, &mut self.statements);
+            if tag == b'E' && self.pipeline.take_failed_batch() {
+                // The backend skips the rest of the batch up to its Sync; so does the proxy,
+                // or it would wait for answers that never come.
+                self.skip_until_sync = true;
+            }
             if disposition == Disposition::Drop {
                 self.cout.extend_from_slice(&buf[run_start..pos]);
                 run_start = pos + len;
@@ -437,6 +455,7 @@ impl Session {
                 return Ok(());
             }
             self.skip_until_sync = false;
+            self.sync_parked().await?;
             if self.backend.is_none() {
                 protocol::ready_for_query(&mut self.cout, self.tx_status);
                 return Ok(());
@@ -452,28 +471,85 @@ impl Session {
                 return Ok(());
             }
         }
-        if self.backend.is_none() {
-            let shard = match destination(&frame) {
-                Destination::Shard(shard) => shard,
-                Destination::Nowhere => return Ok(()),
-                Destination::Unsupported => {
-                    self.refuse(
-                        &frame,
-                        &SqlState::FEATURE_NOT_SUPPORTED,
-                        "statements that span several shards are not supported yet",
-                    );
-                    return Ok(());
+        if matches!(frame.tag, b'd' | b'c' | b'f') && self.backend.is_none() {
+            // Copy data with no copy in progress, which PostgreSQL ignores too.
+            return Ok(());
+        }
+        let mut fetched = false;
+        let dest = loop {
+            match self.decide(&frame)? {
+                Dest::NeedColumns(table) if !fetched => {
+                    fetched = true;
+                    if let Err(e) = self.fetch_columns(table).await {
+                        break Dest::Refuse(
+                            SqlState::CONNECTION_FAILURE,
+                            format!(
+                                "cannot read the columns of the table to route the INSERT: {e}"
+                            ),
+                        );
+                    }
                 }
-            };
-            if let Err(e) = self.acquire(shard).await {
-                tracing::warn!(
-                    parent: &self.span,
-                    error = %e,
-                    "no backend connection for the client's statement"
-                );
-                self.refuse(&frame, &e.sqlstate(), &e.client_message());
+                Dest::NeedColumns(_) => {
+                    break Dest::Refuse(
+                        SqlState::FEATURE_NOT_SUPPORTED,
+                        "cannot read the columns of the table: name the columns of the INSERT"
+                            .into(),
+                    )
+                }
+                dest => break dest,
+            }
+        };
+        let shard = match dest {
+            Dest::Here => self.current_shard().unwrap_or(ShardId(0)),
+            Dest::Shard(shard) => shard,
+            Dest::Hold => {
+                if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(&frame)? {
+                    if self
+                        .statements
+                        .hold(name, query, types, &mut self.pipeline, &mut self.cout)
+                        .is_err()
+                    {
+                        self.skip_until_sync = true;
+                    }
+                    if self.backend.is_some() {
+                        self.unsynced = true;
+                    }
+                }
                 return Ok(());
             }
+            Dest::Refuse(code, message) => {
+                self.drain_current().await?;
+                self.refuse(&frame, &code, &message);
+                return Ok(());
+            }
+            Dest::Multi(multi) => {
+                self.run_multi(multi).await?;
+                return Ok(());
+            }
+            Dest::NeedColumns(_) => unreachable!("resolved above"),
+        };
+        if let Err(e) = self.switch_to(shard).await {
+            tracing::warn!(
+                parent: &self.span,
+                error = %e,
+                "no backend connection for the client's statement"
+            );
+            match e {
+                SessionError::Backend(e) => {
+                    self.ctx.metrics.backend_error(shard);
+                    self.refuse(&frame, &e.sqlstate(), &e.client_message());
+                    return Ok(());
+                }
+                other => return Err(other),
+            }
+        }
+        if frame.tag == b'S' {
+            self.sync_parked().await?;
+        } else if let Some(text) = self.block_end_text(&frame) {
+            self.end_parked_blocks(&text).await?;
+            self.begin_sql = None;
+        } else {
+            self.note_block_start(&frame);
         }
         self.forward(&frame)
     }
@@ -485,15 +561,29 @@ impl Session {
         if self.skip_until_sync || local_candidate(frame)?.is_some() {
             return Ok(false);
         }
-        if self.backend.is_none() {
-            let Destination::Shard(shard) = destination(frame) else {
-                return Ok(false);
-            };
+        // A session holding connections on several shards takes the general path: Syncs and
+        // transaction ends must reach them all.
+        if !self.parked.is_empty()
+            || (self.backend.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
+        {
+            return Ok(false);
+        }
+        let shard = match self.decide(frame)? {
+            Dest::Here => match self.current_shard() {
+                Some(_) => None,
+                None => Some(ShardId(0)),
+            },
+            Dest::Shard(s) if self.current_shard() == Some(s) => None,
+            Dest::Shard(s) if self.backend.is_none() => Some(s),
+            _ => return Ok(false),
+        };
+        if let Some(shard) = shard {
             match self.ctx.pools.shard(shard).get_now() {
                 Some(b) => self.adopt(b),
                 None => return Ok(false),
             }
         }
+        self.note_block_start(frame);
         self.forward(frame)?;
         Ok(true)
     }
@@ -640,6 +730,9 @@ impl Session {
             if let Some(b) = self.backend.take() {
                 self.ctx.pools.shard(b.shard).release(b);
             }
+            if !self.parked.is_empty() {
+                self.release_parked_if_idle();
+            }
         }
     }
 
@@ -668,6 +761,13 @@ impl Session {
                 b.conn.broken = true;
             }
             self.ctx.pools.shard(b.shard).release(b);
+        }
+        for mut p in self.parked.drain(..) {
+            if self.pinned || p.tx_status != b'I' || p.unsynced || !p.conn.conn.read_buf.is_empty()
+            {
+                p.conn.conn.broken = true;
+            }
+            self.ctx.pools.shard(p.conn.shard).release(p.conn);
         }
     }
 }
@@ -708,25 +808,6 @@ fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> 
 impl Drop for Session {
     fn drop(&mut self) {
         self.finish();
-    }
-}
-
-/// Where a client frame goes when the session holds no backend connection.
-enum Destination {
-    Shard(ShardId),
-    /// Copy data with no copy in progress, which PostgreSQL ignores too.
-    Nowhere,
-    /// Several shards: not supported yet.
-    Unsupported,
-}
-
-fn destination(frame: &Frame<&[u8]>) -> Destination {
-    if matches!(frame.tag, b'd' | b'c' | b'f') {
-        return Destination::Nowhere;
-    }
-    match route_unsharded() {
-        Route::Single(shard) => Destination::Shard(shard),
-        Route::Multi(_) | Route::All => Destination::Unsupported,
     }
 }
 

@@ -138,7 +138,55 @@ impl StatementNames {
         }
     }
 
-    fn get(&self, name: &[u8]) -> Option<&Arc<StatementText>> {
+    /// Records a Parse without sending it anywhere: its destination depends on the Bind that
+    /// will use it. The proxy answers ParseComplete in its turn; the statement is prepared on
+    /// whichever connection the Bind goes to (a Parse error then surfaces at the Bind).
+    pub fn hold(
+        &mut self,
+        name: &[u8],
+        query: &[u8],
+        types: &[u8],
+        pipeline: &mut Pipeline,
+        cout: &mut BytesMut,
+    ) -> Result<(), Refused> {
+        if !name.is_empty() && self.by_name.contains_key(name) {
+            let mut err = BytesMut::new();
+            protocol::error_response(
+                &mut err,
+                Severity::Error,
+                &SqlState::DUPLICATE_PSTATEMENT,
+                &format!(
+                    "prepared statement \"{}\" already exists",
+                    String::from_utf8_lossy(name)
+                ),
+            );
+            pipeline.push(Pending::composed(err.freeze()), cout);
+            return Err(Refused);
+        }
+        let statement = match &self.unnamed {
+            Some(s) if name.is_empty() && s.is(query, types) => s.clone(),
+            _ => Arc::new(StatementText {
+                query: query.into(),
+                param_types: types.into(),
+            }),
+        };
+        if name.is_empty() {
+            self.unnamed = Some(statement.clone());
+        } else {
+            self.by_name.insert(name.into(), statement.clone());
+        }
+        pipeline.push(
+            Pending::composed_undoing(
+                protocol::empty_message(b'1'),
+                Some(Undo::ForgetName(name.into(), statement)),
+            ),
+            cout,
+        );
+        Ok(())
+    }
+
+    /// The statement a client's name stands for.
+    pub fn get(&self, name: &[u8]) -> Option<&Arc<StatementText>> {
         if name.is_empty() {
             self.unnamed.as_ref()
         } else {

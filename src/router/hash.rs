@@ -238,3 +238,49 @@ pub fn remainder(hash: u64, modulus: u64) -> u64 {
 fn is_pg_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
 }
+
+/// A key value reduced to what list and range bounds compare: PostgreSQL's order for numbers,
+/// dates and times, and byte equality for strings (their order depends on the collation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comparable {
+    Int(i64),
+    Float(f64),
+    Bytes(Vec<u8>),
+}
+
+/// `value` as list and range bounds compare it; `None` for NULL. Numeric keys are not compared
+/// locally (the router then asks every partition).
+pub fn comparable(ty: KeyType, value: &KeyValue<'_>) -> Result<Option<Comparable>, HashError> {
+    let datum = match *value {
+        KeyValue::Null => return Ok(None),
+        KeyValue::Text(s) => decode_text(ty, s)?,
+        KeyValue::Binary(b) => decode_binary(ty, b)?,
+    };
+    Ok(Some(match datum {
+        Datum::Int(v) => Comparable::Int(v),
+        Datum::Float(v) => Comparable::Float(v),
+        Datum::Bytes(b) => Comparable::Bytes(b.into_owned()),
+        Datum::Numeric(_) => {
+            return Err(HashError::NeedsServer {
+                ty,
+                input: match *value {
+                    KeyValue::Text(s) => s.to_owned(),
+                    _ => "<binary numeric>".to_owned(),
+                },
+                reason: "numeric list and range bounds are compared by the server",
+            })
+        }
+    }))
+}
+
+impl Comparable {
+    /// The order of two values of one column type; `None` where the proxy cannot tell it
+    /// (strings, whose order is the collation's).
+    pub fn order(&self, other: &Comparable) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (Comparable::Int(a), Comparable::Int(b)) => Some(a.cmp(b)),
+            (Comparable::Float(a), Comparable::Float(b)) => a.partial_cmp(b),
+            _ => None,
+        }
+    }
+}

@@ -1,6 +1,119 @@
 //! Routing: which shard or shards a statement goes to.
+//!
+//! - [`plan`]: what a statement's text says about routing, read once from PostgreSQL's parse
+//!   tree and cached per text ([`PlanCache`]).
+//! - [`route`]: a plan plus Bind parameter values → [`Route`].
+//! - [`place`]: sharding-key values → the shard holding the row.
+//! - [`hash`]: PostgreSQL's hash-partition hash, computed locally.
 
 pub mod hash;
+pub mod place;
+pub mod plan;
 pub mod route;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub use plan::Plan;
 pub use route::Route;
+
+use crate::catalog::{Snapshot, TableId};
+
+/// Plans by statement text, shared by every session of a proxy. A plan is valid for the catalog
+/// version it was made at; a newer snapshot makes every older plan a miss.
+pub struct PlanCache {
+    inner: Mutex<CacheInner>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    version: i64,
+    plans: HashMap<Box<[u8]>, (Arc<Plan>, u64)>,
+    columns: HashMap<TableId, Arc<Vec<String>>>,
+    /// Bumped on every hit, so eviction can drop the least recently used half.
+    clock: u64,
+}
+
+impl PlanCache {
+    pub fn new(capacity: usize) -> PlanCache {
+        PlanCache {
+            inner: Mutex::new(CacheInner::default()),
+            capacity: capacity.max(16),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The plan of `sql` at `snapshot`'s version, made (with a parse, counted in `parses`) on a
+    /// miss. `None`: the INSERT needs the columns of a table first ([`PlanCache::set_columns`]).
+    pub fn plan(
+        &self,
+        sql: &[u8],
+        snapshot: &Snapshot,
+        parses: &metrics::Counter,
+    ) -> Result<Arc<Plan>, TableId> {
+        {
+            let mut inner = self.lock();
+            if inner.version != snapshot.version() {
+                inner.plans.clear();
+                inner.columns.clear();
+                inner.version = snapshot.version();
+            }
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some((plan, used)) = inner.plans.get_mut(sql) {
+                *used = now;
+                return Ok(plan.clone());
+            }
+        }
+        parses.increment(1);
+        let text = String::from_utf8_lossy(sql);
+        let made = {
+            let columns = ColumnsOf(self);
+            plan::plan(&text, snapshot, &columns)
+        };
+        let plan = match made {
+            plan::Planned::Plan(p) => Arc::new(p),
+            plan::Planned::NeedColumns(t) => return Err(t),
+        };
+        let mut inner = self.lock();
+        if inner.version == snapshot.version() {
+            if inner.plans.len() >= self.capacity {
+                let mut ages: Vec<u64> = inner.plans.values().map(|(_, u)| *u).collect();
+                ages.sort_unstable();
+                let cutoff = ages[ages.len() / 2];
+                inner.plans.retain(|_, (_, u)| *u > cutoff);
+            }
+            let now = inner.clock;
+            inner.plans.insert(sql.into(), (plan.clone(), now));
+        }
+        Ok(plan)
+    }
+
+    /// Records a table's columns in order (fetched from a shard) for INSERTs without a column
+    /// list, valid until the catalog version changes.
+    pub fn set_columns(&self, version: i64, table: TableId, columns: Vec<String>) {
+        let mut inner = self.lock();
+        if inner.version == version {
+            inner.columns.insert(table, Arc::new(columns));
+        }
+    }
+
+    /// Forgets every plan and column list: a table's columns changed.
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        inner.plans.clear();
+        inner.columns.clear();
+    }
+}
+
+struct ColumnsOf<'a>(&'a PlanCache);
+
+impl plan::ColumnSource for ColumnsOf<'_> {
+    fn columns(&self, table: TableId) -> Option<Arc<Vec<String>>> {
+        self.0.lock().columns.get(&table).cloned()
+    }
+}

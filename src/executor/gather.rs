@@ -1,0 +1,497 @@
+//! A simple query run on several shards, answered to the client as one PostgreSQL would answer
+//! it: one RowDescription, the rows concatenated or merged in ORDER BY order, LIMIT/OFFSET
+//! applied, one CommandComplete with the total count, one ReadyForQuery.
+//!
+//! Every shard gets its statement before any answer is read, so the shards work in parallel;
+//! their rows are kept until all have answered (a read bounded by LIMIT keeps at most
+//! `limit + offset` rows per shard).
+
+use std::cmp::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+
+use crate::backend::{BackendConn, BackendError};
+use crate::protocol::{self, MessageBuilder};
+use crate::router::plan::{Merge, SortKey, StatementKind};
+
+/// How the shards' answers combine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Combine {
+    /// Rows of a sharded table: every shard's rows, counts added up. `rows` gives, for an
+    /// INSERT with RETURNING, the shard index each VALUES row went to, so the returned rows come
+    /// back in VALUES order.
+    Union {
+        kind: StatementKind,
+        merge: Merge,
+        rows: Vec<usize>,
+    },
+    /// Copies of a duplicated table: every copy is written alike, the client hears one.
+    Copies,
+}
+
+/// What one shard answered.
+#[derive(Default)]
+struct Answer {
+    description: Option<Bytes>,
+    rows: Vec<Bytes>,
+    tag: Option<String>,
+    error: Option<Bytes>,
+    notices: Vec<Bytes>,
+    empty: bool,
+    status: u8,
+}
+
+/// Sends `sql[i]` to `conns[i]` and writes the combined answer to `out`, ending with
+/// ReadyForQuery. Returns each connection's transaction status.
+pub async fn run(
+    conns: &mut [&mut BackendConn],
+    sql: &[String],
+    combine: &Combine,
+    session_status: u8,
+    out: &mut BytesMut,
+) -> Result<Vec<u8>, BackendError> {
+    for (conn, sql) in conns.iter_mut().zip(sql) {
+        let mut msg = BytesMut::new();
+        protocol::query(&mut msg, sql);
+        conn.stream.write_all(&msg).await?;
+    }
+    let mut answers = Vec::with_capacity(conns.len());
+    for conn in conns.iter_mut() {
+        answers.push(read_answer(conn).await?);
+    }
+    let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
+    let status = combined_status(&statuses, session_status);
+    for a in &answers {
+        for n in &a.notices {
+            out.extend_from_slice(n);
+        }
+    }
+    if let Some(err) = answers.iter().find_map(|a| a.error.clone()) {
+        out.extend_from_slice(&err);
+    } else if let Err(message) = write_combined(&mut answers, combine, out) {
+        protocol::error_response(
+            out,
+            protocol::Severity::Error,
+            &tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED,
+            &message,
+        );
+    }
+    protocol::ready_for_query(out, status);
+    Ok(statuses)
+}
+
+/// The status the client sees: failed if any shard's transaction failed, in a block if any is.
+fn combined_status(statuses: &[u8], session: u8) -> u8 {
+    if statuses.contains(&b'E') {
+        b'E'
+    } else if statuses.contains(&b'T') {
+        b'T'
+    } else {
+        match session {
+            b'T' | b'E' => session,
+            _ => b'I',
+        }
+    }
+}
+
+async fn read_answer(conn: &mut BackendConn) -> Result<Answer, BackendError> {
+    let mut a = Answer::default();
+    loop {
+        let f = conn.read_frame().await?;
+        match f.tag {
+            b'T' => a.description = Some(f.raw),
+            b'D' => a.rows.push(f.raw),
+            b'C' => a.tag = Some(String::from_utf8_lossy(cstr(f.body())).into_owned()),
+            b'E' => {
+                if a.error.is_none() {
+                    a.error = Some(f.raw);
+                }
+            }
+            b'N' => a.notices.push(f.raw),
+            b'I' => a.empty = true,
+            b'S' => conn.note_parameter_status(f.body()),
+            b'Z' => {
+                a.status = f.body().first().copied().unwrap_or(b'I');
+                return Ok(a);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn cstr(b: &[u8]) -> &[u8] {
+    b.split(|&c| c == 0).next().unwrap_or(b)
+}
+
+/// The count at the end of a command tag (`INSERT 0 3`, `UPDATE 2`, `SELECT 5`).
+fn tag_count(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next()?.parse().ok()
+}
+
+fn write_combined(
+    answers: &mut [Answer],
+    combine: &Combine,
+    out: &mut BytesMut,
+) -> Result<(), String> {
+    let (kind, merge, row_shards) = match combine {
+        Combine::Copies => {
+            let first = answers.first_mut().ok_or("no shard answered")?;
+            if let Some(d) = &first.description {
+                out.extend_from_slice(d);
+            }
+            for r in &first.rows {
+                out.extend_from_slice(r);
+            }
+            if let Some(tag) = &first.tag {
+                protocol::command_complete(out, tag);
+            }
+            return Ok(());
+        }
+        Combine::Union { kind, merge, rows } => (*kind, merge, rows),
+    };
+    if answers.iter().all(|a| a.empty) {
+        out.extend_from_slice(&protocol::empty_message(b'I'));
+        return Ok(());
+    }
+    let description = answers.iter().find_map(|a| a.description.clone());
+    let types = description.as_deref().map(column_types).unwrap_or_default();
+    let mut rows: Vec<Bytes> = if !merge.order.is_empty() {
+        sorted(answers, &merge.order, &types)?
+    } else if !row_shards.is_empty() && kind == StatementKind::Insert {
+        in_values_order(answers, row_shards)
+    } else {
+        answers.iter_mut().flat_map(|a| a.rows.drain(..)).collect()
+    };
+    if kind == StatementKind::Select {
+        let skip = (merge.offset as usize).min(rows.len());
+        rows.drain(..skip);
+        if let Some(limit) = merge.limit {
+            rows.truncate(limit as usize);
+        }
+    }
+    if let Some(d) = &description {
+        if merge.hidden > 0 {
+            out.extend_from_slice(&without_hidden_fields(d, merge.hidden));
+        } else {
+            out.extend_from_slice(d);
+        }
+    }
+    for r in &rows {
+        if merge.hidden > 0 {
+            out.extend_from_slice(&without_hidden_values(r, merge.hidden));
+        } else {
+            out.extend_from_slice(r);
+        }
+    }
+    let total: u64 = match kind {
+        StatementKind::Select => rows.len() as u64,
+        _ => answers
+            .iter()
+            .filter_map(|a| a.tag.as_deref().and_then(tag_count))
+            .sum(),
+    };
+    let first_tag = answers
+        .iter()
+        .find_map(|a| a.tag.clone())
+        .unwrap_or_default();
+    let verb = first_tag.split(' ').next().unwrap_or("SELECT");
+    let tag = match verb {
+        "INSERT" => format!("INSERT 0 {total}"),
+        "" => format!("SELECT {total}"),
+        v => format!("{v} {total}"),
+    };
+    protocol::command_complete(out, &tag);
+    Ok(())
+}
+
+/// RETURNING rows of a split INSERT in the order of its VALUES rows; when a shard returned fewer
+/// rows than it was given (ON CONFLICT DO NOTHING), in shard order.
+fn in_values_order(answers: &mut [Answer], row_shards: &[usize]) -> Vec<Bytes> {
+    let mut given = vec![0usize; answers.len()];
+    for &s in row_shards {
+        if let Some(g) = given.get_mut(s) {
+            *g += 1;
+        }
+    }
+    if answers.iter().zip(&given).any(|(a, g)| a.rows.len() != *g) {
+        return answers.iter_mut().flat_map(|a| a.rows.drain(..)).collect();
+    }
+    let mut next = vec![0usize; answers.len()];
+    row_shards
+        .iter()
+        .map(|&s| {
+            let r = answers[s].rows[next[s]].clone();
+            next[s] += 1;
+            r
+        })
+        .collect()
+}
+
+/// The type OID of each column of a RowDescription.
+fn column_types(frame: &[u8]) -> Vec<u32> {
+    let mut b = &frame[5..];
+    let n = protocol::take_i16(&mut b, "RowDescription")
+        .unwrap_or(0)
+        .max(0);
+    let mut types = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        if protocol::take_cstr(&mut b, "RowDescription").is_err() || b.len() < 18 {
+            break;
+        }
+        types.push(u32::from_be_bytes([b[6], b[7], b[8], b[9]]));
+        b = &b[18..];
+    }
+    types
+}
+
+/// A RowDescription without its last `hidden` fields.
+fn without_hidden_fields(frame: &[u8], hidden: usize) -> Bytes {
+    let mut b = &frame[5..];
+    let n = protocol::take_i16(&mut b, "RowDescription")
+        .unwrap_or(0)
+        .max(0) as usize;
+    let keep = n.saturating_sub(hidden);
+    let mut body = BytesMut::new();
+    let mut rest = b;
+    for _ in 0..keep {
+        let start = rest;
+        if protocol::take_cstr(&mut rest, "RowDescription").is_err() || rest.len() < 18 {
+            break;
+        }
+        rest = &rest[18..];
+        body.extend_from_slice(&start[..start.len() - rest.len()]);
+    }
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'T')
+        .i16(keep as i16)
+        .bytes(&body)
+        .finish();
+    out.freeze()
+}
+
+/// The column values of a DataRow (`None` for NULL).
+fn values(frame: &[u8]) -> Vec<Option<&[u8]>> {
+    let mut b = &frame[5..];
+    let n = protocol::take_i16(&mut b, "DataRow").unwrap_or(0).max(0);
+    let mut v = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let Ok(len) = protocol::take_i32(&mut b, "DataRow") else {
+            break;
+        };
+        if len < 0 {
+            v.push(None);
+        } else {
+            let len = (len as usize).min(b.len());
+            v.push(Some(&b[..len]));
+            b = &b[len..];
+        }
+    }
+    v
+}
+
+fn without_hidden_values(frame: &[u8], hidden: usize) -> Bytes {
+    let vals = values(frame);
+    let keep = vals.len().saturating_sub(hidden);
+    let mut out = BytesMut::new();
+    let mut m = MessageBuilder::new(&mut out, b'D');
+    m.i16(keep as i16);
+    for v in &vals[..keep] {
+        match v {
+            None => {
+                m.i32(-1);
+            }
+            Some(v) => {
+                m.i32(v.len() as i32).bytes(v);
+            }
+        }
+    }
+    m.finish();
+    out.freeze()
+}
+
+/// How a sort column's text values compare.
+#[derive(Clone, Copy)]
+enum Order {
+    Integer,
+    Float,
+    Numeric,
+    /// Byte order: text in the C collation, ISO dates and timestamps, uuids.
+    Bytes,
+    Bool,
+}
+
+fn order_of(oid: u32) -> Option<Order> {
+    Some(match oid {
+        20 | 21 | 23 | 26 => Order::Integer,
+        700 | 701 => Order::Float,
+        1700 => Order::Numeric,
+        // text, varchar, bpchar, name (C collation); date, timestamp (ISO output); uuid
+        25 | 1043 | 1042 | 19 | 1082 | 1114 | 2950 => Order::Bytes,
+        16 => Order::Bool,
+        _ => return None,
+    })
+}
+
+fn sorted(answers: &mut [Answer], keys: &[SortKey], types: &[u32]) -> Result<Vec<Bytes>, String> {
+    let mut orders = Vec::with_capacity(keys.len());
+    for k in keys {
+        let oid = types.get(k.column).copied().unwrap_or(0);
+        orders.push(order_of(oid).ok_or_else(|| {
+            format!(
+                "ORDER BY a column of type OID {oid} over several shards is not supported yet: \
+                 add the full sharding key to the WHERE clause, or order by a number, text, \
+                 date or timestamp column"
+            )
+        })?);
+    }
+    let mut rows: Vec<Bytes> = answers.iter_mut().flat_map(|a| a.rows.drain(..)).collect();
+    let mut bad = None;
+    // A stable sort of the concatenation equals a merge of the shards' sorted runs.
+    rows.sort_by(|a, b| {
+        let (va, vb) = (values(a), values(b));
+        for (k, o) in keys.iter().zip(&orders) {
+            let (x, y) = (
+                va.get(k.column).copied().flatten(),
+                vb.get(k.column).copied().flatten(),
+            );
+            let ord = match (x, y) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => {
+                    if k.nulls_first {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    }
+                }
+                (Some(_), None) => {
+                    if k.nulls_first {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    }
+                }
+                (Some(x), Some(y)) => {
+                    let c = compare(*o, x, y).unwrap_or_else(|e| {
+                        bad.get_or_insert(e);
+                        Ordering::Equal
+                    });
+                    if k.descending {
+                        c.reverse()
+                    } else {
+                        c
+                    }
+                }
+            };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    });
+    match bad {
+        Some(e) => Err(e),
+        None => Ok(rows),
+    }
+}
+
+fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
+    fn text(b: &[u8]) -> Result<&str, String> {
+        std::str::from_utf8(b).map_err(|_| "a sort value is not text".to_string())
+    }
+    Ok(match o {
+        Order::Bytes => x.cmp(y),
+        Order::Bool => x.cmp(y),
+        Order::Integer => {
+            let p = |b: &[u8]| text(b)?.parse::<i64>().map_err(|e| e.to_string());
+            p(x)?.cmp(&p(y)?)
+        }
+        Order::Float => {
+            // PostgreSQL sorts NaN above every other value.
+            let p = |b: &[u8]| -> Result<f64, String> {
+                match text(b)? {
+                    "NaN" => Ok(f64::NAN),
+                    "Infinity" => Ok(f64::INFINITY),
+                    "-Infinity" => Ok(f64::NEG_INFINITY),
+                    s => s.parse::<f64>().map_err(|e| e.to_string()),
+                }
+            };
+            let (a, b) = (p(x)?, p(y)?);
+            match (a.is_nan(), b.is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+            }
+        }
+        Order::Numeric => compare_numeric(text(x)?, text(y)?),
+    })
+}
+
+/// Orders numeric output text exactly: `-Infinity` < numbers < `Infinity` < `NaN`.
+fn compare_numeric(a: &str, b: &str) -> Ordering {
+    fn rank(s: &str) -> i8 {
+        match s {
+            "-Infinity" => 0,
+            "Infinity" => 2,
+            "NaN" => 3,
+            _ => 1,
+        }
+    }
+    let (ra, rb) = (rank(a), rank(b));
+    if ra != 1 || rb != 1 {
+        return ra.cmp(&rb);
+    }
+    let neg = |s: &str| s.starts_with('-');
+    let magnitude = |s: &str| {
+        let s = s.trim_start_matches(['-', '+']);
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let int = int.trim_start_matches('0').to_string();
+        let frac = frac.trim_end_matches('0').to_string();
+        (int, frac)
+    };
+    let (ia, fa) = magnitude(a);
+    let (ib, fb) = magnitude(b);
+    let zero = |i: &str, f: &str| i.is_empty() && f.is_empty();
+    let (na, nb) = (neg(a) && !zero(&ia, &fa), neg(b) && !zero(&ib, &fb));
+    let mag = ia
+        .len()
+        .cmp(&ib.len())
+        .then_with(|| ia.cmp(&ib))
+        .then_with(|| fa.cmp(&fb));
+    match (na, nb) {
+        (false, false) => mag,
+        (true, true) => mag.reverse(),
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compare_numeric;
+    use std::cmp::Ordering::*;
+
+    #[test]
+    fn numeric_text_orders_exactly() {
+        let cases = [
+            ("1", "2", Less),
+            ("10", "9", Greater),
+            ("-10", "-9", Less),
+            ("1.50", "1.5", Equal),
+            ("0.001", "0.01", Less),
+            ("-0", "0", Equal),
+            ("-1", "0.5", Less),
+            ("NaN", "Infinity", Greater),
+            ("-Infinity", "-1e9", Less),
+            (
+                "123456789012345678901234567890",
+                "123456789012345678901234567889",
+                Greater,
+            ),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(compare_numeric(a, b), want, "{a} vs {b}");
+        }
+    }
+}
