@@ -40,9 +40,19 @@ pub struct TestShards {
 
 static SHARDS: OnceLock<TestShards> = OnceLock::new();
 
+/// How many shards [`shards()`] starts; a test binary that needs more than two calls
+/// [`use_shards`] before its first use of them.
+static SHARD_COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(2);
+
 /// The shards of this test binary, started on first use.
 pub fn shards() -> &'static TestShards {
     SHARDS.get_or_init(start_shards)
+}
+
+/// Asks for `n` shards (alternately requiring SCRAM and md5); call it in every test of the
+/// binary, before [`shards()`] or [`TestProxy::start`].
+pub fn use_shards(n: usize) {
+    SHARD_COUNT.store(n, std::sync::atomic::Ordering::SeqCst);
 }
 
 impl TestShards {
@@ -69,17 +79,17 @@ fn start_shards() -> TestShards {
     // Spawned before any server so that even a failed startup is cleaned up.
     let watchdog = spawn_watchdog(&root);
     let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
-    let auths = [
-        HostAuth::Scram {
-            password: "pw0".into(),
-        },
-        HostAuth::Md5 {
-            password: "pw1".into(),
-        },
-    ];
+    let count = SHARD_COUNT.load(std::sync::atomic::Ordering::SeqCst);
+    let auths = (0..count).map(|i| {
+        let password = format!("pw{i}");
+        if i % 2 == 0 {
+            HostAuth::Scram { password }
+        } else {
+            HostAuth::Md5 { password }
+        }
+    });
     let clusters: Vec<LocalCluster> = std::thread::scope(|s| {
         let starting: Vec<_> = auths
-            .into_iter()
             .enumerate()
             .map(|(i, auth)| {
                 let (bins, dir) = (&bins, root.join(format!("shard{i}")));

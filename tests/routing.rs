@@ -1,0 +1,528 @@
+//! Statements on sharded tables through the proxy, against four real shards: rows land on the
+//! shard of their chunk (counted on the shards themselves), keyed statements reach exactly the
+//! shards of their keys (seen in the shards' statement logs), and multi-shard reads answer
+//! exactly what one PostgreSQL holding every row answers.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::raw::{RawClient, Reply};
+use common::{shards, use_shards, TestProxy, APP};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+const SHARDS: usize = 4;
+
+fn start() -> TestProxy {
+    use_shards(SHARDS);
+    TestProxy::start()
+}
+
+async fn simple_rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(
+                (0..r.len())
+                    .map(|i| r.get(i).map(str::to_string))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tag(messages: &[SimpleQueryMessage]) -> u64 {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(*n),
+            _ => None,
+        })
+        .expect("a command tag")
+}
+
+/// Rows of `table` on each shard, counted there.
+async fn counts(table: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let n: i64 = c
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .unwrap_or_else(|e| panic!("count {table} on shard {i}: {e}"))
+            .get(0);
+        out.push(n);
+    }
+    out
+}
+
+/// Every shard logs every statement from now on.
+async fn log_all_statements() {
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        c.batch_execute("ALTER SYSTEM SET log_statement = 'all'; SELECT pg_reload_conf()")
+            .await
+            .expect("log_statement");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// The shards whose statement log mentions `marker`.
+fn shards_that_ran(marker: &str) -> BTreeSet<usize> {
+    (0..SHARDS)
+        .filter(|&i| {
+            std::fs::read_to_string(shards().clusters[i].log_file())
+                .unwrap_or_default()
+                .contains(marker)
+        })
+        .collect()
+}
+
+async fn create_customers(client: &Client, name: &str) {
+    client
+        .batch_execute(&format!(
+            "CREATE SHARDED TABLE {name} (cust_id bigint PRIMARY KEY, name text, score int) \
+             PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_land_on_their_chunks_shard_by_every_kind_of_insert() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "place_cust").await;
+    client
+        .batch_execute(
+            "CREATE SHARDED TABLE place_orders (order_id bigint, cust_id bigint NOT NULL, \
+             total numeric, PRIMARY KEY (cust_id, order_id), \
+             CONSTRAINT place_orders_fk FOREIGN KEY (cust_id) REFERENCES place_cust (cust_id)) \
+             PARTITION BY REFERENCE (place_orders_fk)",
+        )
+        .await
+        .expect("create child");
+
+    // Multi-row INSERT, split by shard: ids 1..=1000 in four statements.
+    for chunk in 0..4 {
+        let values: Vec<String> = (chunk * 250 + 1..=chunk * 250 + 250)
+            .map(|i| format!("({i}, 'c{i}', {})", i % 7))
+            .collect();
+        let msgs = client
+            .simple_query(&format!(
+                "INSERT INTO place_cust (cust_id, name, score) VALUES {}",
+                values.join(", ")
+            ))
+            .await
+            .expect("multi-row insert");
+        assert_eq!(tag(&msgs), 250, "the command tag counts every row");
+    }
+    // Single-row prepared INSERT with $n (binary int8): ids 1001..=1500.
+    let insert = client
+        .prepare("INSERT INTO place_cust (cust_id, name, score) VALUES ($1, $2, $3)")
+        .await
+        .expect("prepare");
+    for i in 1001..=1500i64 {
+        client
+            .execute(&insert, &[&i, &format!("c{i}"), &((i % 7) as i32)])
+            .await
+            .unwrap_or_else(|e| panic!("insert {i}: {e}"));
+    }
+    // Without a column list: the table's own column order decides where the key is.
+    client
+        .simple_query("INSERT INTO place_cust VALUES (1501, 'c1501', 1), (1502, 'c1502', 2)")
+        .await
+        .expect("insert without columns");
+    // Children go where their parent is, by their own key column.
+    let order = client
+        .prepare("INSERT INTO place_orders (order_id, cust_id, total) VALUES ($1, $2, 9.5)")
+        .await
+        .expect("prepare child insert");
+    for i in 1..=300i64 {
+        client
+            .execute(&order, &[&i, &(i * 5)])
+            .await
+            .unwrap_or_else(|e| panic!("order {i}: {e}"));
+    }
+
+    let per_shard = counts("place_cust").await;
+    assert_eq!(per_shard.iter().sum::<i64>(), 1502, "{per_shard:?}");
+    assert!(per_shard.iter().all(|&n| n > 200), "spread: {per_shard:?}");
+    let orders = counts("place_orders").await;
+    assert_eq!(orders.iter().sum::<i64>(), 300, "{orders:?}");
+    // The foreign key holds on every shard, so each order sits beside its customer; and each
+    // shard holds exactly the rows of its own chunks (PostgreSQL refuses any other).
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let orphans: i64 = c
+            .query_one(
+                "SELECT count(*) FROM place_orders o \
+                 WHERE NOT EXISTS (SELECT 1 FROM place_cust c WHERE c.cust_id = o.cust_id)",
+                &[],
+            )
+            .await
+            .expect("orphans")
+            .get(0);
+        assert_eq!(orphans, 0, "shard {i}");
+    }
+
+    // Keyed reads find every row, simple and prepared.
+    let row = simple_rows(&client, "SELECT name FROM place_cust WHERE cust_id = 777").await;
+    assert_eq!(row, vec![vec![Some("c777".to_string())]]);
+    let get = client
+        .prepare("SELECT name FROM place_cust WHERE cust_id = $1")
+        .await
+        .expect("prepare select");
+    for i in [1i64, 250, 999, 1234, 1500, 1502] {
+        let r = client.query_one(&get, &[&i]).await.expect("keyed read");
+        assert_eq!(r.get::<_, String>(0), format!("c{i}"));
+    }
+    // A join inside the family on the key runs on the key's shard.
+    let joined = simple_rows(
+        &client,
+        "SELECT c.name, o.order_id FROM place_cust c JOIN place_orders o \
+         ON o.cust_id = c.cust_id WHERE c.cust_id = 50",
+    )
+    .await;
+    assert_eq!(joined, vec![vec![Some("c50".into()), Some("10".into())]]);
+    // A row whose key is missing is refused with PostgreSQL's own words.
+    let err = client
+        .simple_query("INSERT INTO place_cust (name) VALUES ('nokey')")
+        .await
+        .expect_err("no key");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED));
+    client
+        .batch_execute("DROP TABLE place_orders, place_cust")
+        .await
+        .expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_statements_reach_only_their_shards() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "seen_cust").await;
+    let values: Vec<String> = (1..=200).map(|i| format!("({i}, 'c{i}', 0)")).collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO seen_cust VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .expect("insert");
+    log_all_statements().await;
+
+    // Simple protocol.
+    let r = simple_rows(&client, "SELECT name FROM seen_cust WHERE cust_id = 42 /* seen-1 */").await;
+    assert_eq!(r, vec![vec![Some("c42".into())]]);
+    assert_eq!(shards_that_ran("seen-1").len(), 1);
+    client
+        .simple_query("UPDATE seen_cust SET score = 1 WHERE cust_id = 43 /* seen-2 */")
+        .await
+        .expect("update");
+    assert_eq!(shards_that_ran("seen-2").len(), 1);
+    client
+        .simple_query("DELETE FROM seen_cust WHERE cust_id = 44 /* seen-3 */")
+        .await
+        .expect("delete");
+    assert_eq!(shards_that_ran("seen-3").len(), 1);
+    // Prepared with a binary parameter.
+    let stmt = client
+        .prepare("SELECT name FROM seen_cust WHERE cust_id = $1 /* seen-4 */")
+        .await
+        .expect("prepare");
+    let r = client.query_one(&stmt, &[&45i64]).await.expect("query");
+    assert_eq!(r.get::<_, String>(0), "c45");
+    assert_eq!(shards_that_ran("seen-4").len(), 1);
+    // Prepared with a text parameter.
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.expect("raw");
+    let replies = raw
+        .parse("", "SELECT name FROM seen_cust WHERE cust_id = $1 /* seen-5 */")
+        .bind("", "", &["46"])
+        .execute("")
+        .sync()
+        .round_trip()
+        .await;
+    assert!(
+        replies.contains(&Reply::Row(vec![Some("c46".into())])),
+        "{replies:?}"
+    );
+    assert_eq!(shards_that_ran("seen-5").len(), 1);
+    // The same key's statements meet on one shard.
+    assert_eq!(shards_that_ran("seen-1"), shards_that_ran("seen-1"));
+    // An IN list reaches only its values' shards: two keys on at most two shards.
+    let r = simple_rows(
+        &client,
+        "SELECT cust_id FROM seen_cust WHERE cust_id IN (7, 8) /* seen-6 */",
+    )
+    .await;
+    assert_eq!(r.len(), 2);
+    let ran = shards_that_ran("seen-6");
+    assert!((1..=2).contains(&ran.len()), "{ran:?}");
+    let seven = {
+        simple_rows(&client, "SELECT 1 FROM seen_cust WHERE cust_id = 7 /* seen-7a */").await;
+        shards_that_ran("seen-7a")
+    };
+    let eight = {
+        simple_rows(&client, "SELECT 1 FROM seen_cust WHERE cust_id = 8 /* seen-8a */").await;
+        shards_that_ran("seen-8a")
+    };
+    assert_eq!(ran, seven.union(&eight).copied().collect());
+    // Without the key: every shard of the table.
+    let r = simple_rows(&client, "SELECT count(*) FROM seen_cust WHERE cust_id = 9 /* seen-9 */").await;
+    assert_eq!(r, vec![vec![Some("1".into())]]);
+    let r = simple_rows(&client, "SELECT cust_id FROM seen_cust WHERE score = 1 /* seen-10 */").await;
+    assert_eq!(r, vec![vec![Some("43".into())]]);
+    assert_eq!(shards_that_ran("seen-10").len(), SHARDS);
+    raw.terminate().await;
+    client.batch_execute("DROP TABLE seen_cust").await.expect("drop");
+}
+
+/// The same rows in a sharded table and in one plain table on one PostgreSQL.
+async fn twin_tables(client: &Client, name: &str) -> Client {
+    client
+        .batch_execute(&format!(
+            "CREATE SHARDED TABLE {name} (id int PRIMARY KEY, grp int, v text, n numeric) \
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
+        ))
+        .await
+        .expect("create");
+    let rows: Vec<String> = (1..=300)
+        .map(|i| {
+            let v = if i % 11 == 0 {
+                "NULL".to_string()
+            } else {
+                format!("'v{:03}'", (i * 37) % 101)
+            };
+            let n = if i % 13 == 0 {
+                "NULL".to_string()
+            } else {
+                format!("{}.{}", (i * 7919) % 500 - 250, i % 10)
+            };
+            format!("({i}, {}, {v}, {n})", i % 5)
+        })
+        .collect();
+    let insert = format!("INSERT INTO {name} VALUES {}", rows.join(", "));
+    client.simple_query(&insert).await.expect("insert");
+    // The reference copy lives on shard 0 only, under another name, outside the catalog.
+    let plain = shards().connect(0).await;
+    plain
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {name}_ref; CREATE TABLE {name}_ref (id int PRIMARY KEY, grp int, v text, n numeric); {}",
+            insert.replace(&format!("INTO {name} "), &format!("INTO {name}_ref "))
+        ))
+        .await
+        .expect("reference table");
+    plain
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_reads_answer_as_one_postgres() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let plain = twin_tables(&client, "gather_t").await;
+    let queries = [
+        "SELECT id, v FROM gather_t ORDER BY id",
+        "SELECT id, v FROM gather_t ORDER BY v, id",
+        "SELECT id, v FROM gather_t ORDER BY v DESC, id DESC",
+        "SELECT id, v FROM gather_t ORDER BY v NULLS FIRST, id LIMIT 20",
+        "SELECT id, v FROM gather_t ORDER BY v DESC NULLS LAST, id LIMIT 17 OFFSET 5",
+        "SELECT id FROM gather_t ORDER BY n, id",
+        "SELECT id FROM gather_t ORDER BY n DESC NULLS LAST, id",
+        "SELECT id, grp FROM gather_t WHERE grp = 3 ORDER BY v NULLS FIRST, id DESC",
+        "SELECT id FROM gather_t ORDER BY grp, n DESC, id OFFSET 290",
+        "SELECT id * 2 AS twice FROM gather_t ORDER BY twice DESC LIMIT 3",
+        "SELECT id, v FROM gather_t ORDER BY 2, 1 LIMIT 10",
+        "SELECT id FROM gather_t WHERE id IN (1, 2, 3, 250) ORDER BY id DESC",
+        "SELECT id FROM gather_t ORDER BY id LIMIT 0",
+    ];
+    for q in queries {
+        let got = simple_rows(&client, q).await;
+        let want = simple_rows(&plain, &q.replace("gather_t", "gather_t_ref")).await;
+        assert_eq!(got, want, "{q}");
+    }
+    // Without ORDER BY: the same rows in some order, and the count in the tag.
+    let mut got = simple_rows(&client, "SELECT id FROM gather_t WHERE grp = 1").await;
+    got.sort();
+    let mut want = simple_rows(&plain, "SELECT id FROM gather_t_ref WHERE grp = 1").await;
+    want.sort();
+    assert_eq!(got, want);
+    let msgs = client
+        .simple_query("SELECT id FROM gather_t")
+        .await
+        .expect("all rows");
+    assert_eq!(tag(&msgs), 300);
+    // Aggregates across shards are refused, never answered wrongly; the session goes on.
+    for q in [
+        "SELECT count(*) FROM gather_t",
+        "SELECT grp, max(id) FROM gather_t GROUP BY grp",
+        "SELECT DISTINCT grp FROM gather_t",
+    ] {
+        let err = client.simple_query(q).await.expect_err(q);
+        assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{q}: {err}");
+    }
+    // With the whole key they run on its shard.
+    let r = simple_rows(&client, "SELECT count(*) FROM gather_t WHERE id = 5").await;
+    assert_eq!(r, vec![vec![Some("1".into())]]);
+    // Writes without the key reach every shard; the tag adds their counts up.
+    let msgs = client
+        .simple_query("UPDATE gather_t SET v = 'x' WHERE grp = 2")
+        .await
+        .expect("update everywhere");
+    assert_eq!(tag(&msgs), 60);
+    let msgs = client
+        .simple_query("DELETE FROM gather_t WHERE grp = 4")
+        .await
+        .expect("delete everywhere");
+    assert_eq!(tag(&msgs), 60);
+    assert_eq!(counts("gather_t").await.iter().sum::<i64>(), 240);
+    // RETURNING rows of a split INSERT come back in VALUES order.
+    let r = simple_rows(
+        &client,
+        "INSERT INTO gather_t (id, grp) VALUES (1001, 0), (1002, 0), (1003, 0), (1004, 0), \
+         (1005, 0) RETURNING id",
+    )
+    .await;
+    let ids: Vec<String> = r.into_iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(ids, ["1001", "1002", "1003", "1004", "1005"]);
+    client.batch_execute("DROP TABLE gather_t").await.expect("drop");
+    plain
+        .batch_execute("DROP TABLE gather_t_ref")
+        .await
+        .expect("drop ref");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_spans_shards() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "tx_cust").await;
+    client
+        .batch_execute(
+            "BEGIN; INSERT INTO tx_cust VALUES (1, 'a', 0); INSERT INTO tx_cust VALUES (2, 'b', 0); \
+             INSERT INTO tx_cust VALUES (3, 'c', 0); INSERT INTO tx_cust VALUES (4, 'd', 0)",
+        )
+        .await
+        .expect_err("several statements in one query string are refused");
+    client.batch_execute("ROLLBACK").await.ok();
+    client.simple_query("BEGIN").await.expect("begin");
+    for i in 1..=40 {
+        client
+            .simple_query(&format!("INSERT INTO tx_cust VALUES ({i}, 'x', 0)"))
+            .await
+            .unwrap_or_else(|e| panic!("insert {i}: {e}"));
+    }
+    // Inside the block the rows are visible through the proxy.
+    let seen = simple_rows(&client, "SELECT id FROM tx_cust WHERE cust_id = 17").await;
+    assert!(seen.is_empty() || seen.len() == 1);
+    client.simple_query("COMMIT").await.expect("commit");
+    assert_eq!(counts("tx_cust").await.iter().sum::<i64>(), 40);
+
+    client.simple_query("BEGIN").await.expect("begin");
+    for i in 41..=60 {
+        client
+            .simple_query(&format!("INSERT INTO tx_cust VALUES ({i}, 'y', 0)"))
+            .await
+            .unwrap_or_else(|e| panic!("insert {i}: {e}"));
+    }
+    client.simple_query("ROLLBACK").await.expect("rollback");
+    assert_eq!(counts("tx_cust").await.iter().sum::<i64>(), 40);
+    // Every connection went back: the session is idle on every shard.
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let open: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'shardwire' \
+                 AND state LIKE 'idle in transaction%'",
+                &[],
+            )
+            .await
+            .expect("activity")
+            .get(0);
+        assert_eq!(open, 0, "shard {i} has a connection left in a transaction");
+    }
+    client.batch_execute("DROP TABLE tx_cust").await.expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicated_tables_are_written_everywhere_and_read_once() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    client
+        .batch_execute("CREATE DUPLICATED TABLE dup_prod (id int PRIMARY KEY, name text)")
+        .await
+        .expect("create");
+    let msgs = client
+        .simple_query("INSERT INTO dup_prod VALUES (1, 'one'), (2, 'two')")
+        .await
+        .expect("insert");
+    assert_eq!(tag(&msgs), 2, "one copy's count");
+    assert_eq!(counts("dup_prod").await, vec![2; SHARDS]);
+    let r = simple_rows(&client, "SELECT name FROM dup_prod ORDER BY id").await;
+    assert_eq!(r, vec![vec![Some("one".into())], vec![Some("two".into())]]);
+    // A join of a sharded table with a duplicated one runs whole on the key's shard.
+    create_customers(&client, "dup_cust").await;
+    client
+        .simple_query("INSERT INTO dup_cust VALUES (5, 'five', 1)")
+        .await
+        .expect("insert customer");
+    let r = simple_rows(
+        &client,
+        "SELECT c.name, p.name FROM dup_cust c JOIN dup_prod p ON p.id = c.score WHERE c.cust_id = 5",
+    )
+    .await;
+    assert_eq!(r, vec![vec![Some("five".into()), Some("one".into())]]);
+    client
+        .batch_execute("DROP TABLE dup_cust; DROP TABLE dup_prod")
+        .await
+        .ok();
+    client.batch_execute("DROP TABLE IF EXISTS dup_cust").await.ok();
+    client.batch_execute("DROP TABLE IF EXISTS dup_prod").await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_failing_batch_leaves_the_session_usable() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "batch_cust").await;
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.expect("raw");
+    // psycopg's executemany: one Parse, 2,000 Bind/Execute, one Sync; the third row repeats
+    // the first row's key and fails.
+    raw.parse("ins", "INSERT INTO batch_cust (cust_id, name, score) VALUES ($1, $2, 0)");
+    for i in 1..=2000 {
+        let key = if i == 3 { "1".to_string() } else { i.to_string() };
+        raw.bind("", "ins", &[&key, "n"]).execute("");
+    }
+    raw.sync();
+    let replies = raw.round_trip().await;
+    assert!(
+        replies.contains(&Reply::Error(SqlState::UNIQUE_VIOLATION)),
+        "{:?}",
+        &replies[..replies.len().min(10)]
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')));
+    // Every kind of statement still runs on this connection: plain, keyed, admin, DDL.
+    let r = raw.query("SELECT 1").round_trip().await;
+    assert!(r.contains(&Reply::Row(vec![Some("1".into())])), "{r:?}");
+    let r = raw
+        .query("SELECT name FROM batch_cust WHERE cust_id = 1")
+        .round_trip()
+        .await;
+    assert!(r.contains(&Reply::Row(vec![Some("n".into())])), "{r:?}");
+    let r = raw.query("SHOW SHARDS").round_trip().await;
+    assert_eq!(r.last(), Some(&Reply::Ready(b'I')), "{r:?}");
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        raw.query("DROP TABLE batch_cust").round_trip(),
+    )
+    .await
+    .expect("DROP TABLE answers");
+    assert!(r.contains(&Reply::Complete("DROP TABLE".into())), "{r:?}");
+    raw.terminate().await;
+}
