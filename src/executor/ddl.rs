@@ -15,9 +15,13 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{CatalogError, RowMovement, ShardId, Snapshot, Table, TableKind, TableState};
+use crate::catalog::{
+    CatalogError, RowMovement, ShardId, Snapshot, Table, TableId, TableKind, TableState,
+};
 use crate::ddl::ast::{AlterRowMovement, CreateTable, CreateTablespaceSet, DropTablespaceSet};
-use crate::ddl::rewrite::{self, CreateOutcome, QualifiedName, RewriteError, ShardStatements};
+use crate::ddl::rewrite::{
+    self, CreateOutcome, QualifiedName, RewriteError, ShardStatements, TablePlan,
+};
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
 use crate::server::ServerCtx;
@@ -212,6 +216,7 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     validate_with_postgres_parser(&plan.per_shard)?;
     let entry = layout::new_table(&snapshot, &plan)?;
     let id = ctx.catalog.create_table(&entry).await?;
+    check_recorded_placement(ctx, id, &plan).await?;
     tracing::info!(table = %plan.layout.name, shards = plan.per_shard.len(), "creating table");
     if let Err(e) = run_on_shards(ctx, plan.per_shard).await {
         let outcome_unknown = matches!(
@@ -230,6 +235,29 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     }
     ctx.catalog.set_state(id, TableState::Active).await?;
     Ok("CREATE TABLE")
+}
+
+/// DROP, ALTER and CREATE INDEX reach the shards the catalog derives from the entry; a CREATE
+/// that put the table anywhere else would leave a copy no DROP removes. So the two must agree
+/// before anything runs (the entry is deleted again when they do not).
+async fn check_recorded_placement(
+    ctx: &ServerCtx,
+    id: TableId,
+    plan: &TablePlan,
+) -> Result<(), ExecError> {
+    let recorded = ctx.catalog.reload().await?.shards_of(id);
+    let planned: Vec<ShardId> = plan.per_shard.keys().copied().collect();
+    if recorded == planned {
+        return Ok(());
+    }
+    if let Err(e) = ctx.catalog.delete_table(id).await {
+        tracing::error!(table = %plan.layout.name, error = %e,
+            "placement mismatch and the catalog entry could not be removed; DROP TABLE removes it");
+    }
+    Err(ExecError::CatalogMismatch(format!(
+        "{} would be created on shards {planned:?} but recorded on {recorded:?}",
+        plan.layout.name
+    )))
 }
 
 /// `DROP TABLE a, b, …`: children may be dropped in the same statement as their parent when
