@@ -36,7 +36,9 @@ fn oracle_and_nosql_types_map_to_postgres() {
         ("CHAR(3)", "char(3)"),
         ("NCHAR(3)", "char(3)"),
         ("CHAR", "char"),
-        ("DATE", "timestamp(0)"),
+        // PostgreSQL's meaning unless `[ddl] oracle_date` (applied by the rewrite).
+        ("DATE", "date"),
+        ("DATE[]", "date[]"),
         ("TIMESTAMP", "timestamp"),
         ("TIMESTAMP(9)", "timestamp(6)"),
         ("TIMESTAMP(3)", "timestamp(3)"),

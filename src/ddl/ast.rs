@@ -2,7 +2,7 @@
 //! already mapped to PostgreSQL ([`DataType`]); expressions are kept as the user's source text so
 //! the rewrite can hand them to PostgreSQL unchanged.
 
-use super::types::{DataType, PgType};
+use super::types::{DataType, PgType, TypeOptions};
 
 /// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
 /// their case. `quoted` is kept so the rewrite can tell `"Orders"` from `orders` when it quotes.
@@ -87,6 +87,15 @@ pub struct CreateTable {
 }
 
 impl CreateTable {
+    /// The statement with its column types mapped under `options`.
+    pub fn with_type_options(&self, options: TypeOptions) -> CreateTable {
+        let mut table = self.clone();
+        for column in &mut table.columns {
+            column.data_type.pg = column.data_type.pg.clone().with_options(options);
+        }
+        table
+    }
+
     /// The sharding key columns as declared: the partitioning columns (the hash columns for
     /// composite sharding), else the NoSQL `SHARD(...)` columns, else the primary key. `None`
     /// for reference-partitioned children (their key is the parent's) and unsharded tables.

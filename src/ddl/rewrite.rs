@@ -47,6 +47,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::ast::{CreateTable, PartitionBound, RowMovement, SetMethod, Ttl};
+use super::types::TypeOptions;
 use super::layout;
 pub use super::rules::RewriteError;
 use crate::catalog::ShardId;
@@ -246,6 +247,8 @@ pub struct RewriteContext {
     pub default_schema: String,
     /// Existing sharded, duplicated and unsharded tables.
     pub tables: BTreeMap<QualifiedName, TableLayout>,
+    /// What `DATE` means (`[ddl] oracle_date`).
+    pub types: TypeOptions,
 }
 
 impl RewriteContext {
@@ -284,6 +287,7 @@ pub fn rewrite_create(
     ctx: &RewriteContext,
     table: &CreateTable,
 ) -> Result<CreateOutcome, RewriteError> {
+    let table = &table.with_type_options(ctx.types);
     let (name, nosql_parent) = layout::table_name(ctx, table)?;
     if ctx.table(&name).is_some() {
         return if table.if_not_exists {

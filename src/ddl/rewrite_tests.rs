@@ -4,6 +4,7 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 use crate::ddl::ast::SetMethod;
+use crate::ddl::types::TypeOptions;
 use crate::ddl::{parse, render, Statement};
 
 const CUSTOMERS: &str = "CREATE SHARDED TABLE customers
@@ -30,6 +31,7 @@ fn ctx() -> RewriteContext {
         chunks_per_shard: 2,
         default_schema: "public".into(),
         tables: BTreeMap::new(),
+        types: TypeOptions::default(),
     }
 }
 
