@@ -237,6 +237,43 @@ fn tablespace_set_statements() {
 }
 
 #[test]
+fn tablespace_statements() {
+    let sql = "create tablespace TBS1 on shard \"S1\";";
+    assert!(is_sharding_ddl(sql));
+    match parse(sql).unwrap() {
+        Statement::CreateTablespace(t) => {
+            assert_eq!(t.name.as_str(), "tbs1");
+            assert_eq!(t.shard.as_str(), "S1");
+        }
+        other => panic!("{other:?}"),
+    }
+    for (sql, if_exists) in [
+        ("DROP TABLESPACE tbs1", false),
+        ("drop tablespace if exists tbs1;", true),
+    ] {
+        match parse(sql).unwrap() {
+            Statement::DropTablespace(drop) => {
+                assert_eq!(drop.name.as_str(), "tbs1");
+                assert_eq!(drop.if_exists, if_exists, "{sql}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // PostgreSQL has DROP TABLESPACE too: whose it is depends on the catalog.
+        assert!(!is_sharding_ddl(sql), "{sql}");
+    }
+    let e = parse("CREATE TABLESPACE tbs1 ON SHARD").unwrap_err();
+    assert_eq!(e.sqlstate(), SqlState::SYNTAX_ERROR);
+    // PostgreSQL's own form stays PostgreSQL's.
+    for theirs in [
+        "CREATE TABLESPACE tbs1 LOCATION '/srv/pg'",
+        "CREATE TABLESPACE tbs1 OWNER app LOCATION '/srv/pg'",
+        "CREATE TABLESPACE \"on\" LOCATION '/srv/pg'",
+    ] {
+        assert!(!is_sharding_ddl(theirs), "{theirs}");
+    }
+}
+
+#[test]
 fn recognises_only_its_own_statements_from_the_first_keywords() {
     for ours in [
         "CREATE SHARDED TABLE t (a int)",

@@ -45,6 +45,8 @@ pub enum Statement {
     CreateTable(CreateTable),
     CreateTablespaceSet(CreateTablespaceSet),
     DropTablespaceSet(DropTablespaceSet),
+    CreateTablespace(CreateTablespace),
+    DropTablespace(DropTablespace),
     AlterRowMovement(AlterRowMovement),
 }
 
@@ -340,6 +342,21 @@ pub struct CreateTablespaceSet {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DropTablespaceSet {
+    pub name: Ident,
+    pub if_exists: bool,
+}
+
+/// `CREATE TABLESPACE name ON SHARD shard`: a tablespace of user-defined sharding, which is one
+/// shard. It lives in the catalog only; no shard gets a PostgreSQL tablespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTablespace {
+    pub name: Ident,
+    pub shard: Ident,
+}
+
+/// `DROP TABLESPACE [IF EXISTS] name` of a tablespace the catalog records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DropTablespace {
     pub name: Ident,
     pub if_exists: bool,
 }

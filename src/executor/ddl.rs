@@ -18,7 +18,10 @@ use super::layout::{self, DEFAULT_SCHEMA};
 use crate::catalog::{
     CatalogError, RowMovement, ShardId, Snapshot, Table, TableId, TableKind, TableState,
 };
-use crate::ddl::ast::{AlterRowMovement, CreateTable, CreateTablespaceSet, DropTablespaceSet};
+use crate::ddl::ast::{
+    AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
+    DropTablespaceSet,
+};
 use crate::ddl::rewrite::{
     self, CreateOutcome, QualifiedName, RewriteError, ShardStatements, TablePlan,
 };
@@ -94,6 +97,11 @@ pub enum ExecError {
     NotActive { table: String, state: TableState },
     #[error("shard \"{name}\" is not a configured shard")]
     UnknownShard { name: String },
+    #[error(
+        "tablespace \"{name}\" is declared in [[tablespaces]] of the configuration, which \
+         records it again whenever a proxy starts: remove it there instead"
+    )]
+    ConfiguredTablespace { name: String },
     /// PostgreSQL's parser refused a statement the rewrite produced: a column or constraint
     /// definition (DEFAULT, CHECK, …) PostgreSQL cannot read.
     #[error("{message} (in the PostgreSQL shardwire made of your statement: {statement})")]
@@ -123,6 +131,7 @@ impl ExecError {
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. }
             | ExecError::UnknownShard { .. }
+            | ExecError::ConfiguredTablespace { .. }
             | ExecError::InvalidDefinition { .. }
             | ExecError::CatalogMismatch(_) => None,
         }
@@ -142,7 +151,8 @@ impl ClientError for ExecError {
             ExecError::NotSharded { .. } => SqlState::WRONG_OBJECT_TYPE,
             ExecError::ChildWithoutRowMovement { .. }
             | ExecError::ParentWithRowMovement { .. }
-            | ExecError::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | ExecError::NotActive { .. }
+            | ExecError::ConfiguredTablespace { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
             ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
             ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
@@ -161,6 +171,8 @@ pub async fn execute(ctx: &ServerCtx, ddl: ProxyDdl) -> Result<String, ExecError
             Statement::CreateTable(t) => create_table(ctx, &t).await?,
             Statement::CreateTablespaceSet(s) => create_tablespace_set(ctx, &s).await?,
             Statement::DropTablespaceSet(s) => drop_tablespace_set(ctx, &s).await?,
+            Statement::CreateTablespace(t) => create_tablespace(ctx, &t).await?,
+            Statement::DropTablespace(t) => drop_tablespace(ctx, &t).await?,
             Statement::AlterRowMovement(a) => row_movement(ctx, &a).await?,
         },
         ProxyDdl::DropTables { tables } => drop_tables(ctx, &tables).await?,
@@ -459,4 +471,33 @@ async fn drop_tablespace_set(
         result => result?,
     }
     Ok("DROP TABLESPACE SET")
+}
+
+/// A tablespace is a name for one shard; nothing is created on the shard itself.
+async fn create_tablespace(
+    ctx: &ServerCtx,
+    t: &CreateTablespace,
+) -> Result<&'static str, ExecError> {
+    let snapshot = ctx.catalog.snapshot();
+    let shard = snapshot
+        .shard_by_name(&t.shard.value)
+        .ok_or_else(|| ExecError::UnknownShard {
+            name: t.shard.value.clone(),
+        })?;
+    ctx.catalog.create_tablespace(&t.name.value, shard.id).await?;
+    Ok("CREATE TABLESPACE")
+}
+
+async fn drop_tablespace(ctx: &ServerCtx, t: &DropTablespace) -> Result<&'static str, ExecError> {
+    let name = &t.name.value;
+    if ctx.config.tablespaces.iter().any(|ts| &ts.name == name) {
+        return Err(ExecError::ConfiguredTablespace { name: name.clone() });
+    }
+    match ctx.catalog.drop_tablespace(name).await {
+        Err(CatalogError::NoSuchTablespace(name)) if t.if_exists => {
+            tracing::info!(%name, "DROP TABLESPACE IF EXISTS: does not exist, skipping");
+        }
+        result => result?,
+    }
+    Ok("DROP TABLESPACE")
 }
