@@ -371,7 +371,11 @@ async fn user_defined(cluster: &LocalCluster) {
         "accounts",
     );
     let missing = range.shard(2).execute(insert, &[&5, &5]).await.unwrap_err();
-    assert_eq!(missing.code(), Some(&SqlState::UNDEFINED_TABLE), "{missing}");
+    assert_eq!(
+        missing.code(),
+        Some(&SqlState::UNDEFINED_TABLE),
+        "{missing}"
+    );
 
     // The list example with the one column Oracle accepts.
     let list = Shards::create(cluster, "list").await;

@@ -168,7 +168,11 @@ async fn mapped_types_are_the_postgres_types_users_expect() {
             )
             .await
             .unwrap();
-        assert_eq!(row.get::<_, String>(0), *expected, "{written} (oracle_date)");
+        assert_eq!(
+            row.get::<_, String>(0),
+            *expected,
+            "{written} (oracle_date)"
+        );
     }
 }
 

@@ -395,10 +395,7 @@ async fn read_back(client: &Client, table: &str, column: &str) -> (Type, String)
     let sql = format!("SELECT {column} FROM {table}");
     let statement = client.prepare(&sql).await.unwrap();
     let text = rows(client, &sql).await;
-    (
-        statement.columns()[0].type_().clone(),
-        text[0][0].clone(),
-    )
+    (statement.columns()[0].type_().clone(), text[0][0].clone())
 }
 
 #[tokio::test]

@@ -176,12 +176,19 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
     // The two runs share the catalog, so they run one after the other in one test.
     let proxy = proxy_without_configured_tablespaces();
     let create: String = (1..=6)
-        .map(|i| format!("CREATE TABLESPACE ts{i} ON SHARD {};\n", tablespace_shard(i)))
+        .map(|i| {
+            format!(
+                "CREATE TABLESPACE ts{i} ON SHARD {};\n",
+                tablespace_shard(i)
+            )
+        })
         .collect();
     let out = succeeded(proxy.psql(&create));
     assert_eq!(out.matches("CREATE TABLESPACE").count(), 6, "{out}");
     seed_examples(&proxy).await;
-    let drop: String = (1..=6).map(|i| format!("DROP TABLESPACE ts{i};\n")).collect();
+    let drop: String = (1..=6)
+        .map(|i| format!("DROP TABLESPACE ts{i};\n"))
+        .collect();
     let out = succeeded(proxy.psql(&drop));
     assert_eq!(out.matches("DROP TABLESPACE").count(), 6, "{out}");
     std::mem::drop(proxy);

@@ -66,7 +66,11 @@ async fn tablespaces_are_made_and_dropped_in_sql() {
     assert_eq!(e.code(), &SqlState::UNDEFINED_OBJECT, "{}", e.message());
     assert!(e.message().contains("s9"), "{}", e.message());
     for existing in ["tsq_a", "tsq_cfg"] {
-        let e = refused(&client, &format!("CREATE TABLESPACE {existing} ON SHARD s2")).await;
+        let e = refused(
+            &client,
+            &format!("CREATE TABLESPACE {existing} ON SHARD s2"),
+        )
+        .await;
         assert_eq!(e.code(), &SqlState::DUPLICATE_OBJECT, "{}", e.message());
         assert!(e.message().contains(existing), "{}", e.message());
     }

@@ -261,7 +261,10 @@ impl<'a> Parser<'a> {
                 self.expect_kw("on")?;
                 self.expect_kw("shard")?;
                 let shard = self.ident()?;
-                Ok(Statement::CreateTablespace(CreateTablespace { name, shard }))
+                Ok(Statement::CreateTablespace(CreateTablespace {
+                    name,
+                    shard,
+                }))
             } else {
                 Err(self.unexpected())
             }

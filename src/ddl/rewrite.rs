@@ -47,9 +47,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::ast::{CreateTable, PartitionBound, RowMovement, SetMethod, Ttl};
-use super::types::TypeOptions;
 use super::layout;
 pub use super::rules::RewriteError;
+use super::types::TypeOptions;
 use crate::catalog::ShardId;
 
 /// A table's schema and name, as PostgreSQL stores them (already folded).

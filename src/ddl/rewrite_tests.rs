@@ -133,7 +133,10 @@ fn composite_table_lives_only_where_its_partition_sets_have_chunks() {
     )
     .unwrap();
     assert_eq!(plan.layout.shards, [2, 3].map(ShardId));
-    assert_eq!(plan.per_shard.keys().copied().collect::<Vec<_>>(), [2, 3].map(ShardId));
+    assert_eq!(
+        plan.per_shard.keys().copied().collect::<Vec<_>>(),
+        [2, 3].map(ShardId)
+    );
 }
 
 #[test]
@@ -260,7 +263,10 @@ fn user_defined_range_places_partitions_and_the_table_by_tablespace() {
     );
     // A shard without partitions gets nothing: DROP goes where the catalog places the table.
     assert_eq!(plan.layout.shards, [0, 1].map(ShardId));
-    assert_eq!(plan.per_shard.keys().copied().collect::<Vec<_>>(), [0, 1].map(ShardId));
+    assert_eq!(
+        plan.per_shard.keys().copied().collect::<Vec<_>>(),
+        [0, 1].map(ShardId)
+    );
     assert_eq!(
         plan.layout.partitions[0].placement,
         PartitionPlacement::Tablespace {

@@ -67,7 +67,10 @@ pub enum PgType {
     /// `DATE`, as written; [`PgType::with_options`] decides what it means.
     Date,
     /// A mapped type with array bounds after it (`DATE[]`, `NUMBER(5)[3]`), the bounds as written.
-    Array { element: Box<PgType>, bounds: String },
+    Array {
+        element: Box<PgType>,
+        bounds: String,
+    },
     /// A PostgreSQL type, as the user wrote it.
     Native(String),
 }

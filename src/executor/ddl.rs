@@ -484,7 +484,9 @@ async fn create_tablespace(
         .ok_or_else(|| ExecError::UnknownShard {
             name: t.shard.value.clone(),
         })?;
-    ctx.catalog.create_tablespace(&t.name.value, shard.id).await?;
+    ctx.catalog
+        .create_tablespace(&t.name.value, shard.id)
+        .await?;
     Ok("CREATE TABLESPACE")
 }
 
