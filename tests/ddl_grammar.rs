@@ -36,7 +36,9 @@ fn oracle_and_nosql_types_map_to_postgres() {
         ("CHAR(3)", "char(3)"),
         ("NCHAR(3)", "char(3)"),
         ("CHAR", "char"),
-        ("DATE", "timestamp(0)"),
+        // PostgreSQL's meaning unless `[ddl] oracle_date` (applied by the rewrite).
+        ("DATE", "date"),
+        ("DATE[]", "date[]"),
         ("TIMESTAMP", "timestamp"),
         ("TIMESTAMP(9)", "timestamp(6)"),
         ("TIMESTAMP(3)", "timestamp(3)"),
@@ -232,6 +234,43 @@ fn tablespace_set_statements() {
         other => panic!("{other:?}"),
     }
     assert!(is_sharding_ddl("  /* c */ DROP TABLESPACE SET ts1"));
+}
+
+#[test]
+fn tablespace_statements() {
+    let sql = "create tablespace TBS1 on shard \"S1\";";
+    assert!(is_sharding_ddl(sql));
+    match parse(sql).unwrap() {
+        Statement::CreateTablespace(t) => {
+            assert_eq!(t.name.as_str(), "tbs1");
+            assert_eq!(t.shard.as_str(), "S1");
+        }
+        other => panic!("{other:?}"),
+    }
+    for (sql, if_exists) in [
+        ("DROP TABLESPACE tbs1", false),
+        ("drop tablespace if exists tbs1;", true),
+    ] {
+        match parse(sql).unwrap() {
+            Statement::DropTablespace(drop) => {
+                assert_eq!(drop.name.as_str(), "tbs1");
+                assert_eq!(drop.if_exists, if_exists, "{sql}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // PostgreSQL has DROP TABLESPACE too: whose it is depends on the catalog.
+        assert!(!is_sharding_ddl(sql), "{sql}");
+    }
+    let e = parse("CREATE TABLESPACE tbs1 ON SHARD").unwrap_err();
+    assert_eq!(e.sqlstate(), SqlState::SYNTAX_ERROR);
+    // PostgreSQL's own form stays PostgreSQL's.
+    for theirs in [
+        "CREATE TABLESPACE tbs1 LOCATION '/srv/pg'",
+        "CREATE TABLESPACE tbs1 OWNER app LOCATION '/srv/pg'",
+        "CREATE TABLESPACE \"on\" LOCATION '/srv/pg'",
+    ] {
+        assert!(!is_sharding_ddl(theirs), "{theirs}");
+    }
 }
 
 #[test]

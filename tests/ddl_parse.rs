@@ -60,7 +60,7 @@ fn seed_system_managed_customers_and_reference_partitioned_orders() {
             ("address", "varchar(250)".into()),
             ("region", "varchar(20)".into()),
             ("class", "varchar(3)".into()),
-            ("signup", "timestamp(0)".into()),
+            ("signup", "date".into()),
         ]
     );
     assert!(customers.column("cust_id").unwrap().not_null());
@@ -98,10 +98,7 @@ fn seed_system_managed_customers_and_reference_partitioned_orders() {
     assert_eq!(names(fk.1), ["custno", "name"]);
     assert_eq!(fk.2.table.name().as_str(), "customers");
     assert_eq!(names(&fk.2.columns), ["cust_id", "name"]);
-    assert_eq!(
-        pg_types(orders)[3],
-        ("orderdate", "timestamp(0)".to_string())
-    );
+    assert_eq!(pg_types(orders)[3], ("orderdate", "date".to_string()));
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use shardwire::ddl::types::TypeOptions;
 use shardwire::ddl::{ColumnConstraintBody, ConstraintBody};
 use tokio_postgres::NoTls;
 
@@ -106,7 +107,8 @@ async fn mapped_types_are_the_postgres_types_users_expect() {
         ("VARCHAR2(50 BYTE)", "character varying(50)"),
         ("NVARCHAR2(20)", "character varying(20)"),
         ("NCHAR(3)", "character(3)"),
-        ("DATE", "timestamp(0) without time zone"),
+        ("DATE", "date"),
+        ("DATE[]", "date[]"),
         ("TIMESTAMP(9)", "timestamp(6) without time zone"),
         ("TIMESTAMP WITH LOCAL TIME ZONE", "timestamp with time zone"),
         ("RAW(16)", "bytea"),
@@ -139,6 +141,38 @@ async fn mapped_types_are_the_postgres_types_users_expect() {
             .await
             .unwrap();
         assert_eq!(row.get::<_, String>(0), *expected, "{written}");
+    }
+    // Oracle's meaning, when the configuration asks for it.
+    let oracle = TypeOptions { oracle_date: true };
+    for (i, (written, expected)) in [
+        ("DATE", "timestamp(0) without time zone"),
+        ("DATE[]", "timestamp(0) without time zone[]"),
+        ("date", "timestamp(0) without time zone"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let t = create(&format!(
+            "CREATE SHARDED TABLE t (k {written}, PRIMARY KEY (k))"
+        ));
+        let pg = t.columns[0].data_type.pg.clone().with_options(oracle);
+        client
+            .batch_execute(&format!("CREATE TABLE o{i} (k {pg})"))
+            .await
+            .unwrap_or_else(|e| panic!("{written} → {pg}: {e}"));
+        let row = client
+            .query_one(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+                 WHERE attrelid = $1::text::regclass AND attname = 'k'",
+                &[&format!("o{i}")],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            row.get::<_, String>(0),
+            *expected,
+            "{written} (oracle_date)"
+        );
     }
 }
 

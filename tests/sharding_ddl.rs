@@ -11,6 +11,7 @@ use common::{shards, TestProxy};
 use sharding_common::{catalog_tables, hash_tree, rows, tree};
 use shardwire::router::hash::{partition_hash, remainder, KeyType, KeyValue};
 use tokio_postgres::error::{DbError, ErrorPosition, SqlState};
+use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 /// Runs `sql` through the proxy and returns the error it must fail with.
@@ -387,4 +388,62 @@ async fn a_table_created_through_one_proxy_is_usable_through_another() {
 
     run(&b, "DROP TABLE tp_t").await;
     assert_nowhere("tp_t").await;
+}
+
+/// The type a client sees for `column` of `table` through the proxy, and its value as text.
+async fn read_back(client: &Client, table: &str, column: &str) -> (Type, String) {
+    let sql = format!("SELECT {column} FROM {table}");
+    let statement = client.prepare(&sql).await.unwrap();
+    let text = rows(client, &sql).await;
+    (statement.columns()[0].type_().clone(), text[0][0].clone())
+}
+
+#[tokio::test]
+async fn date_is_postgres_date_unless_the_configuration_asks_for_oracle_dates() {
+    let postgres_meaning = TestProxy::start();
+    let oracle_meaning = TestProxy::start_with(|c| c.ddl.oracle_date = true);
+    let cases = [
+        (&postgres_meaning, "dd_pg", Type::DATE, "2006-10-01", "date"),
+        (
+            &oracle_meaning,
+            "dd_oracle",
+            Type::TIMESTAMP,
+            "2006-10-01 00:00:00",
+            "timestamp(0) without time zone",
+        ),
+    ];
+    let s1 = shards().connect(0).await;
+    for (proxy, table, client_type, text, shard_type) in cases {
+        let client = proxy.connect().await;
+        run(
+            &client,
+            &format!(
+                "CREATE DUPLICATED TABLE {table} (id NUMBER PRIMARY KEY, name VARCHAR2(20), \
+                 enroll_date date)"
+            ),
+        )
+        .await;
+        run(
+            &client,
+            &format!("INSERT INTO {table} VALUES (1, 'Ann', DATE '2006-10-01')"),
+        )
+        .await;
+        assert_eq!(
+            read_back(&client, table, "enroll_date").await,
+            (client_type, text.to_owned()),
+            "{table}"
+        );
+        let on_shard: String = s1
+            .query_one(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute \
+                 WHERE attrelid = $1::text::regclass AND attname = 'enroll_date'",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(on_shard, shard_type, "{table}");
+        run(&client, &format!("DROP TABLE {table}")).await;
+        assert_nowhere(table).await;
+    }
 }

@@ -4,7 +4,9 @@
 //! (through the proxy) before the next.
 //!
 //! Placement: tablespace set ts1 = (s1, s2), ts2 = (s2), created through the proxy; tablespaces
-//! ts1…ts6 alternate s1, s2 (configuration); two chunks per shard.
+//! ts1…ts6 alternate s1, s2; two chunks per shard. The examples run twice: first on a proxy
+//! whose configuration has no `[[tablespaces]]`, after `CREATE TABLESPACE … ON SHARD …` (as on
+//! `shardwire dev` with no file edited), then with the tablespaces in the configuration.
 
 mod common;
 mod sharding_common;
@@ -102,15 +104,31 @@ const NOSQL_SHARD_KEY: [&str; 2] = [
 )",
 ];
 
-fn proxy() -> TestProxy {
+/// The shard of tablespace `ts{i}`.
+fn tablespace_shard(i: u32) -> &'static str {
+    if i % 2 == 1 {
+        "s1"
+    } else {
+        "s2"
+    }
+}
+
+fn proxy_with_configured_tablespaces() -> TestProxy {
     TestProxy::start_with(|c| {
         c.proxy.chunks_per_shard = 2;
         c.tablespaces = (1..=6)
             .map(|i| TablespaceConfig {
                 name: format!("ts{i}"),
-                shard: if i % 2 == 1 { "s1" } else { "s2" }.into(),
+                shard: tablespace_shard(i).into(),
             })
             .collect();
+    })
+}
+
+fn proxy_without_configured_tablespaces() -> TestProxy {
+    TestProxy::start_with(|c| {
+        c.proxy.chunks_per_shard = 2;
+        assert!(c.tablespaces.is_empty());
     })
 }
 
@@ -155,7 +173,30 @@ async fn assert_refused(proxy: &TestProxy, shards: &Shards, sql: &str, table: &s
 
 #[tokio::test]
 async fn seed_examples_run_verbatim_through_the_proxy() {
-    let proxy = proxy();
+    // The two runs share the catalog, so they run one after the other in one test.
+    let proxy = proxy_without_configured_tablespaces();
+    let create: String = (1..=6)
+        .map(|i| {
+            format!(
+                "CREATE TABLESPACE ts{i} ON SHARD {};\n",
+                tablespace_shard(i)
+            )
+        })
+        .collect();
+    let out = succeeded(proxy.psql(&create));
+    assert_eq!(out.matches("CREATE TABLESPACE").count(), 6, "{out}");
+    seed_examples(&proxy).await;
+    let drop: String = (1..=6)
+        .map(|i| format!("DROP TABLESPACE ts{i};\n"))
+        .collect();
+    let out = succeeded(proxy.psql(&drop));
+    assert_eq!(out.matches("DROP TABLESPACE").count(), 6, "{out}");
+    std::mem::drop(proxy);
+
+    seed_examples(&proxy_with_configured_tablespaces()).await;
+}
+
+async fn seed_examples(proxy: &TestProxy) {
     let shards = Shards::connect().await;
     succeeded(proxy.psql(
         "CREATE TABLESPACE SET ts1 USING SHARDS (s1, s2);
@@ -214,7 +255,7 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
 
     // Composite: a multi-column LIST partition-set key is Oracle's error; RANGE works.
     assert_refused(
-        &proxy,
+        proxy,
         &shards,
         SEED_COMPOSITE_LIST_TWO_COLUMNS,
         "customers",
@@ -262,7 +303,7 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
 
     // User-defined: a multi-column LIST is Oracle's error; multi-column RANGE works.
     assert_refused(
-        &proxy,
+        proxy,
         &shards,
         SEED_USER_DEFINED_LIST_TWO_COLUMNS,
         "accounts",
@@ -293,8 +334,9 @@ async fn seed_examples_run_verbatim_through_the_proxy() {
     succeeded(proxy.psql("DROP TABLE accounts;"));
     shards.assert_absent("accounts").await;
 
-    seed_row_movement(&proxy, &client, &shards).await;
-    seed_nosql(&proxy, &client, &shards).await;
+    seed_row_movement(proxy, &client, &shards).await;
+    seed_nosql(proxy, &client, &shards).await;
+    succeeded(proxy.psql("DROP TABLESPACE SET ts1; DROP TABLESPACE SET ts2;"));
 }
 
 /// seeds/004's ALTER TABLE … ROW MOVEMENT examples: on any table, and in a family from the

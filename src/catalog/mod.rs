@@ -57,8 +57,18 @@ pub enum CatalogError {
     NoSuchTablespaceSet(String),
     #[error("tablespace set {0} was dropped meanwhile")]
     TablespaceSetGone(TablespaceSetId),
-    #[error("tablespace \"{0}\" does not exist: declare it in [[tablespaces]]")]
+    #[error(
+        "tablespace \"{0}\" does not exist: create it with CREATE TABLESPACE {0} ON SHARD \
+         <shard>, or declare it in [[tablespaces]]"
+    )]
     NoSuchTablespace(String),
+    #[error("tablespace \"{0}\" already exists")]
+    TablespaceExists(String),
+    #[error(
+        "cannot drop tablespace \"{name}\": partitions of tables use it ({}); drop them first",
+        tables.join(", ")
+    )]
+    TablespaceInUse { name: String, tables: Vec<String> },
     #[error(
         "cannot drop tablespace set \"{name}\": tables use it ({}); drop them first",
         tables.join(", ")
@@ -96,10 +106,12 @@ impl CatalogError {
             | CatalogError::NoSuchTablespace(_) => SqlState::UNDEFINED_OBJECT,
             CatalogError::TableExists { .. } => SqlState::DUPLICATE_TABLE,
             CatalogError::NoSuchTable(_) => SqlState::UNDEFINED_TABLE,
-            CatalogError::TablespaceSetExists(_) => SqlState::DUPLICATE_OBJECT,
-            CatalogError::TablespaceSetInUse { .. } | CatalogError::HasChildren { .. } => {
-                SqlState::DEPENDENT_OBJECTS_STILL_EXIST
+            CatalogError::TablespaceSetExists(_) | CatalogError::TablespaceExists(_) => {
+                SqlState::DUPLICATE_OBJECT
             }
+            CatalogError::TablespaceSetInUse { .. }
+            | CatalogError::TablespaceInUse { .. }
+            | CatalogError::HasChildren { .. } => SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
             CatalogError::InvalidTransition { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             CatalogError::InvalidEntry(_) => SqlState::INVALID_TABLE_DEFINITION,
         }
@@ -228,6 +240,21 @@ impl Catalog {
     /// Drops a tablespace set; refused while a table or partition set uses it.
     pub async fn drop_tablespace_set(&self, name: &str) -> Result<(), CatalogError> {
         store::drop_tablespace_set(&mut *self.client().await?, name).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Records a tablespace of user-defined sharding on `shard`.
+    pub async fn create_tablespace(&self, name: &str, shard: ShardId) -> Result<(), CatalogError> {
+        let shard = store::shard_names(&[shard], &self.shard_names)?.remove(0);
+        store::create_tablespace(&mut *self.client().await?, name, &shard).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Drops a tablespace; refused while a partition uses it.
+    pub async fn drop_tablespace(&self, name: &str) -> Result<(), CatalogError> {
+        store::drop_tablespace(&mut *self.client().await?, name).await?;
         self.refresh().await;
         Ok(())
     }

@@ -527,6 +527,66 @@ pub(super) async fn drop_tablespace_set(
     Ok(())
 }
 
+/// Tablespaces made in SQL share the table with those of `[[tablespaces]]`: one namespace, and
+/// one foreign key from the partitions that use them.
+pub(super) async fn create_tablespace(
+    client: &mut Client,
+    name: &str,
+    shard: &str,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "INSERT INTO shardwire_catalog.tablespace (name, shard) VALUES ($1, $2)",
+        &[&name, &shard],
+    )
+    .await
+    .map_err(on_violation(SqlState::UNIQUE_VIOLATION, || {
+        CatalogError::TablespaceExists(name.to_string())
+    }))?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Drops a tablespace; refused while a user-defined partition uses it. The row lock makes a
+/// concurrent CREATE that uses the tablespace either finish first (and be seen here) or fail on
+/// its foreign key.
+pub(super) async fn drop_tablespace(client: &mut Client, name: &str) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    tx.query_opt(
+        "SELECT 1 FROM shardwire_catalog.tablespace WHERE name = $1 FOR UPDATE",
+        &[&name],
+    )
+    .await?
+    .ok_or_else(|| CatalogError::NoSuchTablespace(name.to_string()))?;
+    let users: Vec<String> = tx
+        .query(
+            "SELECT t.schema_name || '.' || t.table_name FROM shardwire_catalog.table_entry t
+             WHERE t.id IN (SELECT table_id FROM shardwire_catalog.user_partition
+                            WHERE tablespace = $1)
+             ORDER BY t.id",
+            &[&name],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !users.is_empty() {
+        return Err(CatalogError::TablespaceInUse {
+            name: name.to_string(),
+            tables: users,
+        });
+    }
+    tx.execute(
+        "DELETE FROM shardwire_catalog.tablespace WHERE name = $1",
+        &[&name],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// A bound as stored: its kind, the values per tuple, and every value as an SQL literal.
 pub(super) fn encode_bound(bound: &PartitionBound) -> (&'static str, i32, Vec<String>) {
     let (kind, tuples): (_, Vec<&[BoundValue]>) = match bound {

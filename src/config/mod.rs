@@ -30,6 +30,26 @@ pub struct Config {
     pub pool: PoolConfig,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
+    #[serde(default)]
+    pub ddl: DdlConfig,
+}
+
+/// How sharding DDL is read.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DdlConfig {
+    /// `DATE` means Oracle's date and time of day (`timestamp(0)`) rather than PostgreSQL's
+    /// `date`, in the statements the proxy rewrites.
+    #[serde(default)]
+    pub oracle_date: bool,
+}
+
+impl DdlConfig {
+    pub fn type_options(&self) -> crate::ddl::types::TypeOptions {
+        crate::ddl::types::TypeOptions {
+            oracle_date: self.oracle_date,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -2,7 +2,7 @@
 //! already mapped to PostgreSQL ([`DataType`]); expressions are kept as the user's source text so
 //! the rewrite can hand them to PostgreSQL unchanged.
 
-use super::types::{DataType, PgType};
+use super::types::{DataType, PgType, TypeOptions};
 
 /// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
 /// their case. `quoted` is kept so the rewrite can tell `"Orders"` from `orders` when it quotes.
@@ -45,6 +45,8 @@ pub enum Statement {
     CreateTable(CreateTable),
     CreateTablespaceSet(CreateTablespaceSet),
     DropTablespaceSet(DropTablespaceSet),
+    CreateTablespace(CreateTablespace),
+    DropTablespace(DropTablespace),
     AlterRowMovement(AlterRowMovement),
 }
 
@@ -87,6 +89,15 @@ pub struct CreateTable {
 }
 
 impl CreateTable {
+    /// The statement with its column types mapped under `options`.
+    pub fn with_type_options(&self, options: TypeOptions) -> CreateTable {
+        let mut table = self.clone();
+        for column in &mut table.columns {
+            column.data_type.pg = column.data_type.pg.clone().with_options(options);
+        }
+        table
+    }
+
     /// The sharding key columns as declared: the partitioning columns (the hash columns for
     /// composite sharding), else the NoSQL `SHARD(...)` columns, else the primary key. `None`
     /// for reference-partitioned children (their key is the parent's) and unsharded tables.
@@ -331,6 +342,21 @@ pub struct CreateTablespaceSet {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DropTablespaceSet {
+    pub name: Ident,
+    pub if_exists: bool,
+}
+
+/// `CREATE TABLESPACE name ON SHARD shard`: a tablespace of user-defined sharding, which is one
+/// shard. It lives in the catalog only; no shard gets a PostgreSQL tablespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTablespace {
+    pub name: Ident,
+    pub shard: Ident,
+}
+
+/// `DROP TABLESPACE [IF EXISTS] name` of a tablespace the catalog records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DropTablespace {
     pub name: Ident,
     pub if_exists: bool,
 }

@@ -242,8 +242,19 @@ fn chunk_map(
     Ok(ChunkMap::spread(modulus, shards))
 }
 
-fn sorted(shards: &[ShardId]) -> Vec<ShardId> {
-    let mut v = shards.to_vec();
+/// The shards that hold rows of a sharded table: those its chunks, partition sets' chunks and
+/// partitions are on, ascending. Only these get the table: `Snapshot::shards_of` derives the
+/// same set from the catalog entry, and DROP, ALTER and CREATE INDEX go there, so a shard
+/// outside it would keep an empty copy that no DROP removes.
+fn placed_shards(chunks: Option<&ChunkMap>, partitions: &[PartitionPlan]) -> Vec<ShardId> {
+    let mut v: Vec<ShardId> = chunks
+        .into_iter()
+        .flat_map(|c| c.0.iter().copied())
+        .chain(partitions.iter().flat_map(|p| match &p.placement {
+            PartitionPlacement::Tablespace { shard, .. } => vec![*shard],
+            PartitionPlacement::TablespaceSet { chunks, .. } => chunks.0.clone(),
+        }))
+        .collect();
     v.sort();
     v.dedup();
     v
@@ -327,12 +338,13 @@ fn sharded_layout(
             if shards.is_empty() {
                 return Err(RewriteError::NoShards);
             }
+            let chunks = chunk_map(ctx, count, &shards)?;
             Ok(TableLayout {
                 method: Some(ShardingMethod::ConsistentHash),
                 key: columns(&table.sharding_key().unwrap_or_default()),
-                chunks: Some(chunk_map(ctx, count, &shards)?),
+                shards: placed_shards(Some(&chunks), &[]),
+                chunks: Some(chunks),
                 tablespace_set: set,
-                shards: sorted(&shards),
                 ..base
             })
         }
@@ -342,8 +354,8 @@ fn sharded_layout(
             Ok(TableLayout {
                 method: Some(ShardingMethod::List),
                 key: columns(&[column]),
+                shards: placed_shards(None, &partitions),
                 partitions,
-                shards: ctx.all_shards(),
                 ..base
             })
         }
@@ -356,8 +368,8 @@ fn sharded_layout(
             Ok(TableLayout {
                 method: Some(ShardingMethod::Range),
                 key: columns(&cols.iter().collect::<Vec<_>>()),
+                shards: placed_shards(None, &partitions),
                 partitions,
-                shards: ctx.all_shards(),
                 ..base
             })
         }
@@ -392,8 +404,8 @@ fn sharded_layout(
                 method: Some(ShardingMethod::Composite(*set_method)),
                 key: columns(&hash_columns.iter().collect::<Vec<_>>()),
                 set_key: columns(&set_columns.iter().collect::<Vec<_>>()),
+                shards: placed_shards(None, &sets),
                 partitions: sets,
-                shards: ctx.all_shards(),
                 ..base
             })
         }

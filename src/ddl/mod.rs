@@ -10,7 +10,8 @@
 //! may end with `;`.
 //!
 //! ```text
-//! statement    := create_table | create_ts_set | drop_ts_set | alter_movement
+//! statement    := create_table | create_ts_set | drop_ts_set | create_ts | drop_ts
+//!               | alter_movement
 //!
 //! create_table := CREATE [SHARDED | DUPLICATED] TABLE [IF NOT EXISTS] name
 //!                 '(' element {',' element} ')' {table_clause}
@@ -45,6 +46,8 @@
 //! create_ts_set:= CREATE TABLESPACE SET ident [IN SHARDSPACE ident]
 //!                 [USING SHARDS '(' idents ')'] [USING TEMPLATE '(' … ')']
 //! drop_ts_set  := DROP TABLESPACE SET [IF EXISTS] ident
+//! create_ts    := CREATE TABLESPACE ident ON SHARD ident
+//! drop_ts      := DROP TABLESPACE [IF EXISTS] ident
 //! alter_movement := ALTER TABLE name (ENABLE | DISABLE) ROW MOVEMENT
 //! name         := ident {'.' ident}
 //! ```
@@ -221,8 +224,12 @@ impl DdlError {
 }
 
 /// Whether `sql` is a statement this parser owns, decided from its first keywords only:
-/// `CREATE SHARDED|DUPLICATED TABLE`, `CREATE|DROP TABLESPACE SET`, and
-/// `ALTER TABLE name ENABLE|DISABLE ROW MOVEMENT`.
+/// `CREATE SHARDED|DUPLICATED TABLE`, `CREATE|DROP TABLESPACE SET`, `CREATE TABLESPACE name ON
+/// SHARD`, and `ALTER TABLE name ENABLE|DISABLE ROW MOVEMENT`.
+///
+/// `DROP TABLESPACE name` is PostgreSQL's too; it is ours only when the catalog records `name`,
+/// which the caller decides (the parser reads it either way). PostgreSQL's own
+/// `CREATE TABLESPACE name [OWNER …] LOCATION '…'` has no `ON SHARD` and is not ours.
 ///
 /// A plain `CREATE TABLE` in Oracle NoSQL syntax cannot be recognised this way: parse every
 /// `CREATE TABLE` with [`parse`] and take the result when it succeeds with
@@ -242,7 +249,13 @@ pub fn is_sharding_ddl(sql: &str) -> bool {
             Some(t) if t.is_keyword("sharded") || t.is_keyword("duplicated") => {
                 keyword(tokens.next(), &["table"])
             }
-            Some(t) if t.is_keyword("tablespace") => keyword(tokens.next(), &["set"]),
+            Some(t) if t.is_keyword("tablespace") => match tokens.next() {
+                Some(t) if t.is_keyword("set") => true,
+                Some(t) if matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent) => {
+                    keyword(tokens.next(), &["on"]) && keyword(tokens.next(), &["shard"])
+                }
+                _ => false,
+            },
             _ => false,
         }
     } else if first.is_keyword("drop") {

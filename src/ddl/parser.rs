@@ -254,23 +254,33 @@ impl<'a> Parser<'a> {
             } else if self.eat_kw("table") {
                 self.create_table(TableKind::Plain, start)
             } else if self.eat_kw("tablespace") {
-                self.expect_kw("set")?;
-                self.create_tablespace_set()
+                if self.eat_kw("set") {
+                    return self.create_tablespace_set();
+                }
+                let name = self.ident()?;
+                self.expect_kw("on")?;
+                self.expect_kw("shard")?;
+                let shard = self.ident()?;
+                Ok(Statement::CreateTablespace(CreateTablespace {
+                    name,
+                    shard,
+                }))
             } else {
                 Err(self.unexpected())
             }
         } else if self.eat_kw("drop") {
             self.expect_kw("tablespace")?;
-            self.expect_kw("set")?;
+            let set = self.eat_kw("set");
             let if_exists = self.eat_kw("if");
             if if_exists {
                 self.expect_kw("exists")?;
             }
             let name = self.ident()?;
-            Ok(Statement::DropTablespaceSet(DropTablespaceSet {
-                name,
-                if_exists,
-            }))
+            Ok(if set {
+                Statement::DropTablespaceSet(DropTablespaceSet { name, if_exists })
+            } else {
+                Statement::DropTablespace(DropTablespace { name, if_exists })
+            })
         } else if self.eat_kw("alter") {
             self.expect_kw("table")?;
             let table = self.object_name()?;

@@ -6,19 +6,19 @@
 //! - **Consistent hash** (`PARTITION BY CONSISTENT HASH`, a NoSQL `SHARD(...)` key, or a sharded
 //!   table's primary key): M chunks, M = `PARTITIONS n` or `chunks_per_shard` × the shards of
 //!   the table's tablespace set (every shard when none is named). Chunk k lives on shard
-//!   `set[k mod S]`, S the number of shards in the set, in the set's order. Every shard of the set
-//!   gets `CREATE TABLE t (…) PARTITION BY HASH (key…)` and one
+//!   `set[k mod S]`, S the number of shards in the set, in the set's order. Every shard that owns
+//!   a chunk gets `CREATE TABLE t (…) PARTITION BY HASH (key…)` and one
 //!   `CREATE TABLE t_c<k> PARTITION OF t FOR VALUES WITH (MODULUS M, REMAINDER k)` per chunk it
-//!   owns (a shard of the set that owns no chunk, when n < S, still gets the empty table).
-//! - **User-defined list / range**: the partitioned table on *every* shard, so queries that
-//!   reach any shard find it, with only the partitions whose `TABLESPACE` maps to that shard,
-//!   each named `t_<partition>`. Oracle's `VALUES LESS THAN (x)` becomes
+//!   owns (a shard of the set that owns no chunk, when n < S, gets nothing).
+//! - **User-defined list / range**: the partitioned table on the shards its partitions'
+//!   tablespaces are on, each with only the partitions whose `TABLESPACE` maps to it, each named
+//!   `t_<partition>`. Oracle's `VALUES LESS THAN (x)` becomes
 //!   `FROM (previous bound, or MINVALUE…) TO (x)`; a MAXVALUE makes every later column MAXVALUE,
 //!   as PostgreSQL requires and as Oracle compares. A list value `DEFAULT` is the default
 //!   partition.
-//! - **Composite**: the table on every shard, `PARTITION BY LIST|RANGE` on the partition-set
-//!   key; each partition set is a partition `t_<set>` on the shards of its tablespace set that
-//!   own at least one of its chunks, itself `PARTITION BY HASH` on the sharding key with its own
+//! - **Composite**: the table on every shard that owns a chunk of one of its partition sets,
+//!   `PARTITION BY LIST|RANGE` on the partition-set key; each partition set is a partition
+//!   `t_<set>` on the shards of its tablespace set that own at least one of its chunks, itself `PARTITION BY HASH` on the sharding key with its own
 //!   chunks `t_<set>_c<k>` (its own M, counted from its own set's shards, spread as above). A primary key or unique constraint that lacks a
 //!   partition-set column is declared on every `t_<set>` (named `<constraint>_<set>`) instead of
 //!   on `t`, so it holds per partition set: PostgreSQL requires a constraint on a partitioned
@@ -29,6 +29,10 @@
 //!   so the foreign key is enforced by each shard locally.
 //! - **Duplicated**: the whole table on every shard. **Unsharded** (plain `CREATE TABLE`): the
 //!   first shard only. A `TABLESPACE` clause on either is checked to exist and otherwise ignored.
+//!
+//! A table is created on exactly the shards the catalog will say hold it
+//! (`Snapshot::shards_of`, derived from its chunks and partitions), since DROP, ALTER and
+//! CREATE INDEX go to those: a copy anywhere else would outlive its DROP.
 //!
 //! Partition relation names are `<table>_<suffix>`; a name over PostgreSQL's 63 bytes keeps the
 //! suffix and shortens the table part, adding 8 hex digits of a hash of the full table name so two
@@ -45,6 +49,7 @@ use std::fmt;
 use super::ast::{CreateTable, PartitionBound, RowMovement, SetMethod, Ttl};
 use super::layout;
 pub use super::rules::RewriteError;
+use super::types::TypeOptions;
 use crate::catalog::ShardId;
 
 /// A table's schema and name, as PostgreSQL stores them (already folded).
@@ -242,6 +247,8 @@ pub struct RewriteContext {
     pub default_schema: String,
     /// Existing sharded, duplicated and unsharded tables.
     pub tables: BTreeMap<QualifiedName, TableLayout>,
+    /// What `DATE` means (`[ddl] oracle_date`).
+    pub types: TypeOptions,
 }
 
 impl RewriteContext {
@@ -280,6 +287,7 @@ pub fn rewrite_create(
     ctx: &RewriteContext,
     table: &CreateTable,
 ) -> Result<CreateOutcome, RewriteError> {
+    let table = &table.with_type_options(ctx.types);
     let (name, nosql_parent) = layout::table_name(ctx, table)?;
     if ctx.table(&name).is_some() {
         return if table.if_not_exists {

@@ -4,6 +4,7 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 use crate::ddl::ast::SetMethod;
+use crate::ddl::types::TypeOptions;
 use crate::ddl::{parse, render, Statement};
 
 const CUSTOMERS: &str = "CREATE SHARDED TABLE customers
@@ -30,6 +31,7 @@ fn ctx() -> RewriteContext {
         chunks_per_shard: 2,
         default_schema: "public".into(),
         tables: BTreeMap::new(),
+        types: TypeOptions::default(),
     }
 }
 
@@ -108,6 +110,33 @@ fn partitions_n_and_default_set_use_every_shard() {
     assert_eq!(shard(&plan, 0).len(), 3);
     assert_eq!(shard(&plan, 3).len(), 2);
     assert!(shard(&plan, 3)[1].contains("\"t_c3\""));
+}
+
+#[test]
+fn fewer_chunks_than_shards_leave_the_chunkless_shards_out() {
+    let plan = create(
+        &ctx(),
+        "CREATE SHARDED TABLE t (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id) PARTITIONS 3",
+    )
+    .unwrap();
+    assert_eq!(plan.layout.shards, [0, 1, 2].map(ShardId));
+    assert!(!plan.per_shard.contains_key(&ShardId(3)));
+}
+
+#[test]
+fn composite_table_lives_only_where_its_partition_sets_have_chunks() {
+    let plan = create(
+        &ctx(),
+        "CREATE SHARDED TABLE c (id int, class varchar(3), PRIMARY KEY (id, class))
+         PARTITIONSET BY LIST (class) PARTITION BY CONSISTENT HASH (id) PARTITIONS 2
+         (PARTITIONSET silver VALUES ('SLV') TABLESPACE SET ts2)",
+    )
+    .unwrap();
+    assert_eq!(plan.layout.shards, [2, 3].map(ShardId));
+    assert_eq!(
+        plan.per_shard.keys().copied().collect::<Vec<_>>(),
+        [2, 3].map(ShardId)
+    );
 }
 
 #[test]
@@ -216,7 +245,7 @@ fn composite_list_keeps_a_constraint_that_contains_the_set_key_on_the_top_table(
 }
 
 #[test]
-fn user_defined_range_places_partitions_by_tablespace_and_the_table_everywhere() {
+fn user_defined_range_places_partitions_and_the_table_by_tablespace() {
     let plan = create(
         &ctx(),
         "CREATE SHARDED TABLE accounts (id NUMBER, state NUMBER NOT NULL, state2 NUMBER NOT NULL)
@@ -232,10 +261,11 @@ fn user_defined_range_places_partitions_by_tablespace_and_the_table_everywhere()
             "CREATE TABLE \"public\".\"accounts_p_southwest\" PARTITION OF \"public\".\"accounts\" FOR VALUES FROM (10, 100) TO (MAXVALUE, MAXVALUE)",
         ]
     );
+    // A shard without partitions gets nothing: DROP goes where the catalog places the table.
+    assert_eq!(plan.layout.shards, [0, 1].map(ShardId));
     assert_eq!(
-        shard(&plan, 3).len(),
-        1,
-        "a shard without partitions gets the table"
+        plan.per_shard.keys().copied().collect::<Vec<_>>(),
+        [0, 1].map(ShardId)
     );
     assert_eq!(
         plan.layout.partitions[0].placement,

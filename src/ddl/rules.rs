@@ -28,7 +28,7 @@ pub enum RewriteError {
     UndefinedTable { table: String },
     #[error("tablespace set \"{name}\" does not exist: create it with CREATE TABLESPACE SET {name}, or name an existing one")]
     UndefinedTablespaceSet { name: String },
-    #[error("tablespace \"{name}\" does not exist: add it to [[tablespaces]] in the configuration, or name an existing one")]
+    #[error("tablespace \"{name}\" does not exist: create it with CREATE TABLESPACE {name} ON SHARD <shard> (or in [[tablespaces]] of the configuration), or name an existing one")]
     UndefinedTablespace { name: String },
     #[error("tablespace set \"{name}\" has no shards; add shards to it first")]
     EmptyTablespaceSet { name: String },

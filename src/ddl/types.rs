@@ -8,7 +8,7 @@
 //! | `LONG RAW`, `RAW(n)`, `BLOB`, `BINARY(n)` | `bytea`                         |
 //! | `VARCHAR2(n [BYTE\|CHAR])`, `NVARCHAR2(n)`, `VARCHAR(n)` | `varchar(n)` (PostgreSQL counts characters) |
 //! | `CHAR(n)`, `NCHAR(n)`                     | `char(n)`                       |
-//! | `DATE`                                    | `timestamp(0)` (Oracle dates carry a time of day) |
+//! | `DATE`                                    | `date`; `timestamp(0)` with [`TypeOptions::oracle_date`] (Oracle dates carry a time of day) |
 //! | `TIMESTAMP(p)`                            | `timestamp(min(p, 6))`          |
 //! | `TIMESTAMP WITH [LOCAL] TIME ZONE`        | `timestamptz`                   |
 //! | `CLOB`, `NCLOB`, `STRING`                 | `text`                          |
@@ -21,6 +21,11 @@
 //!
 //! Any other name (`text`, `bigint`, `uuid`, `timestamptz`, `double precision`, `int[]`,
 //! `schema.type`, …) is a PostgreSQL type and passes through as written.
+//!
+//! `DATE` is the one name whose meaning is a choice: PostgreSQL users (and the ORMs that read the
+//! column's type) mean a calendar date, Oracle users a date and time of day. The parser keeps
+//! [`PgType::Date`] and the rewrite applies the configured [`TypeOptions`], so the choice is made
+//! once, from `[ddl] oracle_date`, and the parser needs no configuration.
 
 use std::fmt;
 
@@ -59,8 +64,40 @@ pub enum PgType {
     /// `CHECK (column IN ('a', 'b'))` so only the declared names are accepted. A CHECK (rather
     /// than `CREATE TYPE ... AS ENUM`) keeps the table self-contained on every shard.
     Enum(Vec<String>),
+    /// `DATE`, as written; [`PgType::with_options`] decides what it means.
+    Date,
+    /// A mapped type with array bounds after it (`DATE[]`, `NUMBER(5)[3]`), the bounds as written.
+    Array {
+        element: Box<PgType>,
+        bounds: String,
+    },
     /// A PostgreSQL type, as the user wrote it.
     Native(String),
+}
+
+/// How the names whose meaning differs between Oracle and PostgreSQL map (`[ddl]` in the
+/// configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TypeOptions {
+    /// `DATE` means Oracle's date and time of day, `timestamp(0)`, instead of PostgreSQL's `date`.
+    pub oracle_date: bool,
+}
+
+impl PgType {
+    /// The type the shards get under `options`.
+    pub fn with_options(self, options: TypeOptions) -> PgType {
+        match self {
+            PgType::Date if options.oracle_date => PgType::Timestamp {
+                precision: Some(0),
+                with_time_zone: false,
+            },
+            PgType::Array { element, bounds } => PgType::Array {
+                element: Box::new(element.with_options(options)),
+                bounds,
+            },
+            other => other,
+        }
+    }
 }
 
 impl fmt::Display for PgType {
@@ -97,6 +134,8 @@ impl fmt::Display for PgType {
                 };
                 with_len(f, name, precision)
             }
+            PgType::Date => f.write_str("date"),
+            PgType::Array { element, bounds } => write!(f, "{element}{bounds}"),
             PgType::Native(text) => f.write_str(text),
         }
     }
@@ -121,8 +160,15 @@ impl Parser<'_> {
         let bounds_start = self.prev_end();
         self.array_bounds()?;
         if self.prev_end() > bounds_start {
-            let bounds = &self.src[bounds_start..self.prev_end()];
-            pg = PgType::Native(format!("{pg}{bounds}"));
+            let bounds = self.src[bounds_start..self.prev_end()].to_string();
+            pg = match pg {
+                // A PostgreSQL name keeps its bounds as written; nothing in it can change.
+                PgType::Native(name) => PgType::Native(format!("{name}{bounds}")),
+                element => PgType::Array {
+                    element: Box::new(element),
+                    bounds,
+                },
+            };
         }
         let source = self.src[start..self.prev_end()].to_string();
         if foreign {
@@ -176,13 +222,7 @@ impl Parser<'_> {
                 self.character_type()?
             }
             "char" | "character" | "nchar" => self.character_type()?,
-            "date" => (
-                PgType::Timestamp {
-                    precision: Some(0),
-                    with_time_zone: false,
-                },
-                false,
-            ),
+            "date" => (PgType::Date, false),
             "timestamp" => self.timestamp_type()?,
             "raw" => {
                 self.length_modifier()?;

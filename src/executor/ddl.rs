@@ -15,9 +15,16 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{CatalogError, RowMovement, ShardId, Snapshot, Table, TableKind, TableState};
-use crate::ddl::ast::{AlterRowMovement, CreateTable, CreateTablespaceSet, DropTablespaceSet};
-use crate::ddl::rewrite::{self, CreateOutcome, QualifiedName, RewriteError, ShardStatements};
+use crate::catalog::{
+    CatalogError, RowMovement, ShardId, Snapshot, Table, TableId, TableKind, TableState,
+};
+use crate::ddl::ast::{
+    AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
+    DropTablespaceSet,
+};
+use crate::ddl::rewrite::{
+    self, CreateOutcome, QualifiedName, RewriteError, ShardStatements, TablePlan,
+};
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
 use crate::server::ServerCtx;
@@ -90,6 +97,11 @@ pub enum ExecError {
     NotActive { table: String, state: TableState },
     #[error("shard \"{name}\" is not a configured shard")]
     UnknownShard { name: String },
+    #[error(
+        "tablespace \"{name}\" is declared in [[tablespaces]] of the configuration, which \
+         records it again whenever a proxy starts: remove it there instead"
+    )]
+    ConfiguredTablespace { name: String },
     /// PostgreSQL's parser refused a statement the rewrite produced: a column or constraint
     /// definition (DEFAULT, CHECK, …) PostgreSQL cannot read.
     #[error("{message} (in the PostgreSQL shardwire made of your statement: {statement})")]
@@ -119,6 +131,7 @@ impl ExecError {
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. }
             | ExecError::UnknownShard { .. }
+            | ExecError::ConfiguredTablespace { .. }
             | ExecError::InvalidDefinition { .. }
             | ExecError::CatalogMismatch(_) => None,
         }
@@ -138,7 +151,8 @@ impl ClientError for ExecError {
             ExecError::NotSharded { .. } => SqlState::WRONG_OBJECT_TYPE,
             ExecError::ChildWithoutRowMovement { .. }
             | ExecError::ParentWithRowMovement { .. }
-            | ExecError::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | ExecError::NotActive { .. }
+            | ExecError::ConfiguredTablespace { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
             ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
             ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
@@ -157,6 +171,8 @@ pub async fn execute(ctx: &ServerCtx, ddl: ProxyDdl) -> Result<String, ExecError
             Statement::CreateTable(t) => create_table(ctx, &t).await?,
             Statement::CreateTablespaceSet(s) => create_tablespace_set(ctx, &s).await?,
             Statement::DropTablespaceSet(s) => drop_tablespace_set(ctx, &s).await?,
+            Statement::CreateTablespace(t) => create_tablespace(ctx, &t).await?,
+            Statement::DropTablespace(t) => drop_tablespace(ctx, &t).await?,
             Statement::AlterRowMovement(a) => row_movement(ctx, &a).await?,
         },
         ProxyDdl::DropTables { tables } => drop_tables(ctx, &tables).await?,
@@ -212,6 +228,7 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     validate_with_postgres_parser(&plan.per_shard)?;
     let entry = layout::new_table(&snapshot, &plan)?;
     let id = ctx.catalog.create_table(&entry).await?;
+    check_recorded_placement(ctx, id, &plan).await?;
     tracing::info!(table = %plan.layout.name, shards = plan.per_shard.len(), "creating table");
     if let Err(e) = run_on_shards(ctx, plan.per_shard).await {
         let outcome_unknown = matches!(
@@ -230,6 +247,29 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     }
     ctx.catalog.set_state(id, TableState::Active).await?;
     Ok("CREATE TABLE")
+}
+
+/// DROP, ALTER and CREATE INDEX reach the shards the catalog derives from the entry; a CREATE
+/// that put the table anywhere else would leave a copy no DROP removes. So the two must agree
+/// before anything runs (the entry is deleted again when they do not).
+async fn check_recorded_placement(
+    ctx: &ServerCtx,
+    id: TableId,
+    plan: &TablePlan,
+) -> Result<(), ExecError> {
+    let recorded = ctx.catalog.reload().await?.shards_of(id);
+    let planned: Vec<ShardId> = plan.per_shard.keys().copied().collect();
+    if recorded == planned {
+        return Ok(());
+    }
+    if let Err(e) = ctx.catalog.delete_table(id).await {
+        tracing::error!(table = %plan.layout.name, error = %e,
+            "placement mismatch and the catalog entry could not be removed; DROP TABLE removes it");
+    }
+    Err(ExecError::CatalogMismatch(format!(
+        "{} would be created on shards {planned:?} but recorded on {recorded:?}",
+        plan.layout.name
+    )))
 }
 
 /// `DROP TABLE a, b, …`: children may be dropped in the same statement as their parent when
@@ -431,4 +471,35 @@ async fn drop_tablespace_set(
         result => result?,
     }
     Ok("DROP TABLESPACE SET")
+}
+
+/// A tablespace is a name for one shard; nothing is created on the shard itself.
+async fn create_tablespace(
+    ctx: &ServerCtx,
+    t: &CreateTablespace,
+) -> Result<&'static str, ExecError> {
+    let snapshot = ctx.catalog.snapshot();
+    let shard = snapshot
+        .shard_by_name(&t.shard.value)
+        .ok_or_else(|| ExecError::UnknownShard {
+            name: t.shard.value.clone(),
+        })?;
+    ctx.catalog
+        .create_tablespace(&t.name.value, shard.id)
+        .await?;
+    Ok("CREATE TABLESPACE")
+}
+
+async fn drop_tablespace(ctx: &ServerCtx, t: &DropTablespace) -> Result<&'static str, ExecError> {
+    let name = &t.name.value;
+    if ctx.config.tablespaces.iter().any(|ts| &ts.name == name) {
+        return Err(ExecError::ConfiguredTablespace { name: name.clone() });
+    }
+    match ctx.catalog.drop_tablespace(name).await {
+        Err(CatalogError::NoSuchTablespace(name)) if t.if_exists => {
+            tracing::info!(%name, "DROP TABLESPACE IF EXISTS: does not exist, skipping");
+        }
+        result => result?,
+    }
+    Ok("DROP TABLESPACE")
 }

@@ -56,6 +56,7 @@ pub fn rewrite_context(snapshot: &Snapshot, config: &Config) -> Result<RewriteCo
         chunks_per_shard: config.proxy.chunks_per_shard,
         default_schema: DEFAULT_SCHEMA.to_owned(),
         tables,
+        types: config.ddl.type_options(),
     })
 }
 

@@ -26,6 +26,9 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     if is(w0, "create") && is(w1, "table") {
         return create_table(text, snapshot);
     }
+    if is(w0, "drop") && is(w1, "tablespace") {
+        return drop_tablespace(text, snapshot);
+    }
     let postgres_form = (is(w0, "drop") && (is(w1, "table") || is(w1, "index")))
         || (is(w0, "alter") && is(w1, "table"))
         || (is(w0, "create") && (is(w1, "index") || (is(w1, "unique") && is(w2, "index"))));
@@ -72,6 +75,8 @@ fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
         Statement::CreateTable(t) => is_ours(t, snapshot),
         Statement::CreateTablespaceSet(_)
         | Statement::DropTablespaceSet(_)
+        | Statement::CreateTablespace(_)
+        | Statement::DropTablespace(_)
         | Statement::AlterRowMovement(_) => true,
     };
     match statements.as_slice() {
@@ -81,6 +86,24 @@ fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
         }
         _ => None,
     }
+}
+
+/// `DROP TABLESPACE name` is ours when the catalog records `name`; any other tablespace is
+/// PostgreSQL's, which also reports a missing one (42704, or a notice under IF EXISTS) as a
+/// dropped shardwire tablespace would be reported.
+fn drop_tablespace(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
+    let (tokens, _) = tokenize(text).ok()?;
+    let mut words = tokens.iter().skip(2).peekable();
+    if words.peek().is_some_and(|t| t.is_keyword("if")) {
+        words.next();
+        words.next();
+    }
+    let name = words
+        .next()
+        .filter(|t| matches!(t.kind, TokenKind::Word | TokenKind::QuotedIdent))?;
+    snapshot
+        .tablespace(&name.value)
+        .map(|_| sharding_statement(text))
 }
 
 fn is_ours(t: &CreateTable, snapshot: &Snapshot) -> bool {
@@ -268,6 +291,19 @@ mod tests {
         // Without recorded tables, PostgreSQL DDL is PostgreSQL's.
         assert!(recognised("DROP TABLE p").is_none());
         assert!(recognised("CREATE INDEX i ON p (v)").is_none());
+    }
+
+    #[test]
+    fn tablespaces_are_ours_only_on_shard_or_when_recorded() {
+        let create = "CREATE TABLESPACE tbs ON SHARD s1";
+        assert!(matches!(
+            recognised(create),
+            Some(ProxyDdl::Sharding(s)) if matches!(*s, Statement::CreateTablespace(_))
+        ));
+        assert!(recognised("CREATE TABLESPACE tbs LOCATION '/srv/pg'").is_none());
+        // Not in the catalog: PostgreSQL's tablespace, and PostgreSQL's error when missing.
+        assert!(recognised("DROP TABLESPACE tbs").is_none());
+        assert!(recognised("DROP TABLESPACE IF EXISTS tbs").is_none());
     }
 
     #[test]
