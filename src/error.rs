@@ -63,21 +63,6 @@ pub enum StartError {
     Txn(#[from] crate::txn::TxnError),
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pool_exhaustion_says_what_to_change() {
-        let e = BackendError::PoolTimeout {
-            shard: "s1".into(),
-            waited_ms: 5000,
-        };
-        assert_eq!(e.sqlstate(), SqlState::TOO_MANY_CONNECTIONS);
-        assert!(e.client_message().contains("[pool] size"));
-    }
-}
-
 impl ClientError for crate::router::hash::HashError {
     fn sqlstate(&self) -> SqlState {
         use crate::router::hash::HashError as H;
@@ -131,5 +116,20 @@ impl ClientError for crate::router::plan::Refusal {
 
     fn client_message(&self) -> String {
         self.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_exhaustion_says_what_to_change() {
+        let e = BackendError::PoolTimeout {
+            shard: "s1".into(),
+            waited_ms: 5000,
+        };
+        assert_eq!(e.sqlstate(), SqlState::TOO_MANY_CONNECTIONS);
+        assert!(e.client_message().contains("[pool] size"));
     }
 }

@@ -103,11 +103,7 @@ async fn read_answer(conn: &mut BackendConn) -> Result<Answer, BackendError> {
             b'T' => a.description = Some(f.raw),
             b'D' => a.rows.push(f.raw),
             b'C' => a.tag = Some(String::from_utf8_lossy(cstr(f.body())).into_owned()),
-            b'E' => {
-                if a.error.is_none() {
-                    a.error = Some(f.raw);
-                }
-            }
+            b'E' if a.error.is_none() => a.error = Some(f.raw),
             b'N' => a.notices.push(f.raw),
             b'I' => a.empty = true,
             b'S' => conn.note_parameter_status(f.body()),

@@ -128,7 +128,7 @@ fn find_partition(
         match bound {
             PartitionBound::In(tuples) => {
                 for tuple in tuples {
-                    if tuple.iter().any(|b| *b == BoundValue::Default) {
+                    if tuple.contains(&BoundValue::Default) {
                         default = Some(i);
                         continue;
                     }
