@@ -599,3 +599,38 @@ async fn a_large_failing_batch_leaves_the_session_usable() {
     assert!(r.contains(&Reply::Complete("DROP TABLE".into())), "{r:?}");
     raw.terminate().await;
 }
+
+/// The README's quick-start session, through psql.
+#[test]
+fn the_readme_session_runs_through_psql() {
+    let proxy = start();
+    let out = proxy.psql(
+        "CREATE TABLESPACE SET ts1 USING SHARDS (s1, s2);
+CREATE SHARDED TABLE customers
+(cust_id     NUMBER NOT NULL
+, name        VARCHAR2(50)
+, address     VARCHAR2(250)
+, region      VARCHAR2(20)
+, class       VARCHAR2(3)
+, signup      DATE,
+CONSTRAINT cust_pk PRIMARY KEY(cust_id, name))
+PARTITION BY CONSISTENT HASH (cust_id,name)
+PARTITIONS AUTO
+TABLESPACE SET ts1;
+INSERT INTO customers (cust_id, name, region) VALUES (1, 'Ann', 'OR'), (2, 'Bob', 'WA'), (3, 'Cy', 'CA');
+SELECT cust_id, name, region FROM customers ORDER BY cust_id;
+DROP TABLE customers;
+DROP TABLESPACE SET ts1;
+",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("INSERT 0 3"), "{stdout}");
+    assert!(
+        stdout.contains(
+            " cust_id | name | region \n---------+------+--------\n       1 | Ann  | OR\n       2 | Bob  | WA\n       3 | Cy   | CA\n(3 rows)"
+        ),
+        "{stdout}"
+    );
+}
