@@ -634,3 +634,111 @@ DROP TABLESPACE SET ts1;
         "{stdout}"
     );
 }
+
+/// The rows of a query through tokio-postgres's extended protocol, which asks for binary
+/// results: (id, v) pairs.
+async fn binary_rows(
+    client: &Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Vec<(i32, Option<String>)> {
+    client
+        .query(sql, params)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_prepared_statements_answer_in_binary_as_one_postgres() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let plain = twin_tables(&client, "bin_t").await;
+    let queries = [
+        "SELECT id, v FROM bin_t ORDER BY id",
+        "SELECT id, v FROM bin_t ORDER BY v DESC NULLS LAST, id",
+        "SELECT id, v FROM bin_t ORDER BY n NULLS FIRST, id LIMIT 25 OFFSET 3",
+        "SELECT id, v FROM bin_t WHERE grp = $1 ORDER BY v, id DESC",
+        "SELECT id, v FROM bin_t WHERE id IN (3, 4, 5, 6) ORDER BY id",
+    ];
+    for q in queries {
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = if q.contains("$1") {
+            vec![&2i32]
+        } else {
+            vec![]
+        };
+        let got = binary_rows(&client, q, &params).await;
+        let want = binary_rows(&plain, &q.replace("bin_t", "bin_t_ref"), &params).await;
+        assert_eq!(got, want, "{q}");
+    }
+    // A prepared statement executed again and again keeps answering.
+    let stmt = client
+        .prepare("SELECT id, v FROM bin_t WHERE grp = $1 ORDER BY id DESC LIMIT 3")
+        .await
+        .expect("prepare");
+    for g in 0..5i32 {
+        let got: Vec<i32> = client
+            .query(&stmt, &[&g])
+            .await
+            .expect("query")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let want: Vec<i32> = plain
+            .query(
+                "SELECT id FROM bin_t_ref WHERE grp = $1 ORDER BY id DESC LIMIT 3",
+                &[&g],
+            )
+            .await
+            .expect("reference")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(got, want, "grp {g}");
+    }
+    // Writes without the key through a prepared statement reach every shard.
+    let n = client
+        .execute("UPDATE bin_t SET v = $1 WHERE grp = $2", &[&"w", &1i32])
+        .await
+        .expect("update");
+    assert_eq!(n, 60);
+    // Aggregates are refused there too, and the connection stays usable.
+    let err = client
+        .query("SELECT count(*) FROM bin_t WHERE grp = $1", &[&1i32])
+        .await
+        .expect_err("aggregate across shards");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED));
+    let one: i32 = client
+        .query_one("SELECT 1", &[])
+        .await
+        .expect("select 1")
+        .get(0);
+    assert_eq!(one, 1);
+    // Inside a transaction block, a multi-shard read sees the block's writes.
+    client.batch_execute("BEGIN").await.expect("begin");
+    client
+        .execute("INSERT INTO bin_t (id, grp) VALUES ($1, 9)", &[&5000i32])
+        .await
+        .expect("insert");
+    let rows = client
+        .query("SELECT id, v FROM bin_t WHERE grp = $1", &[&9i32])
+        .await
+        .expect("read in block");
+    assert_eq!(rows.len(), 1);
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    let rows = client
+        .query("SELECT id, v FROM bin_t WHERE grp = $1", &[&9i32])
+        .await
+        .expect("read after rollback");
+    assert!(rows.is_empty());
+    client
+        .batch_execute("DROP TABLE bin_t")
+        .await
+        .expect("drop");
+    plain
+        .batch_execute("DROP TABLE bin_t_ref")
+        .await
+        .expect("drop ref");
+}

@@ -58,27 +58,104 @@ pub async fn run(
     }
     let mut answers = Vec::with_capacity(conns.len());
     for conn in conns.iter_mut() {
-        answers.push(read_answer(conn).await?);
+        answers.push(read_answer(conn, Until::Ready).await?);
     }
     let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
     let status = combined_status(&statuses, session_status);
-    for a in &answers {
-        for n in &a.notices {
-            out.extend_from_slice(n);
+    match combined(&mut answers, combine) {
+        Combined::Failed { notices, error } => {
+            out.extend_from_slice(&notices);
+            out.extend_from_slice(&error);
         }
-    }
-    if let Some(err) = answers.iter().find_map(|a| a.error.clone()) {
-        out.extend_from_slice(&err);
-    } else if let Err(message) = write_combined(&mut answers, combine, out) {
-        protocol::error_response(
-            out,
-            protocol::Severity::Error,
-            &tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED,
-            &message,
-        );
+        Combined::Rows(r) => {
+            out.extend_from_slice(&r.notices);
+            if r.empty {
+                out.extend_from_slice(&protocol::empty_message(b'I'));
+            } else {
+                if let Some(d) = &r.description {
+                    out.extend_from_slice(d);
+                }
+                for row in &r.rows {
+                    out.extend_from_slice(row);
+                }
+                if let Some(tag) = &r.tag {
+                    protocol::command_complete(out, tag);
+                }
+            }
+        }
     }
     protocol::ready_for_query(out, status);
     Ok(statuses)
+}
+
+/// Runs one extended-protocol statement on every connection: `messages[i]` (Parse, Bind,
+/// Describe portal, Execute, Flush) goes to `conns[i]`, whose answers are read up to the
+/// Execute's completion. The batch stays open on every shard until the client's Sync.
+pub async fn run_extended(
+    conns: &mut [&mut BackendConn],
+    messages: &[BytesMut],
+    combine: &Combine,
+) -> Result<Combined, BackendError> {
+    for (conn, msg) in conns.iter_mut().zip(messages) {
+        conn.stream.write_all(msg).await?;
+    }
+    let mut answers = Vec::with_capacity(conns.len());
+    for conn in conns.iter_mut() {
+        answers.push(read_answer(conn, Until::Executed).await?);
+    }
+    Ok(combined(&mut answers, combine))
+}
+
+/// The combined answer of several shards.
+pub enum Combined {
+    Rows(Rows),
+    /// A shard refused: its ErrorResponse, as the client gets it.
+    Failed {
+        notices: BytesMut,
+        error: Bytes,
+    },
+}
+
+/// Rows and completion as one PostgreSQL would send them.
+#[derive(Default)]
+pub struct Rows {
+    pub notices: BytesMut,
+    pub description: Option<Bytes>,
+    pub rows: std::collections::VecDeque<Bytes>,
+    pub tag: Option<String>,
+    /// Every shard answered EmptyQueryResponse.
+    pub empty: bool,
+}
+
+fn combined(answers: &mut [Answer], combine: &Combine) -> Combined {
+    let mut notices = BytesMut::new();
+    for a in answers.iter() {
+        for n in &a.notices {
+            notices.extend_from_slice(n);
+        }
+    }
+    if let Some(error) = answers.iter().find_map(|a| a.error.clone()) {
+        return Combined::Failed { notices, error };
+    }
+    match combine_rows(answers, combine) {
+        Ok(mut rows) => {
+            rows.notices = notices;
+            Combined::Rows(rows)
+        }
+        Err(message) => {
+            let mut error = BytesMut::new();
+            protocol::error_response(
+                &mut error,
+                protocol::Severity::Error,
+                &tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED,
+                &message,
+            );
+            Combined::Failed {
+                notices,
+                error: error.freeze(),
+            }
+        }
+    }
 }
 
 /// The status the client sees: failed if any shard's transaction failed, in a block if any is.
@@ -95,17 +172,43 @@ fn combined_status(statuses: &[u8], session: u8) -> u8 {
     }
 }
 
-async fn read_answer(conn: &mut BackendConn) -> Result<Answer, BackendError> {
+/// Where a shard's answer ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// ReadyForQuery: a simple query.
+    Ready,
+    /// The Execute's completion (or the error that skips the rest of the batch).
+    Executed,
+}
+
+async fn read_answer(conn: &mut BackendConn, until: Until) -> Result<Answer, BackendError> {
     let mut a = Answer::default();
     loop {
         let f = conn.read_frame().await?;
         match f.tag {
             b'T' => a.description = Some(f.raw),
             b'D' => a.rows.push(f.raw),
-            b'C' => a.tag = Some(String::from_utf8_lossy(cstr(f.body())).into_owned()),
-            b'E' if a.error.is_none() => a.error = Some(f.raw),
+            b'C' => {
+                a.tag = Some(String::from_utf8_lossy(cstr(f.body())).into_owned());
+                if until == Until::Executed {
+                    return Ok(a);
+                }
+            }
+            b'E' => {
+                if a.error.is_none() {
+                    a.error = Some(f.raw);
+                }
+                if until == Until::Executed {
+                    return Ok(a);
+                }
+            }
             b'N' => a.notices.push(f.raw),
-            b'I' => a.empty = true,
+            b'I' => {
+                a.empty = true;
+                if until == Until::Executed {
+                    return Ok(a);
+                }
+            }
             b'S' => conn.note_parameter_status(f.body()),
             b'Z' => {
                 a.status = f.body().first().copied().unwrap_or(b'I');
@@ -125,35 +228,30 @@ fn tag_count(tag: &str) -> Option<u64> {
     tag.rsplit(' ').next()?.parse().ok()
 }
 
-fn write_combined(
-    answers: &mut [Answer],
-    combine: &Combine,
-    out: &mut BytesMut,
-) -> Result<(), String> {
+fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, String> {
     let (kind, merge, row_shards) = match combine {
         Combine::Copies => {
             let first = answers.first_mut().ok_or("no shard answered")?;
-            if let Some(d) = &first.description {
-                out.extend_from_slice(d);
-            }
-            for r in &first.rows {
-                out.extend_from_slice(r);
-            }
-            if let Some(tag) = &first.tag {
-                protocol::command_complete(out, tag);
-            }
-            return Ok(());
+            return Ok(Rows {
+                description: first.description.take(),
+                rows: first.rows.drain(..).collect(),
+                tag: first.tag.take(),
+                empty: first.empty,
+                ..Rows::default()
+            });
         }
         Combine::Union { kind, merge, rows } => (*kind, merge, rows),
     };
     if answers.iter().all(|a| a.empty) {
-        out.extend_from_slice(&protocol::empty_message(b'I'));
-        return Ok(());
+        return Ok(Rows {
+            empty: true,
+            ..Rows::default()
+        });
     }
     let description = answers.iter().find_map(|a| a.description.clone());
-    let types = description.as_deref().map(column_types).unwrap_or_default();
+    let layout = description.as_deref().map(columns).unwrap_or_default();
     let mut rows: Vec<Bytes> = if !merge.order.is_empty() {
-        sorted(answers, &merge.order, &types)?
+        sorted(answers, &merge.order, &layout)?
     } else if !row_shards.is_empty() && kind == StatementKind::Insert {
         in_values_order(answers, row_shards)
     } else {
@@ -166,18 +264,13 @@ fn write_combined(
             rows.truncate(limit as usize);
         }
     }
-    if let Some(d) = &description {
-        if merge.hidden > 0 {
-            out.extend_from_slice(&without_hidden_fields(d, merge.hidden));
-        } else {
-            out.extend_from_slice(d);
-        }
-    }
-    for r in &rows {
-        if merge.hidden > 0 {
-            out.extend_from_slice(&without_hidden_values(r, merge.hidden));
-        } else {
-            out.extend_from_slice(r);
+    let description = match description {
+        Some(d) if merge.hidden > 0 => Some(without_hidden_fields(&d, merge.hidden)),
+        d => d,
+    };
+    if merge.hidden > 0 {
+        for r in rows.iter_mut() {
+            *r = without_hidden_values(r, merge.hidden);
         }
     }
     let total: u64 = match kind {
@@ -197,8 +290,12 @@ fn write_combined(
         "" => format!("SELECT {total}"),
         v => format!("{v} {total}"),
     };
-    protocol::command_complete(out, &tag);
-    Ok(())
+    Ok(Rows {
+        description,
+        rows: rows.into(),
+        tag: Some(tag),
+        ..Rows::default()
+    })
 }
 
 /// RETURNING rows of a split INSERT in the order of its VALUES rows; when a shard returned fewer
@@ -224,8 +321,8 @@ fn in_values_order(answers: &mut [Answer], row_shards: &[usize]) -> Vec<Bytes> {
         .collect()
 }
 
-/// The type OID of each column of a RowDescription.
-fn column_types(frame: &[u8]) -> Vec<u32> {
+/// The type OID and format code (0 text, 1 binary) of each column of a RowDescription.
+fn columns(frame: &[u8]) -> Vec<(u32, i16)> {
     let mut b = &frame[5..];
     let n = protocol::take_i16(&mut b, "RowDescription")
         .unwrap_or(0)
@@ -235,7 +332,10 @@ fn column_types(frame: &[u8]) -> Vec<u32> {
         if protocol::take_cstr(&mut b, "RowDescription").is_err() || b.len() < 18 {
             break;
         }
-        types.push(u32::from_be_bytes([b[6], b[7], b[8], b[9]]));
+        types.push((
+            u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
+            i16::from_be_bytes([b[16], b[17]]),
+        ));
         b = &b[18..];
     }
     types
@@ -306,34 +406,48 @@ fn without_hidden_values(frame: &[u8], hidden: usize) -> Bytes {
     out.freeze()
 }
 
-/// How a sort column's text values compare.
+/// How a sort column's values compare.
 #[derive(Clone, Copy)]
 enum Order {
     Integer,
     Float,
     Numeric,
-    /// Byte order: text in the C collation, ISO dates and timestamps, uuids.
+    /// Byte order: text in the C collation, ISO dates and timestamps, uuids, booleans.
     Bytes,
-    Bool,
+    /// Binary format: big-endian two's complement (int2/4/8, date, timestamp).
+    BinaryInteger,
+    /// Binary format: IEEE float4/float8.
+    BinaryFloat,
 }
 
-fn order_of(oid: u32) -> Option<Order> {
-    Some(match oid {
-        20 | 21 | 23 | 26 => Order::Integer,
-        700 | 701 => Order::Float,
-        1700 => Order::Numeric,
-        // text, varchar, bpchar, name (C collation); date, timestamp (ISO output); uuid
-        25 | 1043 | 1042 | 19 | 1082 | 1114 | 2950 => Order::Bytes,
-        16 => Order::Bool,
+fn order_of(oid: u32, format: i16) -> Option<Order> {
+    const INTEGERS: [u32; 4] = [20, 21, 23, 26];
+    const FLOATS: [u32; 2] = [700, 701];
+    // text, varchar, bpchar, name (C collation); uuid; bool (f < t, 0 < 1)
+    const BYTES: [u32; 6] = [25, 1043, 1042, 19, 2950, 16];
+    // date, timestamp: ISO text output sorts by bytes; binary is an integer
+    const TIMES: [u32; 2] = [1082, 1114];
+    Some(match (format, oid) {
+        (0, o) if INTEGERS.contains(&o) => Order::Integer,
+        (0, o) if FLOATS.contains(&o) => Order::Float,
+        (0, 1700) => Order::Numeric,
+        (0, o) if BYTES.contains(&o) || TIMES.contains(&o) => Order::Bytes,
+        (1, o) if INTEGERS.contains(&o) || TIMES.contains(&o) => Order::BinaryInteger,
+        (1, o) if FLOATS.contains(&o) => Order::BinaryFloat,
+        (1, o) if BYTES.contains(&o) => Order::Bytes,
         _ => return None,
     })
 }
 
-fn sorted(answers: &mut [Answer], keys: &[SortKey], types: &[u32]) -> Result<Vec<Bytes>, String> {
+fn sorted(
+    answers: &mut [Answer],
+    keys: &[SortKey],
+    columns: &[(u32, i16)],
+) -> Result<Vec<Bytes>, String> {
     let mut orders = Vec::with_capacity(keys.len());
     for k in keys {
-        let oid = types.get(k.column).copied().unwrap_or(0);
-        orders.push(order_of(oid).ok_or_else(|| {
+        let (oid, format) = columns.get(k.column).copied().unwrap_or((0, 0));
+        orders.push(order_of(oid, format).ok_or_else(|| {
             format!(
                 "ORDER BY a column of type OID {oid} over several shards is not supported yet: \
                  add the full sharding key to the WHERE clause, or order by a number, text, \
@@ -397,7 +511,27 @@ fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
     }
     Ok(match o {
         Order::Bytes => x.cmp(y),
-        Order::Bool => x.cmp(y),
+        Order::BinaryInteger => {
+            let p = |b: &[u8]| -> Result<i64, String> {
+                Ok(match b.len() {
+                    2 => i64::from(i16::from_be_bytes([b[0], b[1]])),
+                    4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                    8 => i64::from_be_bytes(b.try_into().map_err(|_| "bad integer")?),
+                    n => return Err(format!("a binary integer of {n} bytes")),
+                })
+            };
+            p(x)?.cmp(&p(y)?)
+        }
+        Order::BinaryFloat => {
+            let p = |b: &[u8]| -> Result<f64, String> {
+                Ok(match b.len() {
+                    4 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                    8 => f64::from_be_bytes(b.try_into().map_err(|_| "bad float")?),
+                    n => return Err(format!("a binary float of {n} bytes")),
+                })
+            };
+            float_order(p(x)?, p(y)?)
+        }
         Order::Integer => {
             let p = |b: &[u8]| text(b)?.parse::<i64>().map_err(|e| e.to_string());
             p(x)?.cmp(&p(y)?)
@@ -412,16 +546,20 @@ fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
                     s => s.parse::<f64>().map_err(|e| e.to_string()),
                 }
             };
-            let (a, b) = (p(x)?, p(y)?);
-            match (a.is_nan(), b.is_nan()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Greater,
-                (false, true) => Ordering::Less,
-                (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-            }
+            float_order(p(x)?, p(y)?)
         }
         Order::Numeric => compare_numeric(text(x)?, text(y)?),
     })
+}
+
+/// PostgreSQL's float order: NaN above every other value, equal to itself.
+fn float_order(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
 }
 
 /// Orders numeric output text exactly: `-Infinity` < numbers < `Infinity` < `NaN`.

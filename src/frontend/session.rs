@@ -32,7 +32,7 @@ use tokio_postgres::error::SqlState;
 
 mod links;
 
-use links::{Dest, Parked};
+use links::{Dest, Parked, Portal};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -138,6 +138,8 @@ pub struct Session {
     begin_sql: Option<String>,
     /// Spreads reads of duplicated tables over their shards.
     round_robin: usize,
+    /// The result of a Bind that ran on several shards, read by the client's Execute.
+    portal: Option<Portal>,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
 }
@@ -171,6 +173,7 @@ impl Session {
             parked: Vec::new(),
             begin_sql: None,
             round_robin: 0,
+            portal: None,
             span,
         }
     }
@@ -455,9 +458,11 @@ impl Session {
                 return Ok(());
             }
             self.skip_until_sync = false;
+            self.portal = None;
             self.sync_parked().await?;
             if self.backend.is_none() {
-                protocol::ready_for_query(&mut self.cout, self.tx_status);
+                let status = self.session_status();
+                protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
             }
         }
@@ -500,7 +505,11 @@ impl Session {
             }
         };
         let shard = match dest {
-            Dest::Here => self.current_shard().unwrap_or(ShardId(0)),
+            // A Sync after a multi-shard batch goes to one of the shards that took part.
+            Dest::Here => self
+                .current_shard()
+                .or_else(|| self.parked.first().map(|p| p.conn.shard))
+                .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
             Dest::Hold => {
                 if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(&frame)? {
@@ -526,6 +535,11 @@ impl Session {
                 self.run_multi(multi).await?;
                 return Ok(());
             }
+            Dest::MultiPortal(m) => {
+                self.run_multi_portal(m).await?;
+                return Ok(());
+            }
+            Dest::Portal => return self.answer_portal(&frame),
             Dest::NeedColumns(_) => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {
@@ -544,6 +558,7 @@ impl Session {
             }
         }
         if frame.tag == b'S' {
+            self.portal = None;
             self.sync_parked().await?;
         } else if let Some(text) = self.block_end_text(&frame) {
             self.end_parked_blocks(&text).await?;
@@ -719,6 +734,9 @@ impl Session {
     }
 
     fn release_if_idle(&mut self) {
+        if self.backend.is_none() && !self.parked.is_empty() {
+            self.release_parked_if_idle();
+        }
         if self.backend.is_some()
             && !self.pinned
             && self.tx_status == b'I'
@@ -741,7 +759,10 @@ impl Session {
     fn refuse(&mut self, frame: &Frame<&[u8]>, code: &SqlState, message: &str) {
         protocol::error_response(&mut self.cout, Severity::Error, code, message);
         match frame.tag {
-            b'Q' | b'F' | b'S' => protocol::ready_for_query(&mut self.cout, self.tx_status),
+            b'Q' | b'F' | b'S' => {
+                let status = self.session_status();
+                protocol::ready_for_query(&mut self.cout, status)
+            }
             _ => self.skip_until_sync = true,
         }
     }

@@ -73,6 +73,8 @@ pub struct Merge {
     /// Columns appended for ORDER BY expressions that are not selected; removed before the
     /// client sees a row.
     pub hidden: usize,
+    /// The selected columns before the hidden ones (known whenever `hidden > 0`).
+    pub visible: usize,
     pub limit: Option<u64>,
     pub offset: u64,
     /// The statement each shard runs: ORDER BY keys added as hidden columns, `LIMIT n + offset`
@@ -1113,6 +1115,7 @@ fn merge_of(s: &SelectStmt) -> Result<Merge, String> {
     Ok(Merge {
         order,
         hidden,
+        visible,
         limit,
         offset,
         shard_sql,

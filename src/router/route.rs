@@ -114,6 +114,45 @@ impl<'a> Params<'a> {
     }
 }
 
+/// Bind's parameter part with result format codes for `hidden` more result columns after
+/// `visible` ones (hidden sort columns, read as text, whatever format the client asked for).
+pub fn with_hidden_result_columns(rest: &[u8], visible: usize, hidden: usize) -> Vec<u8> {
+    let split = || -> Option<usize> {
+        let mut b = rest;
+        let nformats = take_i16(&mut b, "Bind").ok()?.max(0) as usize;
+        b = b.get(2 * nformats..)?;
+        let nvalues = take_i16(&mut b, "Bind").ok()?.max(0) as usize;
+        for _ in 0..nvalues {
+            let len = take_i32(&mut b, "Bind").ok()?;
+            if len > 0 {
+                b = b.get(len as usize..)?;
+            }
+        }
+        Some(rest.len() - b.len())
+    };
+    let (Some(at), true) = (split(), hidden > 0) else {
+        return rest.to_vec();
+    };
+    let mut results = &rest[at..];
+    let n = take_i16(&mut results, "Bind").unwrap_or(0).max(0) as usize;
+    let codes: Vec<[u8; 2]> = match n {
+        // No code: every column in text, the hidden ones too.
+        0 => return rest.to_vec(),
+        // One code for every column: spelt out, so the hidden ones can differ.
+        1 => vec![[results[0], results[1]]; visible],
+        _ => results
+            .chunks_exact(2)
+            .take(n)
+            .map(|c| [c[0], c[1]])
+            .collect(),
+    };
+    let mut out = rest[..at].to_vec();
+    out.extend_from_slice(&((codes.len() + hidden) as i16).to_be_bytes());
+    out.extend(codes.into_iter().flatten());
+    out.extend(std::iter::repeat_n([0u8, 0u8], hidden).flatten());
+    out
+}
+
 /// A key value resolved from a literal or a parameter.
 enum Owned<'a> {
     Null,

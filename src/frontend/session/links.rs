@@ -38,6 +38,10 @@ pub(super) enum Dest {
     Refuse(SqlState, String),
     /// An INSERT without a column list needs the table's columns first.
     NeedColumns(TableId),
+    /// A Bind executed on several shards.
+    MultiPortal(MultiPortal),
+    /// Describe, Execute or Close of the multi-shard portal: answered from its result.
+    Portal,
 }
 
 pub(super) struct Multi {
@@ -45,6 +49,67 @@ pub(super) struct Multi {
     /// Per shard, the SQL it runs.
     sql: Vec<String>,
     combine: Combine,
+}
+
+/// A Bind whose statement runs on several shards: executed on all of them at once, its
+/// combined result kept as the portal the client's Describe and Execute read.
+pub(super) struct MultiPortal {
+    shards: Vec<ShardId>,
+    portal: Box<[u8]>,
+    /// Parse, Bind, Describe portal, Execute and Flush, the same for every shard.
+    messages: BytesMut,
+    combine: Combine,
+}
+
+/// A multi-shard portal's result, answered by the proxy.
+pub(super) struct Portal {
+    name: Box<[u8]>,
+    rows: gather::Rows,
+}
+
+/// Where a statement's text came from, which decides how it may run on several shards.
+enum Source<'a> {
+    Simple(&'a [u8]),
+    Bind {
+        portal: &'a [u8],
+        statement: &'a crate::backend::StatementText,
+        rest: &'a [u8],
+    },
+    /// A Parse or Describe: placed, not executed.
+    Placement,
+}
+
+/// The messages that run a bound statement on a shard through its unnamed statement and
+/// portal, up to a Flush: the batch stays open there until the client's Sync. `hidden` sort
+/// columns appended to the statement take text format.
+fn portal_messages(
+    text: &[u8],
+    param_types: &[u8],
+    rest: &[u8],
+    (visible, hidden): (usize, usize),
+) -> BytesMut {
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'P')
+        .cstr(b"")
+        .cstr(text)
+        .bytes(param_types)
+        .finish();
+    let rest = routing::with_hidden_result_columns(rest, visible, hidden);
+    MessageBuilder::new(&mut out, b'B')
+        .cstr(b"")
+        .cstr(b"")
+        .bytes(&rest)
+        .finish();
+    MessageBuilder::new(&mut out, b'D')
+        .u8(b'P')
+        .cstr(b"")
+        .finish();
+    MessageBuilder::new(&mut out, b'E')
+        .cstr(b"")
+        .i32(0)
+        .finish();
+    protocol::flush(&mut out);
+    out
 }
 
 /// How a statement ends a transaction block, by its leading words.
@@ -77,6 +142,17 @@ impl Session {
     /// Where `frame` goes. Cheap when the catalog records no table (everything goes where it
     /// always went) and when the statement's plan is cached.
     pub(super) fn decide(&mut self, frame: &Frame<&[u8]>) -> Result<Dest, SessionError> {
+        if let Some(portal) = &self.portal {
+            let named = match ClientFrame::parse(frame)? {
+                ClientFrame::Describe { kind: b'P', name }
+                | ClientFrame::Close { kind: b'P', name } => Some(name),
+                ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
+                _ => None,
+            };
+            if named.is_some_and(|n| *n == *portal.name) {
+                return Ok(Dest::Portal);
+            }
+        }
         if !matches!(frame.tag, b'Q' | b'P' | b'B' | b'D') {
             return Ok(Dest::Here);
         }
@@ -94,12 +170,17 @@ impl Session {
                 };
                 return Ok(match &*plan {
                     Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) => Dest::Hold,
-                    other => self.dest_for(other, &snapshot, &Params::default(), None),
+                    other => self.dest_for(other, &snapshot, &Params::default(), Source::Placement),
                 });
             }
             ClientFrame::Bind {
-                statement, rest, ..
+                portal,
+                statement,
+                rest,
             } => {
+                if self.portal.as_ref().is_some_and(|p| *p.name == *portal) {
+                    self.portal = None;
+                }
                 let Some(st) = self.statements.get(statement).cloned() else {
                     return Ok(Dest::Here);
                 };
@@ -108,7 +189,12 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 let params = Params::parse(rest, &st.param_types)?;
-                return Ok(self.dest_for(&plan, &snapshot, &params, None));
+                let source = Source::Bind {
+                    portal,
+                    statement: &st,
+                    rest,
+                };
+                return Ok(self.dest_for(&plan, &snapshot, &params, source));
             }
             ClientFrame::Describe { kind: b'S', name } => {
                 let Some(st) = self.statements.get(name).cloned() else {
@@ -136,7 +222,12 @@ impl Session {
             Ok(p) => p,
             Err(t) => return Ok(Dest::NeedColumns(t)),
         };
-        Ok(self.dest_for(&plan, &snapshot, &params, simple.then_some(text)))
+        let source = if simple {
+            Source::Simple(text)
+        } else {
+            Source::Placement
+        };
+        Ok(self.dest_for(&plan, &snapshot, &params, source))
     }
 
     fn plan(&self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
@@ -145,14 +236,14 @@ impl Session {
             .plan(sql, snapshot, &self.ctx.metrics.statement_parses)
     }
 
-    /// Where a planned statement goes. `simple`: the text of a simple query, which may run on
-    /// several shards; through the extended protocol only single-shard routes are taken yet.
+    /// Where a planned statement goes; `source` says whether and how it may run on several
+    /// shards.
     fn dest_for(
         &mut self,
         plan: &Plan,
         snapshot: &Snapshot,
         params: &Params<'_>,
-        simple: Option<&[u8]>,
+        source: Source<'_>,
     ) -> Dest {
         // A failed transaction block refuses everything but its end, wherever it runs.
         if self.tx_status == b'E' {
@@ -168,9 +259,9 @@ impl Session {
                     Dest::Shard(shards[self.round_robin % shards.len()])
                 }
             },
-            Plan::Every(shards) => match (shards.as_slice(), simple) {
+            Plan::Every(shards) => match (shards.as_slice(), source) {
                 ([one], _) => Dest::Shard(*one),
-                (_, Some(sql)) => {
+                (_, Source::Simple(sql)) => {
                     self.ctx.metrics.routed_multi.increment(1);
                     Dest::Multi(Multi {
                         shards: shards.clone(),
@@ -178,12 +269,28 @@ impl Session {
                         combine: Combine::Copies,
                     })
                 }
-                (_, None) => Dest::Refuse(
-                    SqlState::FEATURE_NOT_SUPPORTED,
-                    "writes to a duplicated table through prepared statements are not supported \
-                     yet: send them as simple queries"
-                        .into(),
-                ),
+                (
+                    _,
+                    Source::Bind {
+                        portal,
+                        statement,
+                        rest,
+                    },
+                ) => {
+                    self.ctx.metrics.routed_multi.increment(1);
+                    Dest::MultiPortal(MultiPortal {
+                        shards: shards.clone(),
+                        portal: portal.into(),
+                        messages: portal_messages(
+                            &statement.query,
+                            &statement.param_types,
+                            rest,
+                            (0, 0),
+                        ),
+                        combine: Combine::Copies,
+                    })
+                }
+                (_, Source::Placement) => Dest::Shard(shards[0]),
             },
             Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
             Plan::Sharded(p) => {
@@ -199,18 +306,49 @@ impl Session {
                     Route::Multi(shards) => shards,
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
-                let Some(sql) = simple else {
-                    return Dest::Refuse(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "a prepared statement that spans several shards is not supported yet: \
-                         give the full sharding key in its WHERE clause, or send it as a simple \
-                         query"
-                            .into(),
-                    );
-                };
                 if let Some(why) = &p.multi_shard_refusal {
                     return Dest::Refuse(SqlState::FEATURE_NOT_SUPPORTED, why.clone());
                 }
+                let sql = match source {
+                    Source::Simple(sql) => sql,
+                    Source::Placement => return Dest::Shard(shards[0]),
+                    Source::Bind {
+                        portal,
+                        statement,
+                        rest,
+                    } => {
+                        if matches!(p.keys, Keys::Rows(_)) {
+                            return Dest::Refuse(
+                                SqlState::FEATURE_NOT_SUPPORTED,
+                                "a prepared multi-row INSERT whose rows belong to several shards \
+                                 is not supported yet: insert one row per statement, or send it \
+                                 as a simple query"
+                                    .into(),
+                            );
+                        }
+                        let text = p
+                            .merge
+                            .shard_sql
+                            .as_deref()
+                            .map_or(&statement.query[..], str::as_bytes);
+                        self.ctx.metrics.routed_multi.increment(1);
+                        return Dest::MultiPortal(MultiPortal {
+                            shards,
+                            portal: portal.into(),
+                            messages: portal_messages(
+                                text,
+                                &statement.param_types,
+                                rest,
+                                (p.merge.visible, p.merge.hidden),
+                            ),
+                            combine: Combine::Union {
+                                kind: p.kind,
+                                merge: p.merge.clone(),
+                                rows: Vec::new(),
+                            },
+                        });
+                    }
+                };
                 let text = String::from_utf8_lossy(sql);
                 let sql = match (&p.keys, p.kind) {
                     (Keys::Rows(_), StatementKind::Insert) => {
@@ -539,6 +677,127 @@ impl Session {
                 i += 1;
             }
         }
+    }
+
+    /// Executes a Bind on every shard of its route; the client's Describe and Execute of the
+    /// portal are then answered from the combined result ([`Session::answer_portal`]).
+    pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
+        let conns_of = self.connections_for(&m.shards).await?;
+        let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::with_capacity(conns_of.len());
+        let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
+        for &i in &conns_of {
+            if let Some(p) = parked[i].take() {
+                // The shard's part of the batch stays open until the client's Sync.
+                p.unsynced = true;
+                p.conn.conn.unnamed = None;
+                conns.push(&mut *p.conn.conn);
+            }
+        }
+        let messages = vec![m.messages; conns.len()];
+        let result = gather::run_extended(&mut conns, &messages, &m.combine).await;
+        drop(conns);
+        match result {
+            Ok(gather::Combined::Rows(rows)) => {
+                self.pipeline.push(
+                    Pending::composed(protocol::empty_message(b'2')),
+                    &mut self.cout,
+                );
+                self.portal = Some(Portal {
+                    name: m.portal,
+                    rows,
+                });
+                Ok(())
+            }
+            Ok(gather::Combined::Failed { mut notices, error }) => {
+                notices.extend_from_slice(&error);
+                self.pipeline
+                    .push(Pending::composed(notices.freeze()), &mut self.cout);
+                self.skip_until_sync = true;
+                Ok(())
+            }
+            Err(e) => {
+                for p in &mut self.parked {
+                    p.conn.conn.broken = true;
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The parked connections of `shards` (switching to each first, so a block or batch
+    /// includes them), as indexes into `self.parked` in the order of `shards`.
+    async fn connections_for(&mut self, shards: &[ShardId]) -> Result<Vec<usize>, SessionError> {
+        for &shard in shards {
+            self.switch_to(shard).await?;
+            self.drain_current().await?;
+            self.park_current();
+        }
+        Ok(shards
+            .iter()
+            .filter_map(|s| self.parked.iter().position(|p| p.conn.shard == *s))
+            .collect())
+    }
+
+    /// Answers a Describe, Execute or Close of the multi-shard portal.
+    pub(super) fn answer_portal(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
+        let Some(portal) = self.portal.as_mut() else {
+            return Ok(());
+        };
+        let mut out = BytesMut::new();
+        match frame.tag {
+            b'D' => match &portal.rows.description {
+                Some(d) => out.extend_from_slice(d),
+                None => out.extend_from_slice(&protocol::empty_message(b'n')),
+            },
+            b'E' => {
+                let mut body = &frame.raw[5..];
+                protocol::take_cstr(&mut body, "Execute")?;
+                let max = protocol::take_i32(&mut body, "Execute")?;
+                let rows = &mut portal.rows;
+                out.extend_from_slice(&std::mem::take(&mut rows.notices));
+                if rows.empty {
+                    out.extend_from_slice(&protocol::empty_message(b'I'));
+                } else {
+                    let n = if max > 0 {
+                        (max as usize).min(rows.rows.len())
+                    } else {
+                        rows.rows.len()
+                    };
+                    for r in rows.rows.drain(..n) {
+                        out.extend_from_slice(&r);
+                    }
+                    if max > 0 && !rows.rows.is_empty() {
+                        out.extend_from_slice(&protocol::empty_message(b's'));
+                    } else {
+                        let tag = rows.tag.clone().unwrap_or_default();
+                        let tag = match tag.split_once(' ') {
+                            // A SELECT's tag counts the rows of this Execute.
+                            Some(("SELECT", _)) => format!("SELECT {n}"),
+                            _ => tag,
+                        };
+                        protocol::command_complete(&mut out, &tag);
+                    }
+                }
+            }
+            _ => {
+                self.portal = None;
+                out.extend_from_slice(&protocol::empty_message(b'3'));
+            }
+        }
+        self.pipeline
+            .push(Pending::composed(out.freeze()), &mut self.cout);
+        Ok(())
+    }
+
+    /// The transaction status the proxy reports when it answers a Sync itself: failed if any
+    /// shard's block failed, in a block if any shard is.
+    pub(super) fn session_status(&self) -> u8 {
+        let all = std::iter::once(self.tx_status).chain(self.parked.iter().map(|p| p.tx_status));
+        all.fold(b'I', |acc, s| match (acc, s) {
+            (b'E', _) | (_, b'E') => b'E',
+            (b'T', _) | (_, b'T') => b'T',
+            _ => b'I',
+        })
     }
 
     /// Fetches a table's columns from a shard holding it, for INSERTs that name none.
