@@ -7,6 +7,7 @@
 //! - [`hash`]: PostgreSQL's hash-partition hash, computed locally.
 
 pub mod hash;
+pub mod normalize;
 pub mod place;
 pub mod plan;
 pub mod route;
@@ -19,6 +20,14 @@ pub use route::Route;
 
 use crate::catalog::{Snapshot, TableId};
 
+/// A plan shared by simple queries that differ in literals: valid for a text whose literals at
+/// the `fixed` positions have these values (the plan was built with them).
+struct Shared {
+    plan: Arc<Plan>,
+    fixed: Vec<(usize, Box<str>)>,
+    used: u64,
+}
+
 /// Plans by statement text, shared by every session of a proxy. A plan is valid for the catalog
 /// version it was made at; a newer snapshot makes every older plan a miss.
 pub struct PlanCache {
@@ -29,7 +38,10 @@ pub struct PlanCache {
 #[derive(Default)]
 struct CacheInner {
     version: i64,
+    /// By exact text: prepared statements.
     plans: HashMap<Box<[u8]>, (Arc<Plan>, u64)>,
+    /// By normalised text: simple queries.
+    shared: HashMap<Box<[u8]>, Shared>,
     columns: HashMap<TableId, Arc<Vec<String>>>,
     /// Bumped on every hit, so eviction can drop the least recently used half.
     clock: u64,
@@ -57,11 +69,7 @@ impl PlanCache {
     ) -> Result<Arc<Plan>, TableId> {
         {
             let mut inner = self.lock();
-            if inner.version != snapshot.version() {
-                inner.plans.clear();
-                inner.columns.clear();
-                inner.version = snapshot.version();
-            }
+            inner.renew(snapshot.version());
             inner.clock += 1;
             let now = inner.clock;
             if let Some((plan, used)) = inner.plans.get_mut(sql) {
@@ -93,6 +101,79 @@ impl PlanCache {
         Ok(plan)
     }
 
+    /// The plan of a simple query, shared with every query that differs from it in plain
+    /// literals only where the plan does not depend on them; with the query's literals, which
+    /// routing reads through [`plan::Operand::Literal`].
+    pub fn plan_simple<'q>(
+        &self,
+        sql: &'q [u8],
+        snapshot: &Snapshot,
+        parses: &metrics::Counter,
+    ) -> Result<(Arc<Plan>, Vec<std::borrow::Cow<'q, str>>), TableId> {
+        let Some(normalized) = normalize::normalize(sql) else {
+            return self.plan(sql, snapshot, parses).map(|p| (p, Vec::new()));
+        };
+        let values = || {
+            normalized
+                .literals
+                .iter()
+                .map(|l| l.value.clone())
+                .collect()
+        };
+        {
+            let mut inner = self.lock();
+            inner.renew(snapshot.version());
+            inner.clock += 1;
+            let now = inner.clock;
+            if let Some(shared) = inner.shared.get_mut(normalized.key.as_slice()) {
+                let same = shared
+                    .fixed
+                    .iter()
+                    .all(|(i, v)| normalized.literals.get(*i).is_some_and(|l| *l.value == **v));
+                if same {
+                    shared.used = now;
+                    return Ok((shared.plan.clone(), values()));
+                }
+            }
+        }
+        parses.increment(1);
+        let text = String::from_utf8_lossy(sql);
+        let made = plan::plan(&text, snapshot, &ColumnsOf(self));
+        let mut plan = match made {
+            plan::Planned::Plan(p) => p,
+            plan::Planned::NeedColumns(t) => return Err(t),
+        };
+        let offsets: Vec<usize> = normalized.literals.iter().map(|l| l.offset).collect();
+        let free = plan.localize(&offsets, sql);
+        let fixed = normalized
+            .literals
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !free.contains(i))
+            .map(|(i, l)| (i, l.value.as_ref().into()))
+            .collect();
+        let plan = Arc::new(plan);
+        let mut inner = self.lock();
+        if inner.version == snapshot.version() {
+            if inner.shared.len() >= self.capacity {
+                let mut ages: Vec<u64> = inner.shared.values().map(|s| s.used).collect();
+                ages.sort_unstable();
+                let cutoff = ages[ages.len() / 2];
+                inner.shared.retain(|_, s| s.used > cutoff);
+            }
+            let used = inner.clock;
+            inner.shared.insert(
+                normalized.key.into_boxed_slice(),
+                Shared {
+                    plan: plan.clone(),
+                    fixed,
+                    used,
+                },
+            );
+        }
+        Ok((plan, values()))
+    }
+
     /// Records a table's columns in order (fetched from a shard) for INSERTs without a column
     /// list, valid until the catalog version changes.
     pub fn set_columns(&self, version: i64, table: TableId, columns: Vec<String>) {
@@ -106,7 +187,20 @@ impl PlanCache {
     pub fn clear(&self) {
         let mut inner = self.lock();
         inner.plans.clear();
+        inner.shared.clear();
         inner.columns.clear();
+    }
+}
+
+impl CacheInner {
+    /// Drops everything made at an older catalog version.
+    fn renew(&mut self, version: i64) {
+        if self.version != version {
+            self.plans.clear();
+            self.shared.clear();
+            self.columns.clear();
+            self.version = version;
+        }
     }
 }
 

@@ -18,8 +18,13 @@ use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 /// Where a value in the statement comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operand {
-    /// A literal's text (`None`: NULL), as PostgreSQL's input function of the column reads it.
+    /// A value's text (`None`: NULL), as PostgreSQL's input function of the column reads it.
     Const(Option<String>),
+    /// A constant of the statement text and its byte offset there: the plan cache turns it
+    /// into a [`Operand::Literal`] when it shares the plan between texts that differ in it.
+    Located(Option<String>, i32),
+    /// The `index`-th literal of the simple query being routed (negated: written `-literal`).
+    Literal { index: usize, negated: bool },
     /// Bind parameter `$n`, 0-based.
     Param(usize),
 }
@@ -141,6 +146,66 @@ pub trait ColumnSource {
 pub enum Planned {
     Plan(Plan),
     NeedColumns(TableId),
+}
+
+impl Plan {
+    /// Turns the constants at the offsets of `literals` (the plain literals of the planned
+    /// text, in order) into references to the literals of whatever text is routed with the
+    /// plan. Returns the indexes referenced: every other literal must be the same for the plan
+    /// to serve another text (it may be built into the plan).
+    pub fn localize(&mut self, literal_offsets: &[usize], text: &[u8]) -> Vec<usize> {
+        let mut used = Vec::new();
+        let Plan::Sharded(p) = self else {
+            // Where these go does not depend on any value.
+            return (0..literal_offsets.len()).collect();
+        };
+        if p.merge.shard_sql.is_some() {
+            // The rewritten text has the values in it.
+            return used;
+        }
+        let p = Arc::make_mut(p);
+        let tuples = match &mut p.keys {
+            // Every shard whatever the values, unless LIMIT/OFFSET took some.
+            Keys::Any if p.merge.limit.is_none() && p.merge.offset == 0 => {
+                return (0..literal_offsets.len()).collect()
+            }
+            Keys::Any => return used,
+            Keys::OneOf(t) | Keys::Rows(t) => t,
+        };
+        for op in tuples
+            .iter_mut()
+            .flat_map(|t| t.key.iter_mut().chain(t.set_key.iter_mut()))
+        {
+            let Operand::Located(Some(_), at) = *op else {
+                continue;
+            };
+            let at = at.max(0) as usize;
+            let found = literal_offsets
+                .iter()
+                .position(|&o| o == at)
+                .map(|i| (i, false))
+                .or_else(|| {
+                    // `-5` is one constant to the parser, the minus sign and a literal to the
+                    // scanner.
+                    let after_minus = text.get(at).filter(|&&c| c == b'-').map(|_| {
+                        at + 1
+                            + text[at + 1..]
+                                .iter()
+                                .take_while(|c| c.is_ascii_whitespace())
+                                .count()
+                    })?;
+                    literal_offsets
+                        .iter()
+                        .position(|&o| o == after_minus)
+                        .map(|i| (i, true))
+                });
+            if let Some((index, negated)) = found {
+                *op = Operand::Literal { index, negated };
+                used.push(index);
+            }
+        }
+        used
+    }
 }
 
 /// Plans `sql` against `snapshot`. Text that PostgreSQL cannot parse goes to the first shard,
@@ -670,24 +735,25 @@ fn operand(node: &Node) -> Option<Operand> {
     match node.node.as_ref()? {
         NodeEnum::AConst(c) => {
             if c.isnull {
-                return Some(Operand::Const(None));
+                return Some(Operand::Located(None, c.location));
             }
-            Some(Operand::Const(Some(match c.val.as_ref()? {
+            let value = match c.val.as_ref()? {
                 a_const::Val::Ival(i) => i.ival.to_string(),
                 a_const::Val::Fval(f) => f.fval.clone(),
                 a_const::Val::Sval(s) => s.sval.clone(),
                 a_const::Val::Boolval(b) => b.boolval.to_string(),
                 a_const::Val::Bsval(_) => return None,
-            })))
+            };
+            Some(Operand::Located(Some(value), c.location))
         }
         NodeEnum::ParamRef(p) if p.number >= 1 => Some(Operand::Param(p.number as usize - 1)),
         // A cast of a string literal hands the text to the type's input function, as the key
         // column's own would read it; casts of other expressions may change the value.
         NodeEnum::TypeCast(t) => match operand(t.arg.as_deref()?)? {
             op @ Operand::Param(_) => Some(op),
-            Operand::Const(v) => match t.arg.as_deref()?.node.as_ref()? {
+            op => match t.arg.as_deref()?.node.as_ref()? {
                 NodeEnum::AConst(c) if matches!(c.val, Some(a_const::Val::Sval(_))) || c.isnull => {
-                    Some(Operand::Const(v))
+                    Some(op)
                 }
                 _ => None,
             },

@@ -31,6 +31,8 @@ pub struct Params<'a> {
     values: Vec<Option<&'a [u8]>>,
     /// Declared parameter type OIDs from Parse (0: unspecified).
     types: Vec<u32>,
+    /// The literals of a simple query routed with a shared plan ([`Operand::Literal`]).
+    literals: Vec<std::borrow::Cow<'a, str>>,
 }
 
 const INT2: u32 = 21;
@@ -77,6 +79,27 @@ impl<'a> Params<'a> {
             formats,
             values,
             types: oids,
+            literals: Vec::new(),
+        })
+    }
+
+    /// The literals of a simple query, for plans shared between texts.
+    pub fn literals(literals: Vec<std::borrow::Cow<'a, str>>) -> Params<'a> {
+        Params {
+            literals,
+            ..Params::default()
+        }
+    }
+
+    fn literal(&self, index: usize, negated: bool) -> Result<Owned<'_>, RouteError> {
+        let v = self
+            .literals
+            .get(index)
+            .ok_or(RouteError::MissingParameter(index + 1))?;
+        Ok(if negated {
+            Owned::Formatted(format!("-{v}"))
+        } else {
+            Owned::Text(v)
         })
     }
 
@@ -201,11 +224,12 @@ pub struct Routed {
     pub rows: Vec<ShardId>,
 }
 
-fn resolve<'p>(ops: &'p [Operand], params: &Params<'p>) -> Result<Vec<Owned<'p>>, RouteError> {
+fn resolve<'p>(ops: &'p [Operand], params: &'p Params<'p>) -> Result<Vec<Owned<'p>>, RouteError> {
     ops.iter()
         .map(|op| match op {
-            Operand::Const(None) => Ok(Owned::Null),
-            Operand::Const(Some(s)) => Ok(Owned::Literal(s)),
+            Operand::Const(None) | Operand::Located(None, _) => Ok(Owned::Null),
+            Operand::Const(Some(s)) | Operand::Located(Some(s), _) => Ok(Owned::Literal(s)),
+            Operand::Literal { index, negated } => params.literal(*index, *negated),
             Operand::Param(i) => params.value(*i),
         })
         .collect()

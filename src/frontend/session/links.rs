@@ -161,8 +161,8 @@ impl Session {
             return Ok(Dest::Here);
         }
         let parsed = ClientFrame::parse(frame)?;
-        let (text, params, simple) = match parsed {
-            ClientFrame::Query(sql) => (sql, Params::default(), true),
+        let text = match parsed {
+            ClientFrame::Query(sql) => sql,
             ClientFrame::Parse { query, .. } => {
                 let plan = match self.plan(query, &snapshot) {
                     Ok(p) => p,
@@ -218,16 +218,16 @@ impl Session {
             }
             _ => return Ok(Dest::Here),
         };
-        let plan = match self.plan(text, &snapshot) {
+        let shared =
+            self.ctx
+                .plans
+                .plan_simple(text, &snapshot, &self.ctx.metrics.statement_parses);
+        let (plan, literals) = match shared {
             Ok(p) => p,
             Err(t) => return Ok(Dest::NeedColumns(t)),
         };
-        let source = if simple {
-            Source::Simple(text)
-        } else {
-            Source::Placement
-        };
-        Ok(self.dest_for(&plan, &snapshot, &params, source))
+        let params = Params::literals(literals);
+        Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(text)))
     }
 
     fn plan(&self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
