@@ -742,3 +742,55 @@ async fn multi_shard_prepared_statements_answer_in_binary_as_one_postgres() {
         .await
         .expect("drop ref");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharding_ddl_and_admin_statements_run_through_the_extended_protocol() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    // tokio-postgres sends these as Parse/Describe/Bind/Execute, as JDBC and ORMs do.
+    client
+        .execute(
+            "CREATE SHARDED TABLE ext_cust (cust_id bigint PRIMARY KEY, name text) \
+             PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+            &[],
+        )
+        .await
+        .expect("create through Parse");
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let there: Option<String> = c
+            .query_one("SELECT to_regclass('ext_cust')::text", &[])
+            .await
+            .expect("regclass")
+            .get(0);
+        assert_eq!(there.as_deref(), Some("ext_cust"), "shard {i}");
+    }
+    let rows = client
+        .query("SHOW CHUNKS FOR ext_cust", &[])
+        .await
+        .expect("SHOW through Parse");
+    assert_eq!(rows.len(), 8 * SHARDS);
+    let table: String = rows[0].get(0);
+    assert_eq!(table, "ext_cust");
+    let shards_rows = client.query("SHOW SHARDS", &[]).await.expect("SHOW SHARDS");
+    assert_eq!(shards_rows.len(), SHARDS);
+    client
+        .execute("DROP TABLE ext_cust", &[])
+        .await
+        .expect("drop through Parse");
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let there: Option<String> = c
+            .query_one("SELECT to_regclass('ext_cust')::text", &[])
+            .await
+            .expect("regclass")
+            .get(0);
+        assert_eq!(there, None, "shard {i} still has the table");
+    }
+    let one: i32 = client
+        .query_one("SELECT 1", &[])
+        .await
+        .expect("select")
+        .get(0);
+    assert_eq!(one, 1);
+}

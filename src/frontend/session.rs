@@ -540,6 +540,8 @@ impl Session {
                 return Ok(());
             }
             Dest::Portal => return self.answer_portal(&frame),
+            Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
+            Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
             Dest::NeedColumns(_) => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {

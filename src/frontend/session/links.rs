@@ -42,6 +42,15 @@ pub(super) enum Dest {
     MultiPortal(MultiPortal),
     /// Describe, Execute or Close of the multi-shard portal: answered from its result.
     Portal,
+    /// A Bind of a statement the proxy answers itself (admin SHOW, sharding DDL).
+    LocalPortal {
+        portal: Box<[u8]>,
+        sql: Vec<u8>,
+    },
+    /// A Describe of such a statement.
+    LocalDescribe {
+        sql: Vec<u8>,
+    },
 }
 
 pub(super) struct Multi {
@@ -112,6 +121,30 @@ fn portal_messages(
     out
 }
 
+/// A simple-protocol reply the proxy composed, as a portal's result; its ErrorResponse if it
+/// failed.
+fn rows_of_reply(reply: &[u8]) -> Result<gather::Rows, bytes::Bytes> {
+    let mut rows = gather::Rows::default();
+    let mut rest = reply;
+    while let Ok(Some(len)) = protocol::complete_frame_len(rest) {
+        let frame = bytes::Bytes::copy_from_slice(&rest[..len]);
+        match frame[0] {
+            b'T' => rows.description = Some(frame),
+            b'D' => rows.rows.push_back(frame),
+            b'C' => {
+                let body = &frame[5..];
+                let tag = body.split(|&c| c == 0).next().unwrap_or(body);
+                rows.tag = Some(String::from_utf8_lossy(tag).into_owned());
+            }
+            b'E' => return Err(frame),
+            b'N' => rows.notices.extend_from_slice(&frame),
+            _ => {}
+        }
+        rest = &rest[len..];
+    }
+    Ok(rows)
+}
+
 /// How a statement ends a transaction block, by its leading words.
 fn ends_block(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
@@ -147,9 +180,20 @@ impl Session {
                 ClientFrame::Describe { kind: b'P', name }
                 | ClientFrame::Close { kind: b'P', name } => Some(name),
                 ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
+                // A Sync ends the portal, a new Bind of its name replaces it.
+                ClientFrame::Sync => {
+                    self.portal = None;
+                    None
+                }
+                ClientFrame::Bind { portal: name, .. } => {
+                    if *name == *portal.name {
+                        self.portal = None;
+                    }
+                    None
+                }
                 _ => None,
             };
-            if named.is_some_and(|n| *n == *portal.name) {
+            if named.is_some_and(|n| self.portal.as_ref().is_some_and(|p| *n == *p.name)) {
                 return Ok(Dest::Portal);
             }
         }
@@ -157,6 +201,11 @@ impl Session {
             return Ok(Dest::Here);
         }
         let snapshot = self.ctx.catalog.snapshot();
+        if frame.tag != b'Q' {
+            if let Some(local) = self.local_extended(frame, &snapshot)? {
+                return Ok(local);
+            }
+        }
         if snapshot.tables().is_empty() {
             return Ok(Dest::Here);
         }
@@ -178,9 +227,6 @@ impl Session {
                 statement,
                 rest,
             } => {
-                if self.portal.as_ref().is_some_and(|p| *p.name == *portal) {
-                    self.portal = None;
-                }
                 let Some(st) = self.statements.get(statement).cloned() else {
                     return Ok(Dest::Here);
                 };
@@ -228,6 +274,94 @@ impl Session {
         };
         let params = Params::literals(literals);
         Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(text)))
+    }
+
+    /// Statements the proxy answers itself, sent through the extended protocol (JDBC, asyncpg
+    /// and most ORMs send everything so): held at Parse, answered at Bind and Describe.
+    fn local_extended(
+        &self,
+        frame: &Frame<&[u8]>,
+        snapshot: &Snapshot,
+    ) -> Result<Option<Dest>, SessionError> {
+        let is_local = |sql: &[u8]| match local_kind(sql) {
+            Some(LocalKind::Show) => admin::parse(sql).is_some(),
+            Some(LocalKind::Ddl) => ddl::recognise(sql, snapshot).is_some(),
+            None => false,
+        };
+        Ok(match ClientFrame::parse(frame)? {
+            ClientFrame::Parse { query, .. } if is_local(query) => Some(Dest::Hold),
+            ClientFrame::Bind {
+                portal, statement, ..
+            } => match self.statements.get(statement) {
+                Some(st) if is_local(&st.query) => Some(Dest::LocalPortal {
+                    portal: portal.into(),
+                    sql: st.query.to_vec(),
+                }),
+                _ => None,
+            },
+            ClientFrame::Describe { kind: b'S', name } => match self.statements.get(name) {
+                Some(st) if is_local(&st.query) => Some(Dest::LocalDescribe {
+                    sql: st.query.to_vec(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
+
+    /// Runs a statement the proxy answers itself for an extended-protocol Bind: its result
+    /// becomes the portal the client's Describe and Execute read.
+    pub(super) async fn run_local_portal(
+        &mut self,
+        portal: Box<[u8]>,
+        sql: &[u8],
+    ) -> Result<(), SessionError> {
+        self.drain_current().await?;
+        let Some(kind) = local_kind(sql) else {
+            return Ok(());
+        };
+        let span = self.span.clone();
+        let reply = Box::pin(self.answer_locally(sql, kind).instrument(span))
+            .await
+            .unwrap_or_default();
+        match rows_of_reply(&reply) {
+            Ok(rows) => {
+                self.pipeline.push(
+                    Pending::composed(protocol::empty_message(b'2')),
+                    &mut self.cout,
+                );
+                self.portal = Some(Portal { name: portal, rows });
+            }
+            Err(error) => {
+                self.pipeline.push(Pending::composed(error), &mut self.cout);
+                self.skip_until_sync = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Describes a statement the proxy answers itself: no parameters; an admin SHOW's columns,
+    /// or NoData for DDL (which is not run to describe it).
+    pub(super) async fn describe_local(&mut self, sql: &[u8]) -> Result<(), SessionError> {
+        self.drain_current().await?;
+        let mut out = BytesMut::new();
+        MessageBuilder::new(&mut out, b't').i16(0).finish();
+        let description = if local_kind(sql) == Some(LocalKind::Show) {
+            let span = self.span.clone();
+            let reply = Box::pin(self.answer_locally(sql, LocalKind::Show).instrument(span))
+                .await
+                .unwrap_or_default();
+            rows_of_reply(&reply).ok().and_then(|r| r.description)
+        } else {
+            None
+        };
+        match description {
+            Some(d) => out.extend_from_slice(&d),
+            None => out.extend_from_slice(&protocol::empty_message(b'n')),
+        }
+        self.pipeline
+            .push(Pending::composed(out.freeze()), &mut self.cout);
+        Ok(())
     }
 
     fn plan(&self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
