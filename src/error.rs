@@ -110,6 +110,7 @@ impl ClientError for crate::router::plan::Refusal {
         use crate::router::plan::Refusal as R;
         match self {
             R::Unsupported(_) => SqlState::FEATURE_NOT_SUPPORTED,
+            R::GeneratedAlways(_) => SqlState::GENERATED_ALWAYS,
             R::NotActive(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
         }
     }

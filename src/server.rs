@@ -45,6 +45,8 @@ pub struct ServerCtx {
     pub metrics: Metrics,
     /// Routing plans by statement text.
     pub plans: crate::router::PlanCache,
+    /// Blocks of generated sharding-key values.
+    pub keys: crate::catalog::keys::KeyBlocks,
     recovery: Arc<Recovery>,
 }
 
@@ -96,6 +98,7 @@ impl ServerCtx {
             settings: SettingsRegistry::default(),
             metrics: Metrics::new(&shard_names),
             plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
+            keys: Default::default(),
             config,
         })
     }

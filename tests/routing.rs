@@ -794,3 +794,111 @@ async fn sharding_ddl_and_admin_statements_run_through_the_extended_protocol() {
         .get(0);
     assert_eq!(one, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_keys_are_unique_across_proxies_and_routed() {
+    let proxies = [start(), start()];
+    let setup = proxies[0].connect().await;
+    setup
+        .batch_execute(
+            "CREATE SHARDED TABLE gen_t (id bigserial PRIMARY KEY, v text, client int) \
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+        )
+        .await
+        .expect("create");
+    // The second proxy sees the table (and its sequence) through the catalog.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut clients = Vec::new();
+    for c in 0..4i32 {
+        let client = proxies[(c % 2) as usize].connect().await;
+        clients.push(tokio::spawn(async move {
+            let mut ids: Vec<i64> = Vec::new();
+            let insert = client
+                .prepare("INSERT INTO gen_t (v, client) VALUES ($1, $2) RETURNING id")
+                .await
+                .expect("prepare");
+            for i in 0..1250 {
+                let row = client
+                    .query_one(&insert, &[&format!("p{i}"), &c])
+                    .await
+                    .expect("prepared insert");
+                ids.push(row.get(0));
+            }
+            for batch in 0..25 {
+                let values: Vec<String> =
+                    (0..50).map(|i| format!("('s{batch}_{i}', {c})")).collect();
+                let msgs = client
+                    .simple_query(&format!(
+                        "INSERT INTO gen_t (v, client) VALUES {} RETURNING id",
+                        values.join(", ")
+                    ))
+                    .await
+                    .expect("multi-row insert");
+                for m in msgs {
+                    if let SimpleQueryMessage::Row(r) = m {
+                        ids.push(r.get(0).unwrap().parse().unwrap());
+                    }
+                }
+            }
+            (c, ids)
+        }));
+    }
+    let mut returned: Vec<(i32, i64)> = Vec::new();
+    for h in clients {
+        let (c, ids) = h.await.expect("client task");
+        assert_eq!(ids.len(), 2500, "client {c}");
+        returned.extend(ids.into_iter().map(|id| (c, id)));
+    }
+    let mut stored: Vec<(i32, i64)> = Vec::new();
+    for i in 0..SHARDS {
+        let shard = shards().connect(i).await;
+        for r in shard
+            .query("SELECT client, id FROM gen_t", &[])
+            .await
+            .expect("ids on shard")
+        {
+            stored.push((r.get(0), r.get(1)));
+        }
+    }
+    let distinct: BTreeSet<i64> = stored.iter().map(|(_, id)| *id).collect();
+    assert_eq!(stored.len(), 10_000, "every row stored");
+    assert_eq!(distinct.len(), 10_000, "no value given out twice");
+    returned.sort();
+    stored.sort();
+    assert_eq!(returned, stored, "RETURNING gives each row's stored key");
+    assert!(counts("gen_t").await.iter().all(|&n| n > 1000));
+    // DEFAULT asks for a generated value too.
+    let r = simple_rows(
+        &setup,
+        "INSERT INTO gen_t (id, v) VALUES (DEFAULT, 'd') RETURNING v",
+    )
+    .await;
+    assert_eq!(r, vec![vec![Some("d".into())]]);
+    // An identity that is GENERATED ALWAYS refuses values given explicitly, as PostgreSQL does.
+    setup
+        .batch_execute(
+            "CREATE SHARDED TABLE gen_always (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, \
+             v text) PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+        )
+        .await
+        .expect("create identity table");
+    let err = setup
+        .simple_query("INSERT INTO gen_always (id, v) VALUES (5, 'x')")
+        .await
+        .expect_err("explicit value for GENERATED ALWAYS");
+    assert_eq!(err.code(), Some(&SqlState::GENERATED_ALWAYS));
+    let r = simple_rows(
+        &setup,
+        "INSERT INTO gen_always (v) VALUES ('x') RETURNING id",
+    )
+    .await;
+    assert_eq!(r.len(), 1);
+    setup
+        .batch_execute("DROP TABLE gen_t; ")
+        .await
+        .expect("drop");
+    setup
+        .batch_execute("DROP TABLE gen_always")
+        .await
+        .expect("drop");
+}

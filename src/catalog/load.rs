@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, IsolationLevel, Row};
 
 use super::model::{
-    KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table,
-    TableId, TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    GeneratedKey, KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod,
+    Table, TableId, TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
 };
 use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
@@ -79,6 +79,21 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     }
     let index: HashMap<TableId, usize> =
         tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+
+    for row in tx
+        .query(
+            "SELECT table_id, column_name, always FROM shardwire_catalog.key_sequence
+             ORDER BY table_id, column_name",
+            &[],
+        )
+        .await?
+    {
+        let table = table_mut(&mut tables, &index, row.get(0))?;
+        table.generated.push(GeneratedKey {
+            column: row.get(1),
+            always: row.get(2),
+        });
+    }
 
     let mut set_owner: HashMap<i64, (i64, usize)> = HashMap::new();
     for row in tx
@@ -231,6 +246,7 @@ fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
         chunks: Vec::new(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
+        generated: Vec::new(),
     })
 }
 

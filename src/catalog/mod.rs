@@ -3,6 +3,7 @@
 //! every proxy; each proxy keeps an immutable [`Snapshot`] in memory, replaced whole when the
 //! catalog changes (its own writes at once, other proxies' within a second via the watcher).
 
+pub mod keys;
 mod load;
 pub mod model;
 mod snapshot;
@@ -19,9 +20,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 pub use model::{
-    BoundValue, ChunkId, KeyColumn, NewPartition, NewTable, Partition, PartitionBound,
-    PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table, TableId, TableKind,
-    TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    BoundValue, ChunkId, GeneratedKey, KeyColumn, NewPartition, NewTable, Partition,
+    PartitionBound, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table, TableId,
+    TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
 };
 pub use snapshot::Snapshot;
 pub use store::NOTIFY_CHANNEL;
@@ -250,6 +251,29 @@ impl Catalog {
         store::create_tablespace(&mut *self.client().await?, name, &shard).await?;
         self.refresh().await;
         Ok(())
+    }
+
+    /// Records that sharding-key column `column` of table `id` takes generated values.
+    pub async fn record_key_sequence(
+        &self,
+        id: TableId,
+        column: &str,
+        always: bool,
+    ) -> Result<(), CatalogError> {
+        store::record_key_sequence(&mut *self.client().await?, id, column, always).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Takes `count` values of a generated key's sequence: the first one (the rest follow it).
+    /// One atomic UPDATE, so proxies sharing the catalog never take the same values.
+    pub async fn take_key_values(
+        &self,
+        id: TableId,
+        column: &str,
+        count: i64,
+    ) -> Result<i64, CatalogError> {
+        store::take_key_values(&mut *self.client().await?, id, column, count).await
     }
 
     /// Drops a tablespace; refused while a partition uses it.

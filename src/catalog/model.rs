@@ -331,6 +331,17 @@ pub struct Table {
     pub chunks: Vec<ShardId>,
     pub partition_sets: Vec<PartitionSet>,
     pub partitions: Vec<Partition>,
+    /// Sharding-key columns whose values the cluster-wide sequence gives when an INSERT
+    /// gives none.
+    pub generated: Vec<GeneratedKey>,
+}
+
+/// A sharding-key column that generates its values (serial or identity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedKey {
+    pub column: String,
+    /// `GENERATED ALWAYS`: an INSERT may not give a value.
+    pub always: bool,
 }
 
 impl Table {

@@ -23,6 +23,7 @@ pub const NOTIFY_CHANNEL: &str = "shardwire_catalog";
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_primary_key.sql"),
+    include_str!("migrations/0003_key_sequences.sql"),
 ];
 
 /// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog
@@ -415,6 +416,43 @@ pub(super) async fn set_state(
     bump_version(&tx).await?;
     tx.commit().await?;
     Ok(())
+}
+
+pub(super) async fn record_key_sequence(
+    client: &mut Client,
+    id: TableId,
+    column: &str,
+    always: bool,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "INSERT INTO shardwire_catalog.key_sequence (table_id, column_name, always)
+         VALUES ($1, $2, $3)",
+        &[&id.0, &column, &always],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn take_key_values(
+    client: &mut Client,
+    id: TableId,
+    column: &str,
+    count: i64,
+) -> Result<i64, CatalogError> {
+    let row = client
+        .query_opt(
+            "UPDATE shardwire_catalog.key_sequence SET next_value = next_value + $3
+             WHERE table_id = $1 AND column_name = $2
+             RETURNING next_value - $3",
+            &[&id.0, &column, &count],
+        )
+        .await?;
+    row.map(|r| r.get(0)).ok_or_else(|| {
+        CatalogError::Corrupt(format!("no key sequence for column {column} of table {id}"))
+    })
 }
 
 pub(super) async fn set_row_movement(

@@ -250,6 +250,27 @@ impl ColumnDef {
             .any(|c| matches!(c.body, ColumnConstraintBody::NotNull))
     }
 
+    /// Whether the column makes its own values (a serial type or an identity).
+    pub fn generated(&self) -> Option<Generated> {
+        if let Some(always) = self.constraints.iter().find_map(|c| match c.body {
+            ColumnConstraintBody::Identity { always, .. } => Some(always),
+            _ => None,
+        }) {
+            return Some(Generated::Identity { always });
+        }
+        match &self.data_type.pg {
+            PgType::Native(name)
+                if matches!(
+                    name.to_ascii_lowercase().as_str(),
+                    "smallserial" | "serial" | "bigserial" | "serial2" | "serial4" | "serial8"
+                ) =>
+            {
+                Some(Generated::Serial)
+            }
+            _ => None,
+        }
+    }
+
     pub fn default_expr(&self) -> Option<&str> {
         self.constraints.iter().find_map(|c| match &c.body {
             ColumnConstraintBody::Default(e) => Some(e.as_str()),
@@ -283,6 +304,21 @@ pub enum ColumnConstraintBody {
     Default(String),
     /// The expression's source text, without the enclosing parentheses.
     Check(String),
+    /// `GENERATED ALWAYS | BY DEFAULT AS IDENTITY [(sequence options)]`.
+    Identity {
+        always: bool,
+        /// The sequence options' source text, without the parentheses.
+        options: Option<String>,
+    },
+}
+
+/// How a column generates its values when an INSERT gives none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generated {
+    /// `smallserial`, `serial`, `bigserial`.
+    Serial,
+    /// An identity column; `always` refuses values given explicitly.
+    Identity { always: bool },
 }
 
 #[derive(Debug, Clone, PartialEq)]

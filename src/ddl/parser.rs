@@ -485,6 +485,22 @@ impl<'a> Parser<'a> {
                 ColumnConstraintBody::Null
             } else if self.eat_kw("default") {
                 ColumnConstraintBody::Default(self.default_expr()?)
+            } else if self.eat_kw("generated") {
+                let always = if self.eat_kw("always") {
+                    true
+                } else {
+                    self.expect_kw("by")?;
+                    self.expect_kw("default")?;
+                    false
+                };
+                self.expect_kw("as")?;
+                self.expect_kw("identity")?;
+                let options = if self.at(TokenKind::LParen) {
+                    Some(self.skip_parenthesized()?)
+                } else {
+                    None
+                };
+                ColumnConstraintBody::Identity { always, options }
             } else if self.at_kw("check") {
                 self.advance();
                 ColumnConstraintBody::Check(self.skip_parenthesized()?)

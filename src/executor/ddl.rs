@@ -228,6 +228,13 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     validate_with_postgres_parser(&plan.per_shard)?;
     let entry = layout::new_table(&snapshot, &plan)?;
     let id = ctx.catalog.create_table(&entry).await?;
+    if let Err(e) = record_generated_keys(ctx, id, statement, &entry).await {
+        if let Err(cleanup) = ctx.catalog.delete_table(id).await {
+            tracing::error!(table = %plan.layout.name, error = %cleanup,
+                "CREATE failed and its catalog entry could not be removed; DROP TABLE removes it");
+        }
+        return Err(e);
+    }
     check_recorded_placement(ctx, id, &plan).await?;
     tracing::info!(table = %plan.layout.name, shards = plan.per_shard.len(), "creating table");
     if let Err(e) = run_on_shards(ctx, plan.per_shard).await {
@@ -247,6 +254,34 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
     }
     ctx.catalog.set_state(id, TableState::Active).await?;
     Ok("CREATE TABLE")
+}
+
+/// A family root's sharding-key columns declared serial or identity take their values from a
+/// cluster-wide sequence in the catalog (each shard's own sequence would hand out the same
+/// values on every shard, and the proxy needs the value before it can route the row).
+async fn record_generated_keys(
+    ctx: &ServerCtx,
+    id: TableId,
+    statement: &CreateTable,
+    entry: &crate::catalog::NewTable,
+) -> Result<(), ExecError> {
+    if entry.kind != crate::catalog::TableKind::Sharded || entry.parent.is_some() {
+        return Ok(());
+    }
+    for key in &entry.key_columns {
+        let generated = statement
+            .columns
+            .iter()
+            .find(|c| c.name.value == key.name)
+            .and_then(|c| c.generated());
+        if let Some(g) = generated {
+            let always = g == crate::ddl::Generated::Identity { always: true };
+            ctx.catalog
+                .record_key_sequence(id, &key.name, always)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// DROP, ALTER and CREATE INDEX reach the shards the catalog derives from the entry; a CREATE

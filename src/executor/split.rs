@@ -38,6 +38,87 @@ pub fn split_insert(
     Ok(out)
 }
 
+/// What an INSERT's generated key column gets in each VALUES row.
+pub enum KeyValues<'a> {
+    /// These values, one per row.
+    Values(&'a [i64]),
+    /// Parameter `$n` (a single-row INSERT of a prepared statement).
+    Param(i32),
+}
+
+/// The INSERT with its generated key column filled in: added to the column list when the
+/// statement leaves it out (`missing`), its DEFAULT replaced otherwise.
+pub fn fill_generated(
+    sql: &str,
+    column: &str,
+    missing: bool,
+    values: KeyValues<'_>,
+) -> Result<String, String> {
+    use pg_query::protobuf::{a_const, AConst, Float, Integer, Node, ParamRef, ResTarget};
+    let mut tree = pg_query::parse(sql, 0).map_err(|e| e.to_string())?.protobuf;
+    let raw = tree.stmts.first_mut().ok_or("empty statement")?;
+    let Some(NodeEnum::InsertStmt(insert)) = raw.stmt.as_mut().and_then(|s| s.node.as_mut()) else {
+        return Err("not an INSERT".into());
+    };
+    let position = if missing {
+        insert.cols.push(Node {
+            node: Some(NodeEnum::ResTarget(Box::new(ResTarget {
+                name: column.to_string(),
+                indirection: Vec::new(),
+                val: None,
+                location: -1,
+            }))),
+        });
+        insert.cols.len() - 1
+    } else {
+        insert
+            .cols
+            .iter()
+            .position(|c| matches!(&c.node, Some(NodeEnum::ResTarget(r)) if r.name == column))
+            .ok_or("the generated column is not in the column list")?
+    };
+    let Some(NodeEnum::SelectStmt(select)) =
+        insert.select_stmt.as_mut().and_then(|s| s.node.as_mut())
+    else {
+        return Err("INSERT without VALUES".into());
+    };
+    for (i, row) in select.values_lists.iter_mut().enumerate() {
+        let Some(NodeEnum::List(list)) = row.node.as_mut() else {
+            return Err("unexpected VALUES row".into());
+        };
+        let value = match &values {
+            KeyValues::Values(v) => {
+                let v = *v.get(i).ok_or("fewer generated values than rows")?;
+                let val = match i32::try_from(v) {
+                    Ok(n) => a_const::Val::Ival(Integer { ival: n }),
+                    Err(_) => a_const::Val::Fval(Float {
+                        fval: v.to_string(),
+                    }),
+                };
+                NodeEnum::AConst(AConst {
+                    isnull: false,
+                    location: -1,
+                    val: Some(val),
+                })
+            }
+            KeyValues::Param(n) => NodeEnum::ParamRef(ParamRef {
+                number: *n,
+                location: -1,
+            }),
+        };
+        let node = Node { node: Some(value) };
+        if missing {
+            list.items.push(node);
+        } else {
+            *list
+                .items
+                .get_mut(position)
+                .ok_or("a VALUES row is shorter than the column list")? = node;
+        }
+    }
+    pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +138,20 @@ mod tests {
                 "INSERT INTO t (id, v) VALUES (2, 'b') RETURNING id".to_string(),
                 "INSERT INTO t (id, v) VALUES (1, 'a'), (3, 'c') RETURNING id".to_string(),
             ]
+        );
+    }
+
+    #[test]
+    fn generated_keys_fill_the_column() {
+        let sql = "INSERT INTO t (v) VALUES ('a'), ('b') RETURNING id";
+        assert_eq!(
+            fill_generated(sql, "id", true, KeyValues::Values(&[7, 3_000_000_000])).unwrap(),
+            "INSERT INTO t (v, id) VALUES ('a', 7), ('b', 3000000000) RETURNING id"
+        );
+        let sql = "INSERT INTO t (id, v) VALUES (DEFAULT, $1)";
+        assert_eq!(
+            fill_generated(sql, "id", false, KeyValues::Param(2)).unwrap(),
+            "INSERT INTO t (id, v) VALUES ($2, $1)"
         );
     }
 }

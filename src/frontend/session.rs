@@ -140,6 +140,8 @@ pub struct Session {
     round_robin: usize,
     /// The result of a Bind that ran on several shards, read by the client's Execute.
     portal: Option<Portal>,
+    /// Generated key values taken for the INSERT being routed.
+    pending_keys: Vec<i64>,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
 }
@@ -174,6 +176,7 @@ impl Session {
             begin_sql: None,
             round_robin: 0,
             portal: None,
+            pending_keys: Vec::new(),
             span,
         }
     }
@@ -494,6 +497,28 @@ impl Session {
                         );
                     }
                 }
+                Dest::NeedKeys {
+                    table,
+                    column,
+                    count,
+                } if self.pending_keys.is_empty() => {
+                    let taken = self
+                        .ctx
+                        .keys
+                        .take(&self.ctx.catalog, table, &column, count)
+                        .await;
+                    match taken {
+                        Ok(values) => self.pending_keys = values,
+                        Err(e) => break Dest::Refuse(e.sqlstate(), e.to_string()),
+                    }
+                }
+                Dest::NeedKeys { .. } => {
+                    self.pending_keys.clear();
+                    break Dest::Refuse(
+                        SqlState::INTERNAL_ERROR,
+                        "generated key values went missing while routing the INSERT".into(),
+                    );
+                }
                 Dest::NeedColumns(_) => {
                     break Dest::Refuse(
                         SqlState::FEATURE_NOT_SUPPORTED,
@@ -542,7 +567,7 @@ impl Session {
             Dest::Portal => return self.answer_portal(&frame),
             Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
             Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
-            Dest::NeedColumns(_) => unreachable!("resolved above"),
+            Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {
             tracing::warn!(

@@ -25,6 +25,8 @@ pub enum Operand {
     Located(Option<String>, i32),
     /// The `index`-th literal of the simple query being routed (negated: written `-literal`).
     Literal { index: usize, negated: bool },
+    /// The generated key value of VALUES row `n`, taken from the cluster-wide sequence.
+    Generated(usize),
     /// Bind parameter `$n`, 0-based.
     Param(usize),
 }
@@ -103,6 +105,16 @@ pub struct ShardedPlan {
     pub multi_shard_refusal: Option<String>,
     /// The INSERT has RETURNING: the rows come back from each shard.
     pub returning: bool,
+    /// An INSERT whose generated key column the proxy fills from the cluster-wide sequence.
+    pub generated: Option<GeneratedInsert>,
+}
+
+/// The generated key column of an INSERT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedInsert {
+    pub column: String,
+    /// Absent from the column list (else given as DEFAULT).
+    pub missing: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +139,9 @@ pub enum Refusal {
     /// Not supported yet (0A000).
     #[error("{0}")]
     Unsupported(String),
+    /// An explicit value for a `GENERATED ALWAYS` key column (428C9).
+    #[error("cannot insert a non-DEFAULT value into column \"{0}\": it is GENERATED ALWAYS AS IDENTITY; leave it out of the INSERT")]
+    GeneratedAlways(String),
     /// The table is being created or dropped (55000).
     #[error("table \"{0}\" is not active (it is being created or dropped); try again, or run DROP TABLE to clear it")]
     NotActive(String),
@@ -942,6 +957,7 @@ fn plan_filtered(
         merge: Merge::default(),
         multi_shard_refusal: refusal,
         returning,
+        generated: None,
     }))
 }
 
@@ -1309,26 +1325,49 @@ fn plan_insert(
         .map(|k| names.iter().position(|n| n == k))
         .collect();
     let root_key = target.key_columns.len();
+    let generated_key = |k: &str| target.generated.iter().find(|g| g.column == k);
+    let mut generated: Option<GeneratedInsert> = None;
     let mut rows = Vec::with_capacity(select.values_lists.len());
-    for row in &select.values_lists {
+    for (row_no, row) in select.values_lists.iter().enumerate() {
         let Some(NodeEnum::List(list)) = row.node.as_ref() else {
             return Planned::Plan(unsupported("unexpected VALUES row"));
         };
         let mut values = Vec::with_capacity(positions.len());
         for (k, pos) in key_names.iter().zip(&positions) {
-            let Some(expr) = pos.and_then(|p| list.items.get(p)) else {
-                return Planned::Plan(unsupported(format!(
-                    "INSERT into sharded table \"{}\" must give sharding key column \"{k}\" \
-                     (generated keys are not supported yet)",
-                    target.qualified_name()
-                )));
-            };
+            let expr = pos.and_then(|p| list.items.get(p));
+            let is_default =
+                expr.is_some_and(|e| matches!(e.node, Some(NodeEnum::SetToDefault(_))));
+            if expr.is_none() || is_default {
+                let Some(g) = generated_key(k) else {
+                    return Planned::Plan(unsupported(format!(
+                        "INSERT into sharded table \"{}\" must give sharding key column \"{k}\": \
+                         only a serial or identity key column makes its own values",
+                        target.qualified_name()
+                    )));
+                };
+                if generated.as_ref().is_some_and(|gi| gi.column != g.column) {
+                    return Planned::Plan(unsupported(
+                        "an INSERT that leaves two generated sharding-key columns to their \
+                         sequences is not supported yet",
+                    ));
+                }
+                generated = Some(GeneratedInsert {
+                    column: g.column.clone(),
+                    missing: expr.is_none(),
+                });
+                values.push(Operand::Generated(row_no));
+                continue;
+            }
+            let expr = expr.expect("checked above");
+            if generated_key(k).is_some_and(|g| g.always) {
+                return Planned::Plan(Plan::Refused(Refusal::GeneratedAlways(k.to_string())));
+            }
             match operand(expr) {
                 Some(v) => values.push(v),
                 None => {
                     return Planned::Plan(unsupported(format!(
                         "the value of sharding key column \"{k}\" must be a constant or a \
-                         parameter, not an expression or DEFAULT"
+                         parameter, not an expression"
                     )))
                 }
             }
@@ -1347,5 +1386,6 @@ fn plan_insert(
         merge: Merge::default(),
         multi_shard_refusal: None,
         returning: i.returning_clause.is_some(),
+        generated,
     })))
 }

@@ -24,7 +24,7 @@ pub fn route_unsharded() -> Route {
 }
 
 /// The parameters of a Bind message, as far as routing reads them.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Params<'a> {
     /// Format code per parameter (0 text, 1 binary), expanded from Bind's short forms.
     formats: Vec<i16>,
@@ -33,6 +33,8 @@ pub struct Params<'a> {
     types: Vec<u32>,
     /// The literals of a simple query routed with a shared plan ([`Operand::Literal`]).
     literals: Vec<std::borrow::Cow<'a, str>>,
+    /// Generated key values, one per VALUES row ([`Operand::Generated`]).
+    generated: Vec<String>,
 }
 
 const INT2: u32 = 21;
@@ -40,6 +42,11 @@ const INT4: u32 = 23;
 const INT8: u32 = 20;
 
 impl<'a> Params<'a> {
+    /// How many parameter values the Bind carries.
+    pub fn count(&self) -> usize {
+        self.values.len()
+    }
+
     /// Reads Bind's parameter part (`rest`: formats, values, result formats) and Parse's
     /// declared types (`types`: count and OIDs, as sent).
     pub fn parse(rest: &'a [u8], types: &[u8]) -> Result<Params<'a>, FrameError> {
@@ -80,6 +87,7 @@ impl<'a> Params<'a> {
             values,
             types: oids,
             literals: Vec::new(),
+            generated: Vec::new(),
         })
     }
 
@@ -89,6 +97,12 @@ impl<'a> Params<'a> {
             literals,
             ..Params::default()
         }
+    }
+
+    /// The generated key values of an INSERT's rows, for routing them.
+    pub fn with_generated(mut self, values: &[i64]) -> Params<'a> {
+        self.generated = values.iter().map(i64::to_string).collect();
+        self
     }
 
     fn literal(&self, index: usize, negated: bool) -> Result<Owned<'_>, RouteError> {
@@ -176,6 +190,65 @@ pub fn with_hidden_result_columns(rest: &[u8], visible: usize, hidden: usize) ->
     out
 }
 
+/// Bind's parameter part with one more parameter, `value` in text format, after the client's.
+pub fn with_extra_param(rest: &[u8], value: &str) -> Result<Vec<u8>, FrameError> {
+    let mut b = rest;
+    let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
+    let mut formats = Vec::with_capacity(nformats);
+    for _ in 0..nformats {
+        formats.push(take_i16(&mut b, "Bind")?);
+    }
+    let values_start = rest.len() - b.len();
+    let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
+    for _ in 0..nvalues {
+        let len = take_i32(&mut b, "Bind")?;
+        if len > 0 {
+            b = b.get(len as usize..).ok_or(FrameError::Malformed("Bind"))?;
+        }
+    }
+    let values_end = rest.len() - b.len();
+    // Formats spelt out per parameter, so the new one can be text whatever the others are.
+    let formats: Vec<i16> = match formats.as_slice() {
+        [] => Vec::new(),
+        [one] => vec![*one; nvalues],
+        many => many.to_vec(),
+    };
+    let mut out = Vec::with_capacity(rest.len() + value.len() + 8);
+    if formats.is_empty() {
+        out.extend_from_slice(&0i16.to_be_bytes());
+    } else {
+        out.extend_from_slice(&((formats.len() + 1) as i16).to_be_bytes());
+        for f in &formats {
+            out.extend_from_slice(&f.to_be_bytes());
+        }
+        out.extend_from_slice(&0i16.to_be_bytes());
+    }
+    out.extend_from_slice(&((nvalues + 1) as i16).to_be_bytes());
+    out.extend_from_slice(&rest[values_start + 2..values_end]);
+    out.extend_from_slice(&(value.len() as i32).to_be_bytes());
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(&rest[values_end..]);
+    Ok(out)
+}
+
+/// Parse's parameter types for `count` parameters plus one more of unspecified type (the
+/// server infers it from the column).
+pub fn with_extra_param_type(types: &[u8], count: usize) -> Vec<u8> {
+    let mut t = types;
+    let declared = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
+    let mut oids: Vec<u32> = (0..declared)
+        .map(|_| take_i32(&mut t, "Parse").unwrap_or(0) as u32)
+        .collect();
+    oids.resize(count, 0);
+    oids.push(0);
+    let mut out = Vec::with_capacity(2 + 4 * oids.len());
+    out.extend_from_slice(&(oids.len() as i16).to_be_bytes());
+    for o in oids {
+        out.extend_from_slice(&o.to_be_bytes());
+    }
+    out
+}
+
 /// A key value resolved from a literal or a parameter.
 enum Owned<'a> {
     Null,
@@ -230,6 +303,11 @@ fn resolve<'p>(ops: &'p [Operand], params: &'p Params<'p>) -> Result<Vec<Owned<'
             Operand::Const(None) | Operand::Located(None, _) => Ok(Owned::Null),
             Operand::Const(Some(s)) | Operand::Located(Some(s), _) => Ok(Owned::Literal(s)),
             Operand::Literal { index, negated } => params.literal(*index, *negated),
+            Operand::Generated(row) => params
+                .generated
+                .get(*row)
+                .map(|v| Owned::Text(v))
+                .ok_or(RouteError::MissingParameter(0)),
             Operand::Param(i) => params.value(*i),
         })
         .collect()

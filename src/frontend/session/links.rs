@@ -51,6 +51,12 @@ pub(super) enum Dest {
     LocalDescribe {
         sql: Vec<u8>,
     },
+    /// An INSERT needs `count` values of a generated key column first.
+    NeedKeys {
+        table: TableId,
+        column: String,
+        count: usize,
+    },
 }
 
 pub(super) struct Multi {
@@ -427,6 +433,9 @@ impl Session {
                 (_, Source::Placement) => Dest::Shard(shards[0]),
             },
             Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
+            Plan::Sharded(p) if p.generated.is_some() => {
+                self.generated_insert(p, snapshot, params, source)
+            }
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,
@@ -521,6 +530,115 @@ impl Session {
                     },
                 })
             }
+        }
+    }
+
+    /// An INSERT whose generated key column the proxy fills: values from the cluster-wide
+    /// sequence (taken beforehand, [`Dest::NeedKeys`]), the statement rewritten to carry them,
+    /// each row routed by its value. It always runs through the executor, even on one shard,
+    /// since what the shard runs is not the client's text.
+    fn generated_insert(
+        &mut self,
+        p: &crate::router::plan::ShardedPlan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        let (Some(g), Keys::Rows(rows)) = (&p.generated, &p.keys) else {
+            return Dest::Here;
+        };
+        if matches!(source, Source::Placement) {
+            return Dest::Shard(p.shards[0]);
+        }
+        if self.pending_keys.len() != rows.len() {
+            return Dest::NeedKeys {
+                table: p.table,
+                column: g.column.clone(),
+                count: rows.len(),
+            };
+        }
+        let values = std::mem::take(&mut self.pending_keys);
+        let with_values = params.clone().with_generated(&values);
+        let routed = match routing::route(snapshot, p, &with_values) {
+            Ok(r) => r,
+            Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+        };
+        let mut shards = routed.rows.clone();
+        shards.sort();
+        shards.dedup();
+        let rows: Vec<usize> = routed
+            .rows
+            .iter()
+            .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
+            .collect();
+        let combine = Combine::Union {
+            kind: StatementKind::Insert,
+            merge: Default::default(),
+            rows,
+        };
+        let refuse = |e: String| {
+            Dest::Refuse(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                format!("cannot add the generated key to the INSERT: {e}"),
+            )
+        };
+        use crate::executor::split::{fill_generated, split_insert, KeyValues};
+        self.ctx.metrics.routed_single.increment(1);
+        match source {
+            Source::Simple(sql) => {
+                let text = String::from_utf8_lossy(sql);
+                let filled =
+                    match fill_generated(&text, &g.column, g.missing, KeyValues::Values(&values)) {
+                        Ok(t) => t,
+                        Err(e) => return refuse(e),
+                    };
+                let sql = match split_insert(&filled, &routed.rows, &shards) {
+                    Ok(s) => s,
+                    Err(e) => return refuse(e),
+                };
+                Dest::Multi(Multi {
+                    shards,
+                    sql,
+                    combine,
+                })
+            }
+            Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                if values.len() != 1 {
+                    return Dest::Refuse(
+                        SqlState::FEATURE_NOT_SUPPORTED,
+                        "a prepared multi-row INSERT with generated keys is not supported yet: \
+                         insert one row per statement"
+                            .into(),
+                    );
+                }
+                let count = params.count();
+                let text = String::from_utf8_lossy(&statement.query);
+                let filled = match fill_generated(
+                    &text,
+                    &g.column,
+                    g.missing,
+                    KeyValues::Param(count as i32 + 1),
+                ) {
+                    Ok(t) => t,
+                    Err(e) => return refuse(e),
+                };
+                let rest = match routing::with_extra_param(rest, &values[0].to_string()) {
+                    Ok(r) => r,
+                    Err(e) => return refuse(e.to_string()),
+                };
+                let types = routing::with_extra_param_type(&statement.param_types, count);
+                Dest::MultiPortal(MultiPortal {
+                    shards,
+                    portal: portal.into(),
+                    messages: portal_messages(filled.as_bytes(), &types, &rest, (0, 0)),
+                    combine,
+                })
+            }
+            Source::Placement => Dest::Shard(p.shards[0]),
         }
     }
 
