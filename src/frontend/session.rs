@@ -30,6 +30,7 @@ use crate::server::ServerCtx;
 use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
 
+mod copy;
 mod links;
 
 use links::{Dest, Parked};
@@ -140,6 +141,8 @@ pub struct Session {
     round_robin: usize,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
+    /// A COPY FROM STDIN the proxy splits over shards, while the client sends its data.
+    copy: Option<Box<copy::CopyIn>>,
 }
 
 impl Session {
@@ -172,6 +175,7 @@ impl Session {
             begin_sql: None,
             round_robin: 0,
             span,
+            copy: None,
         }
     }
 
@@ -450,6 +454,9 @@ impl Session {
     }
 
     async fn on_client_frame(&mut self, frame: Frame<&[u8]>) -> Result<(), SessionError> {
+        if self.copy.is_some() {
+            return self.on_copy_frame(&frame).await;
+        }
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
@@ -526,6 +533,10 @@ impl Session {
                 self.run_multi(multi).await?;
                 return Ok(());
             }
+            Dest::Copy(job) => {
+                self.run_copy(job).await?;
+                return Ok(());
+            }
             Dest::NeedColumns(_) => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {
@@ -558,7 +569,7 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || local_candidate(frame)?.is_some() {
+        if self.skip_until_sync || self.copy.is_some() || local_candidate(frame)?.is_some() {
             return Ok(false);
         }
         // A session holding connections on several shards takes the general path: Syncs and

@@ -38,6 +38,8 @@ pub(super) enum Dest {
     Refuse(SqlState, String),
     /// An INSERT without a column list needs the table's columns first.
     NeedColumns(TableId),
+    /// A COPY the session splits (FROM) or gathers (TO) over several shards.
+    Copy(super::copy::CopyJob),
 }
 
 pub(super) struct Multi {
@@ -123,6 +125,7 @@ impl Session {
                     Plan::Sharded(p) => p.shards.clone(),
                     Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
                     Plan::Fixed(s) => vec![*s],
+                    Plan::Copy(c) => c.shards.clone(),
                     Plan::Anywhere | Plan::Refused(_) => return Ok(Dest::Here),
                 };
                 return Ok(match self.current_shard() {
@@ -186,6 +189,7 @@ impl Session {
                 ),
             },
             Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
+            Plan::Copy(c) => self.copy_dest(c, snapshot, params, simple),
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,
@@ -305,7 +309,7 @@ impl Session {
         }
     }
 
-    fn park_current(&mut self) {
+    pub(super) fn park_current(&mut self) {
         if let Some(conn) = self.backend.take() {
             self.cancel.slot.set(None);
             self.parked.push(Parked {
