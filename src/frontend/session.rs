@@ -141,8 +141,8 @@ pub struct Session {
     round_robin: usize,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
-    /// A COPY FROM STDIN the proxy splits over shards, while the client sends its data.
-    copy: Option<Box<copy::CopyIn>>,
+    /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
+    copy: Option<Box<copy::CopyState>>,
 }
 
 impl Session {
@@ -454,8 +454,8 @@ impl Session {
     }
 
     async fn on_client_frame(&mut self, frame: Frame<&[u8]>) -> Result<(), SessionError> {
-        if self.copy.is_some() {
-            return self.on_copy_frame(&frame).await;
+        if self.copy.is_some() && self.on_copy_frame(&frame).await? {
+            return Ok(());
         }
         if self.skip_until_sync {
             if frame.tag != b'S' {
@@ -534,7 +534,7 @@ impl Session {
                 return Ok(());
             }
             Dest::Copy(job) => {
-                self.run_copy(job).await?;
+                self.run_copy(job, frame.tag).await?;
                 return Ok(());
             }
             Dest::NeedColumns(_) => unreachable!("resolved above"),

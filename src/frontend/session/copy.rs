@@ -31,8 +31,21 @@ pub(super) struct CopyJob {
     sql: String,
 }
 
+/// What the session is in the middle of, while the client's messages come to
+/// [`Session::on_copy_frame`] first.
+pub(super) enum CopyState {
+    /// A Bind of the COPY was answered; its Execute starts it.
+    Portal(CopyJob),
+    In(CopyIn),
+    /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
+    /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
+    AwaitSync { status: u8, failed: bool },
+}
+
 /// A COPY FROM STDIN in progress: the client's CopyData goes here until CopyDone or CopyFail.
 pub(super) struct CopyIn {
+    /// Started by Execute (extended protocol): ReadyForQuery waits for the client's Sync.
+    extended: bool,
     plan: Arc<CopyPlan>,
     sql: String,
     /// `None` for a duplicated table, whose every copy takes the client's data as it comes.
@@ -109,7 +122,6 @@ impl Session {
         plan: &Arc<CopyPlan>,
         snapshot: &Snapshot,
         params: &Params<'_>,
-        simple: Option<&[u8]>,
     ) -> Dest {
         let name = || {
             snapshot
@@ -140,20 +152,13 @@ impl Session {
                 );
             }
         }
-        if let [one] = shards.as_slice() {
+        // COPY TO of a table reads a shard's partitioned table through the rewritten query,
+        // even from one shard.
+        let rewritten = !plan.from && plan.select.is_none();
+        if let ([one], false) = (shards.as_slice(), rewritten) {
             return Dest::Shard(*one);
         }
-        let Some(text) = simple else {
-            return Dest::Refuse(
-                SqlState::FEATURE_NOT_SUPPORTED,
-                format!(
-                    "COPY of \"{}\" through the extended protocol (Parse/Bind/Execute) is not \
-                     supported yet: send it as a simple query",
-                    name()
-                ),
-            );
-        };
-        if plan.binary() {
+        if plan.binary() && shards.len() > 1 {
             return Dest::Refuse(
                 SqlState::FEATURE_NOT_SUPPORTED,
                 format!(
@@ -166,18 +171,28 @@ impl Session {
         Dest::Copy(CopyJob {
             plan: plan.clone(),
             shards,
-            sql: plan
-                .shard_sql
-                .clone()
-                .unwrap_or_else(|| String::from_utf8_lossy(text).into_owned()),
+            sql: plan.shard_sql.clone(),
         })
     }
 
-    pub(super) async fn run_copy(&mut self, job: CopyJob) -> Result<(), SessionError> {
+    /// Runs a COPY the client sent as a simple query (`tag` `Q`), or answers its Bind (`B`)
+    /// and waits for its Execute.
+    pub(super) async fn run_copy(&mut self, job: CopyJob, tag: u8) -> Result<(), SessionError> {
+        // Whatever the client is still owed comes first.
+        self.drain_current().await?;
+        if tag == b'B' {
+            MessageBuilder::new(&mut self.cout, b'2').finish();
+            self.copy = Some(Box::new(CopyState::Portal(job)));
+            return Ok(());
+        }
+        self.start_copy(job, false).await
+    }
+
+    async fn start_copy(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
         if job.plan.from {
-            self.start_copy_in(job).await
+            self.start_copy_in(job, extended).await
         } else {
-            self.copy_out(job).await
+            self.copy_out(job, extended).await
         }
     }
 
@@ -187,7 +202,7 @@ impl Session {
 
     /// The client's status after a COPY over parked connections, and the connections given
     /// back where nothing holds them; a failed block is answered from a shard that failed it.
-    fn end_copy(&mut self) {
+    fn end_copy(&mut self, extended: bool, failed: bool) {
         let status = if self.parked.iter().any(|p| p.tx_status == b'E') {
             b'E'
         } else if self.parked.iter().any(|p| p.tx_status == b'T') {
@@ -195,7 +210,11 @@ impl Session {
         } else {
             b'I'
         };
-        protocol::ready_for_query(&mut self.cout, status);
+        if extended {
+            self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
+        } else {
+            protocol::ready_for_query(&mut self.cout, status);
+        }
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
             let p = self.parked.swap_remove(i);
             self.tx_status = p.tx_status;
@@ -208,7 +227,7 @@ impl Session {
 
     /// COPY … TO STDOUT from every shard holding the table: one CopyOutResponse, the shards'
     /// rows one shard after the other (a CSV header once), one CopyDone, the counts added up.
-    async fn copy_out(&mut self, job: CopyJob) -> Result<(), SessionError> {
+    async fn copy_out(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
         let header = CopyFormat::from_options(&job.plan.options)
             .map(|f| f.header != Header::None)
             .unwrap_or(false);
@@ -274,6 +293,7 @@ impl Session {
                 }
             }
         }
+        let failed = error.is_some();
         match error {
             Some(e) => self.cout.extend_from_slice(&e),
             None => {
@@ -283,13 +303,13 @@ impl Session {
                 protocol::command_complete(&mut self.cout, &format!("COPY {total}"));
             }
         }
-        self.end_copy();
+        self.end_copy(extended, failed);
         Ok(())
     }
 
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
     /// client; the client's data then comes to [`Session::on_copy_frame`].
-    async fn start_copy_in(&mut self, job: CopyJob) -> Result<(), SessionError> {
+    async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
         let in_block = matches!(self.tx_status, b'T' | b'E')
             || self.parked.iter().any(|p| p.tx_status != b'I');
         if self.backend.is_some() {
@@ -325,6 +345,7 @@ impl Session {
             shards.swap(0, i);
         }
         let mut st = CopyIn {
+            extended,
             plan: job.plan.clone(),
             sql: job.sql,
             router,
@@ -391,7 +412,7 @@ impl Session {
                 if let Some(g) = response {
                     self.cout.extend_from_slice(&g);
                 }
-                self.copy = Some(Box::new(st));
+                self.copy = Some(Box::new(CopyState::In(st)));
                 Ok(())
             }
             Some(Stop::Fail(e)) => self.abort_copy(st, e).await,
@@ -472,14 +493,48 @@ impl Session {
         }
         Ok(response)
     }
-    /// A client message while a COPY FROM is in progress.
-    pub(super) async fn on_copy_frame(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
-        let Some(mut st) = self.copy.take() else {
-            return Ok(());
+    /// A client message while a COPY is in progress. Returns false when the message is not
+    /// the COPY's and takes the usual path.
+    pub(super) async fn on_copy_frame(
+        &mut self,
+        frame: &Frame<&[u8]>,
+    ) -> Result<bool, SessionError> {
+        let Some(state) = self.copy.take() else {
+            return Ok(false);
+        };
+        let mut st = match *state {
+            CopyState::In(st) => st,
+            CopyState::Portal(job) => {
+                return match frame.tag {
+                    b'E' => self.start_copy(job, true).await.map(|()| true),
+                    b'D' => {
+                        // A COPY returns no rows.
+                        MessageBuilder::new(&mut self.cout, b'n').finish();
+                        self.copy = Some(Box::new(CopyState::Portal(job)));
+                        Ok(true)
+                    }
+                    b'H' => {
+                        self.copy = Some(Box::new(CopyState::Portal(job)));
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                };
+            }
+            CopyState::AwaitSync { status, failed } => {
+                if frame.tag == b'S' {
+                    protocol::ready_for_query(&mut self.cout, status);
+                    return Ok(true);
+                }
+                if failed {
+                    self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
+                    return Ok(true);
+                }
+                return Ok(false);
+            }
         };
         let step = match frame.tag {
             b'd' => self.copy_data(&mut st, frame.body()).await,
-            b'c' => return self.copy_done(*st).await,
+            b'c' => return self.copy_done(st).await.map(|()| true),
             b'f' => {
                 let message = frame.body().split(|&c| c == 0).next().unwrap_or_default();
                 Err(Stop::Fail(error_frame(
@@ -499,10 +554,10 @@ impl Session {
         };
         match step {
             Ok(()) => {
-                self.copy = Some(st);
-                Ok(())
+                self.copy = Some(Box::new(CopyState::In(st)));
+                Ok(true)
             }
-            Err(Stop::Fail(e)) => self.abort_copy(*st, e).await,
+            Err(Stop::Fail(e)) => self.abort_copy(st, e).await.map(|()| true),
             Err(Stop::Lost(e)) => Err(self.copy_lost(e)),
         }
     }
@@ -641,7 +696,7 @@ impl Session {
             }
         }
         let error = st.outs.iter().find_map(|o| o.error.clone());
-        let mut commit_error = None;
+        let mut commit_error: Option<String> = None;
         for out in st.outs.iter().filter(|o| o.started) {
             let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
                 continue;
@@ -669,6 +724,7 @@ impl Session {
             }
             p.tx_status = b'I';
         }
+        let failed = error.is_some() || commit_error.is_some();
         match (error, commit_error) {
             (Some(e), _) => self.cout.extend_from_slice(&e),
             (None, Some(message)) => protocol::error_response(
@@ -688,7 +744,7 @@ impl Session {
                 protocol::command_complete(&mut self.cout, &format!("COPY {total}"));
             }
         }
-        self.end_copy();
+        self.end_copy(st.extended, failed);
         Ok(())
     }
 
@@ -746,7 +802,7 @@ impl Session {
             p.tx_status = out.ready.unwrap_or(b'I');
         }
         self.cout.extend_from_slice(&error);
-        self.end_copy();
+        self.end_copy(st.extended, true);
         Ok(())
     }
 }

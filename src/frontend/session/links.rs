@@ -95,7 +95,7 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 return Ok(match &*plan {
-                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) => Dest::Hold,
+                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => Dest::Hold,
                     other => self.dest_for(other, &snapshot, &Params::default(), None),
                 });
             }
@@ -189,7 +189,7 @@ impl Session {
                 ),
             },
             Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
-            Plan::Copy(c) => self.copy_dest(c, snapshot, params, simple),
+            Plan::Copy(c) => self.copy_dest(c, snapshot, params),
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,

@@ -9,6 +9,7 @@ use pg_query::NodeEnum;
 
 use super::{plan_select, resolve, unsupported, ColumnSource, Plan, Planned, ShardedPlan};
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
+use crate::frontend::session::quote_ident;
 
 /// A COPY option's argument as PostgreSQL's grammar gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +47,8 @@ pub struct CopyPlan {
     /// How many of `key_positions` are the sharding key.
     pub root_key: usize,
     pub options: Vec<CopyOption>,
-    /// The statement each shard runs; `None`: the client's text as it is.
-    pub shard_sql: Option<String>,
+    /// The statement each shard runs.
+    pub shard_sql: String,
     /// Every shard holding the table.
     pub shards: Vec<ShardId>,
     /// `COPY (SELECT …) TO`: the SELECT's plan, so a full key routes it to one shard.
@@ -139,6 +140,12 @@ pub(super) fn plan_copy_table(
         return Some(Planned::Plan(Plan::AnyOf(shards)));
     }
     let options = options_of(c);
+    let deparsed = |stmt: CopyStmt| match NodeEnum::CopyStmt(Box::new(stmt)).deparse(Default::default()) {
+        Ok(sql) => Ok(sql),
+        Err(e) => Err(Planned::Plan(unsupported(format!(
+            "cannot rewrite the COPY for the shards: {e}"
+        )))),
+    };
     let mut plan = CopyPlan {
         table: t.id,
         from: c.is_from,
@@ -148,10 +155,41 @@ pub(super) fn plan_copy_table(
         key_positions: Vec::new(),
         root_key: 0,
         options,
-        shard_sql: None,
+        shard_sql: String::new(),
         shards,
         select: None,
     };
+    if !c.is_from {
+        // A shard's table is partitioned (its chunks), which COPY TO reads only through a
+        // query.
+        let list = if c.attlist.is_empty() {
+            "*".to_string()
+        } else {
+            names(&c.attlist)
+                .iter()
+                .map(|n| quote_ident(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let text = format!(
+            "COPY (SELECT {list} FROM {}.{}) TO STDOUT",
+            quote_ident(&t.schema),
+            quote_ident(&t.name)
+        );
+        let Some(mut stmt) = pg_query::parse(&text, 0).ok().and_then(|p| {
+            match p.protobuf.stmts.first()?.stmt.as_ref()?.node.as_ref()? {
+                NodeEnum::CopyStmt(s) => Some((**s).clone()),
+                _ => None,
+            }
+        }) else {
+            return Some(Planned::Plan(unsupported("cannot rewrite the COPY for the shards")));
+        };
+        stmt.options = c.options.clone();
+        match deparsed(stmt) {
+            Ok(sql) => plan.shard_sql = sql,
+            Err(refused) => return Some(refused),
+        }
+    }
     if c.is_from && !duplicated {
         plan.columns = if c.attlist.is_empty() {
             match columns.columns(t.id) {
@@ -166,19 +204,17 @@ pub(super) fn plan_copy_table(
             Err(refused) => return Some(Planned::Plan(refused)),
         }
         plan.root_key = t.key_columns.len();
-        if c.options.iter().any(is_header_skip) {
-            // The header line is the proxy's to drop: a shard told HEADER would drop its
-            // first row instead.
-            let mut bare = c.clone();
+    }
+    if c.is_from {
+        // The header line is the proxy's to drop: a shard told HEADER would drop its first
+        // row instead.
+        let mut bare = c.clone();
+        if !duplicated {
             bare.options.retain(|o| !is_header_skip(o));
-            match NodeEnum::CopyStmt(Box::new(bare)).deparse(Default::default()) {
-                Ok(sql) => plan.shard_sql = Some(sql),
-                Err(e) => {
-                    return Some(Planned::Plan(unsupported(format!(
-                        "cannot rewrite the COPY for the shards: {e}"
-                    ))))
-                }
-            }
+        }
+        match deparsed(bare) {
+            Ok(sql) => plan.shard_sql = sql,
+            Err(refused) => return Some(refused),
         }
     }
     Some(Planned::Plan(Plan::Copy(Arc::new(plan))))
@@ -226,6 +262,10 @@ pub(super) fn plan_copy_query(
         Plan::Sharded(p) => p,
         other => return other,
     };
+    let shard_sql = match NodeEnum::CopyStmt(Box::new(c.clone())).deparse(Default::default()) {
+        Ok(sql) => sql,
+        Err(e) => return unsupported(format!("cannot rewrite the COPY for the shards: {e}")),
+    };
     Plan::Copy(Arc::new(CopyPlan {
         table: sharded[0].id,
         from: false,
@@ -235,7 +275,7 @@ pub(super) fn plan_copy_query(
         key_positions: Vec::new(),
         root_key: 0,
         options: options_of(c),
-        shard_sql: None,
+        shard_sql,
         shards,
         select: Some(select),
     }))
