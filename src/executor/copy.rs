@@ -172,7 +172,8 @@ impl CopyFormat {
                     )
                 }
                 "header" => {
-                    let is_match = arg_text(&o.arg).is_some_and(|s| s.eq_ignore_ascii_case("match"));
+                    let is_match =
+                        arg_text(&o.arg).is_some_and(|s| s.eq_ignore_ascii_case("match"));
                     f.header = if is_match {
                         Header::Match
                     } else if boolean("header", &o.arg)? {
@@ -456,7 +457,8 @@ pub fn csv_fields<'a>(
                     let Some(&q) = line.get(i) else {
                         return Err(());
                     };
-                    if q == escape && matches!(line.get(i + 1), Some(&n) if n == quote || n == escape)
+                    if q == escape
+                        && matches!(line.get(i + 1), Some(&n) if n == quote || n == escape)
                     {
                         buf.push(line[i + 1]);
                         i += 2;
@@ -626,7 +628,11 @@ impl RowRouter {
             CopyError::Place {
                 table: self.table_name.clone(),
                 line,
-                column: self.keys.first().map(|k| k.name.clone()).unwrap_or_default(),
+                column: self
+                    .keys
+                    .first()
+                    .map(|k| k.name.clone())
+                    .unwrap_or_default(),
                 source,
             }
         })
@@ -671,9 +677,15 @@ mod tests {
     #[test]
     fn options_default_by_format_and_read_like_postgres() {
         let t = CopyFormat::from_options(&[]).unwrap();
-        assert_eq!((t.csv, t.delimiter, t.null.as_slice()), (false, b'\t', &b"\\N"[..]));
+        assert_eq!(
+            (t.csv, t.delimiter, t.null.as_slice()),
+            (false, b'\t', &b"\\N"[..])
+        );
         let c = csv();
-        assert_eq!((c.delimiter, c.null.as_slice(), c.quote, c.escape), (b',', &b""[..], b'"', b'"'));
+        assert_eq!(
+            (c.delimiter, c.null.as_slice(), c.quote, c.escape),
+            (b',', &b""[..], b'"', b'"')
+        );
         let c = CopyFormat::from_options(&[
             opt("format", text("CSV")),
             opt("header", CopyArg::None),
@@ -683,7 +695,10 @@ mod tests {
             opt("force_null", CopyArg::List(vec!["id".into()])),
         ])
         .unwrap();
-        assert_eq!((c.header, c.quote, c.escape, c.delimiter), (Header::Skip, b'\'', b'\'', b';'));
+        assert_eq!(
+            (c.header, c.quote, c.escape, c.delimiter),
+            (Header::Skip, b'\'', b'\'', b';')
+        );
         assert_eq!(c.null, b"NULL");
         assert!(c.force_null.covers("id") && !c.force_null.covers("x"));
         let m = CopyFormat::from_options(&[opt("header", text("match"))]).unwrap();
@@ -693,13 +708,20 @@ mod tests {
         assert!(CopyFormat::from_options(&[opt("delimiter", text("ab"))]).is_err());
         assert!(CopyFormat::from_options(&[opt("quote", text("'"))]).is_err());
         assert!(CopyFormat::from_options(&[opt("format", text("xml"))]).is_err());
-        assert!(CopyFormat::from_options(&[opt("format", text("binary"))]).unwrap().binary);
+        assert!(
+            CopyFormat::from_options(&[opt("format", text("binary"))])
+                .unwrap()
+                .binary
+        );
     }
 
     #[test]
     fn text_rows_end_at_unescaped_newlines_across_chunks() {
         let f = CopyFormat::from_options(&[]).unwrap();
-        let got = rows(&f, &[b"1\ta\n2\tb\\", b"\nc\n3", b"\tx\r\n4\t\\\\", b"\n5\tlast"]);
+        let got = rows(
+            &f,
+            &[b"1\ta\n2\tb\\", b"\nc\n3", b"\tx\r\n4\t\\\\", b"\n5\tlast"],
+        );
         assert_eq!(
             got,
             vec![
@@ -727,15 +749,13 @@ mod tests {
             ]
         );
         // With an escape other than the quote, an escaped quote does not close the field.
-        let f = CopyFormat::from_options(&[
-            opt("format", text("csv")),
-            opt("escape", text("\\")),
-        ])
-        .unwrap();
+        let f = CopyFormat::from_options(&[opt("format", text("csv")), opt("escape", text("\\"))])
+            .unwrap();
         let got = rows(&f, &[b"1,\"a\\\"\nb\"\n2,c\n"]);
         assert_eq!(got, vec![b"1,\"a\\\"\nb\"\n".to_vec(), b"2,c\n".to_vec()]);
         let mut s = RowSplitter::new(&csv());
-        s.feed(b"1,\"open\n", |_| Err::<(), _>("no row yet")).unwrap();
+        s.feed(b"1,\"open\n", |_| Err::<(), _>("no row yet"))
+            .unwrap();
         assert_eq!(s.finish(), (Some(b"1,\"open\n".to_vec()), true));
     }
 
@@ -744,7 +764,10 @@ mod tests {
         let fields = text_fields(b"a\\\tb\tc\\\\\t\\N\t", b'\t', 10);
         assert_eq!(fields, vec![&b"a\\\tb"[..], b"c\\\\", b"\\N", b""]);
         assert_eq!(text_fields(b"1\t2\t3", b'\t', 0), vec![&b"1"[..]]);
-        assert_eq!(&*text_unescape(b"a\\tb\\n\\\\\\101\\x41\\x4a\\xg\\q"), b"a\tb\n\\AAJxgq");
+        assert_eq!(
+            &*text_unescape(b"a\\tb\\n\\\\\\101\\x41\\x4a\\xg\\q"),
+            b"a\tb\n\\AAJxgq"
+        );
         assert_eq!(&*text_unescape(b"\\0"), b"\0");
         assert!(matches!(text_unescape(b"plain"), Cow::Borrowed(_)));
     }
@@ -768,11 +791,9 @@ mod tests {
         let trailing = csv_fields(b"1,", &f, 10).unwrap();
         assert_eq!(trailing.len(), 2);
         assert!(csv_fields(b"1,\"open", &f, 10).is_err());
-        let esc = CopyFormat::from_options(&[
-            opt("format", text("csv")),
-            opt("escape", text("\\")),
-        ])
-        .unwrap();
+        let esc =
+            CopyFormat::from_options(&[opt("format", text("csv")), opt("escape", text("\\"))])
+                .unwrap();
         let got = csv_fields(b"\"a\\\"b\\\\c\\d\"", &esc, 0).unwrap();
         assert_eq!(&*got[0].value, b"a\"b\\c\\d");
     }

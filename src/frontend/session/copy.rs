@@ -39,7 +39,10 @@ pub(super) enum CopyState {
     In(CopyIn),
     /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
     /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
-    AwaitSync { status: u8, failed: bool },
+    AwaitSync {
+        status: u8,
+        failed: bool,
+    },
 }
 
 /// A COPY FROM STDIN in progress: the client's CopyData goes here until CopyDone or CopyFail.
@@ -218,7 +221,9 @@ impl Session {
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
             let p = self.parked.swap_remove(i);
             self.tx_status = p.tx_status;
-            self.cancel.slot.set(Some((p.conn.shard, p.conn.conn.cancel)));
+            self.cancel
+                .slot
+                .set(Some((p.conn.shard, p.conn.conn.cancel)));
             self.backend = Some(p.conn);
             self.backend_arm = ReadArm::default();
         }
@@ -396,7 +401,9 @@ impl Session {
             // The shard reads the columns COPY fills; without a column list the key's place
             // was taken from the table's columns, which must be the same ones.
             let ncols = g.get(6..8).map_or(0, |b| i16::from_be_bytes([b[0], b[1]]));
-            if !st.plan.duplicated && !st.plan.named_columns && ncols as usize != st.plan.columns.len()
+            if !st.plan.duplicated
+                && !st.plan.named_columns
+                && ncols as usize != st.plan.columns.len()
             {
                 let e = CopyError::ColumnCount {
                     table: snapshot
@@ -460,12 +467,18 @@ impl Session {
         if !st.in_block {
             if let Err(message) = conn.run_internal("BEGIN").await? {
                 out.ready = Some(b'I');
-                return Err(Stop::Fail(error_frame(&SqlState::CONNECTION_FAILURE, &message)));
+                return Err(Stop::Fail(error_frame(
+                    &SqlState::CONNECTION_FAILURE,
+                    &message,
+                )));
             }
         }
         let mut query = BytesMut::new();
         protocol::query(&mut query, &st.sql);
-        conn.stream.write_all(&query).await.map_err(BackendError::Io)?;
+        conn.stream
+            .write_all(&query)
+            .await
+            .map_err(BackendError::Io)?;
         let response = loop {
             let f = conn.read_frame().await?;
             match f.tag {
@@ -595,7 +608,9 @@ impl Session {
                     outs,
                 )
             };
-            splitter.feed(data, &mut take).map_err(|e| Stop::Fail(copy_error(&e)))?;
+            splitter
+                .feed(data, &mut take)
+                .map_err(|e| Stop::Fail(copy_error(&e)))?;
         }
         self.send_rows(st, false).await
     }
@@ -623,7 +638,10 @@ impl Session {
             let mut msg = BytesMut::with_capacity(out.buf.len() + 5);
             MessageBuilder::new(&mut msg, b'd').bytes(&out.buf).finish();
             out.buf.clear();
-            conn.stream.write_all(&msg).await.map_err(BackendError::Io)?;
+            conn.stream
+                .write_all(&msg)
+                .await
+                .map_err(BackendError::Io)?;
             // A shard that refused a row says so at once; stop there rather than send it the
             // rest for nothing.
             early_answer(conn, out, &mut self.cout)?;
@@ -688,7 +706,11 @@ impl Session {
                 }
             }
         }
-        for out in st.outs.iter_mut().filter(|o| o.started && o.ready.is_none()) {
+        for out in st
+            .outs
+            .iter_mut()
+            .filter(|o| o.started && o.ready.is_none())
+        {
             if let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) {
                 if let Err(e) = read_answer(&mut p.conn.conn, out, &mut self.cout).await {
                     return Err(self.copy_lost(e.into()));
@@ -706,7 +728,11 @@ impl Session {
             if st.in_block {
                 continue;
             }
-            let end = if error.is_some() { "ROLLBACK" } else { "COMMIT" };
+            let end = if error.is_some() {
+                "ROLLBACK"
+            } else {
+                "COMMIT"
+            };
             match p.conn.conn.run_internal(end).await {
                 Ok(Ok(())) => {}
                 Ok(Err(message)) => {

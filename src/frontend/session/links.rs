@@ -95,7 +95,9 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 return Ok(match &*plan {
-                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => Dest::Hold,
+                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => {
+                        Dest::Hold
+                    }
                     other => self.dest_for(other, &snapshot, &Params::default(), None),
                 });
             }

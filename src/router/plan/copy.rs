@@ -140,12 +140,13 @@ pub(super) fn plan_copy_table(
         return Some(Planned::Plan(Plan::AnyOf(shards)));
     }
     let options = options_of(c);
-    let deparsed = |stmt: CopyStmt| match NodeEnum::CopyStmt(Box::new(stmt)).deparse(Default::default()) {
-        Ok(sql) => Ok(sql),
-        Err(e) => Err(Planned::Plan(unsupported(format!(
-            "cannot rewrite the COPY for the shards: {e}"
-        )))),
-    };
+    let deparsed =
+        |stmt: CopyStmt| match NodeEnum::CopyStmt(Box::new(stmt)).deparse(Default::default()) {
+            Ok(sql) => Ok(sql),
+            Err(e) => Err(Planned::Plan(unsupported(format!(
+                "cannot rewrite the COPY for the shards: {e}"
+            )))),
+        };
     let mut plan = CopyPlan {
         table: t.id,
         from: c.is_from,
@@ -182,7 +183,9 @@ pub(super) fn plan_copy_table(
                 _ => None,
             }
         }) else {
-            return Some(Planned::Plan(unsupported("cannot rewrite the COPY for the shards")));
+            return Some(Planned::Plan(unsupported(
+                "cannot rewrite the COPY for the shards",
+            )));
         };
         stmt.options = c.options.clone();
         match deparsed(stmt) {
@@ -287,7 +290,13 @@ mod tests {
 
     fn copy_stmt(sql: &str) -> CopyStmt {
         let parsed = pg_query::parse(sql, 0).unwrap();
-        match parsed.protobuf.stmts[0].stmt.as_ref().unwrap().node.as_ref() {
+        match parsed.protobuf.stmts[0]
+            .stmt
+            .as_ref()
+            .unwrap()
+            .node
+            .as_ref()
+        {
             Some(NodeEnum::CopyStmt(c)) => (**c).clone(),
             other => panic!("{other:?}"),
         }
@@ -307,10 +316,16 @@ mod tests {
             "COPY s.t (a, \"B\") FROM STDIN WITH (FORMAT csv, HEADER, DELIMITER ';', QUOTE '''')",
         );
         assert!(!new.to_lowercase().contains("header"), "{new}");
-        assert!(new.contains("s.t") && new.contains("\"B\"") && new.contains(';'), "{new}");
+        assert!(
+            new.contains("s.t") && new.contains("\"B\"") && new.contains(';'),
+            "{new}"
+        );
         let old = without_header("COPY t FROM STDIN CSV HEADER NULL 'x'");
         assert!(!old.to_lowercase().contains("header"), "{old}");
-        assert!(old.to_lowercase().contains("csv") && old.contains("'x'"), "{old}");
+        assert!(
+            old.to_lowercase().contains("csv") && old.contains("'x'"),
+            "{old}"
+        );
         let kept = without_header("COPY t FROM STDIN (FORMAT csv, HEADER match)");
         assert!(kept.to_lowercase().contains("header"), "{kept}");
     }
