@@ -428,13 +428,16 @@ pub struct CsvField<'a> {
     pub quoted: bool,
 }
 
-/// The fields of a CSV row (without its line ending) up to index `upto` (inclusive). `Err`:
-/// a quoted field is not closed.
+/// A CSV quoted field that is not closed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OpenQuote;
+
+/// The fields of a CSV row (without its line ending) up to index `upto` (inclusive).
 pub fn csv_fields<'a>(
     line: &'a [u8],
     format: &CopyFormat,
     upto: usize,
-) -> Result<Vec<CsvField<'a>>, ()> {
+) -> Result<Vec<CsvField<'a>>, OpenQuote> {
     let (delimiter, quote, escape) = (format.delimiter, format.quote, format.escape);
     let mut fields = Vec::with_capacity(upto + 1);
     let mut i = 0;
@@ -444,8 +447,7 @@ pub fn csv_fields<'a>(
         // Borrowed while the field has no quotes; copied as soon as it has.
         let mut owned: Option<Vec<u8>> = None;
         let mut end = i;
-        loop {
-            let Some(&c) = line.get(i) else { break };
+        while let Some(&c) = line.get(i) {
             if c == delimiter {
                 break;
             }
@@ -455,7 +457,7 @@ pub fn csv_fields<'a>(
                 i += 1;
                 loop {
                     let Some(&q) = line.get(i) else {
-                        return Err(());
+                        return Err(OpenQuote);
                     };
                     if q == escape
                         && matches!(line.get(i + 1), Some(&n) if n == quote || n == escape)
@@ -571,7 +573,7 @@ impl RowRouter {
         };
         let mut out = Vec::with_capacity(self.keys.len());
         if self.format.csv {
-            let mut fields = csv_fields(content, &self.format, self.upto).map_err(|()| {
+            let mut fields = csv_fields(content, &self.format, self.upto).map_err(|OpenQuote| {
                 CopyError::UnterminatedCsv {
                     table: self.table_name.clone(),
                     line,

@@ -36,7 +36,7 @@ pub(super) struct CopyJob {
 pub(super) enum CopyState {
     /// A Bind of the COPY was answered; its Execute starts it.
     Portal(CopyJob),
-    In(CopyIn),
+    In(Box<CopyIn>),
     /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
     /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
     AwaitSync {
@@ -270,11 +270,9 @@ impl Session {
                     }
                 };
                 match f.tag {
-                    b'H' => {
-                        if !started && error.is_none() {
-                            self.cout.extend_from_slice(&f.raw);
-                            started = true;
-                        }
+                    b'H' if !started && error.is_none() => {
+                        self.cout.extend_from_slice(&f.raw);
+                        started = true;
                     }
                     b'd' => {
                         // Each shard writes the header as its first CopyData.
@@ -419,7 +417,7 @@ impl Session {
                 if let Some(g) = response {
                     self.cout.extend_from_slice(&g);
                 }
-                self.copy = Some(Box::new(CopyState::In(st)));
+                self.copy = Some(Box::new(CopyState::In(Box::new(st))));
                 Ok(())
             }
             Some(Stop::Fail(e)) => self.abort_copy(st, e).await,
@@ -516,7 +514,7 @@ impl Session {
             return Ok(false);
         };
         let mut st = match *state {
-            CopyState::In(st) => st,
+            CopyState::In(st) => *st,
             CopyState::Portal(job) => {
                 return match frame.tag {
                     b'E' => self.start_copy(job, true).await.map(|()| true),
@@ -567,7 +565,7 @@ impl Session {
         };
         match step {
             Ok(()) => {
-                self.copy = Some(Box::new(CopyState::In(st)));
+                self.copy = Some(Box::new(CopyState::In(Box::new(st))));
                 Ok(true)
             }
             Err(Stop::Fail(e)) => self.abort_copy(st, e).await.map(|()| true),
