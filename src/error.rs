@@ -120,6 +120,28 @@ impl ClientError for crate::router::plan::Refusal {
     }
 }
 
+impl ClientError for crate::executor::copy::CopyError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::executor::copy::CopyError as C;
+        use crate::router::place::PlaceError;
+        match self {
+            C::BadOption(_) => SqlState::INVALID_PARAMETER_VALUE,
+            C::MissingData { .. } | C::UnterminatedCsv { .. } => SqlState::BAD_COPY_FILE_FORMAT,
+            C::NotUtf8 { .. } => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            C::Place { source, .. } => match source {
+                PlaceError::Hash(h) => h.sqlstate(),
+                PlaceError::NoPartition { .. } => SqlState::CHECK_VIOLATION,
+                PlaceError::Undecidable { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            },
+            C::ColumnCount { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

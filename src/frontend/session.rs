@@ -30,6 +30,7 @@ use crate::server::ServerCtx;
 use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
 use tokio_postgres::error::SqlState;
 
+mod copy;
 mod links;
 
 use links::{Dest, Parked, Portal};
@@ -144,6 +145,8 @@ pub struct Session {
     pending_keys: Vec<i64>,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
+    /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
+    copy: Option<Box<copy::CopyState>>,
 }
 
 impl Session {
@@ -178,6 +181,7 @@ impl Session {
             portal: None,
             pending_keys: Vec::new(),
             span,
+            copy: None,
         }
     }
 
@@ -456,6 +460,9 @@ impl Session {
     }
 
     async fn on_client_frame(&mut self, frame: Frame<&[u8]>) -> Result<(), SessionError> {
+        if self.copy.is_some() && self.on_copy_frame(&frame).await? {
+            return Ok(());
+        }
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
@@ -567,6 +574,10 @@ impl Session {
             Dest::Portal => return self.answer_portal(&frame),
             Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
             Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
+            Dest::Copy(job) => {
+                self.run_copy(job, frame.tag).await?;
+                return Ok(());
+            }
             Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {
@@ -600,7 +611,7 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || local_candidate(frame)?.is_some() {
+        if self.skip_until_sync || self.copy.is_some() || local_candidate(frame)?.is_some() {
             return Ok(false);
         }
         // A session holding connections on several shards takes the general path: Syncs and

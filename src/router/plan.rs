@@ -15,6 +15,9 @@ use pg_query::NodeEnum;
 
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
+mod copy;
+pub use copy::{CopyArg, CopyOption, CopyPlan};
+
 /// Where a value in the statement comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operand {
@@ -129,6 +132,9 @@ pub enum Plan {
     /// Writes a duplicated table: every copy.
     Every(Vec<ShardId>),
     Sharded(Arc<ShardedPlan>),
+    /// COPY FROM STDIN or TO STDOUT of a sharded table (COPY FROM of a duplicated one), which
+    /// the session splits or gathers itself.
+    Copy(Arc<CopyPlan>),
     /// Cannot be routed correctly; the client is told why.
     Refused(Refusal),
 }
@@ -306,6 +312,11 @@ fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) 
         .copied()
         .filter(|t| t.kind == TableKind::Duplicated)
         .collect();
+    if let NodeEnum::CopyStmt(c) = node {
+        if let Some(p) = copy::plan_copy_table(c, snapshot, columns) {
+            return p;
+        }
+    }
     let writes_target = write_target(node).and_then(|r| resolve(snapshot, r));
     if sharded.is_empty() {
         if let Some(t) = writes_target.filter(|t| t.kind == TableKind::Duplicated) {
@@ -376,10 +387,9 @@ fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) 
                 d.returning_clause.is_some(),
             ))
         }
-        NodeEnum::CopyStmt(_) => Planned::Plan(unsupported(format!(
-            "COPY of sharded table \"{}\" is not supported yet",
-            sharded[0].qualified_name()
-        ))),
+        NodeEnum::CopyStmt(c) => {
+            Planned::Plan(copy::plan_copy_query(c, snapshot, &sharded, shards))
+        }
         NodeEnum::ExplainStmt(_) => Planned::Plan(unsupported(
             "EXPLAIN of statements over sharded tables is not supported yet",
         )),

@@ -57,6 +57,8 @@ pub(super) enum Dest {
         column: String,
         count: usize,
     },
+    /// A COPY the session splits (FROM) or gathers (TO) over several shards.
+    Copy(super::copy::CopyJob),
 }
 
 pub(super) struct Multi {
@@ -224,7 +226,9 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 return Ok(match &*plan {
-                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) => Dest::Hold,
+                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => {
+                        Dest::Hold
+                    }
                     other => self.dest_for(other, &snapshot, &Params::default(), Source::Placement),
                 });
             }
@@ -261,6 +265,7 @@ impl Session {
                     Plan::Sharded(p) => p.shards.clone(),
                     Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
                     Plan::Fixed(s) => vec![*s],
+                    Plan::Copy(c) => c.shards.clone(),
                     Plan::Anywhere | Plan::Refused(_) => return Ok(Dest::Here),
                 };
                 return Ok(match self.current_shard() {
@@ -436,6 +441,7 @@ impl Session {
             Plan::Sharded(p) if p.generated.is_some() => {
                 self.generated_insert(p, snapshot, params, source)
             }
+            Plan::Copy(c) => self.copy_dest(c, snapshot, params),
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,
@@ -695,7 +701,7 @@ impl Session {
         }
     }
 
-    fn park_current(&mut self) {
+    pub(super) fn park_current(&mut self) {
         if let Some(conn) = self.backend.take() {
             self.cancel.slot.set(None);
             self.parked.push(Parked {

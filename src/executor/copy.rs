@@ -1,0 +1,810 @@
+//! COPY FROM STDIN into a sharded table, the parts without I/O: the options as PostgreSQL reads
+//! them, the client's byte stream cut into rows (rows may span CopyData messages, and CSV rows
+//! may hold newlines inside quotes), and each row's sharding-key fields decoded as PostgreSQL's
+//! COPY would decode them, so the row can be placed before it is sent on, unchanged.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::catalog::{ShardId, Snapshot, TableId};
+use crate::router::hash::KeyValue;
+use crate::router::place::{self, PlaceError};
+use crate::router::plan::{CopyArg, CopyOption};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    #[error("{0}")]
+    BadOption(String),
+    #[error("COPY {table}, line {line}: missing data for column \"{column}\"")]
+    MissingData {
+        table: String,
+        line: u64,
+        column: String,
+    },
+    #[error("COPY {table}, line {line}: unterminated CSV quoted field")]
+    UnterminatedCsv { table: String, line: u64 },
+    #[error("COPY {table}, line {line}, column {column}: the value is not valid UTF-8")]
+    NotUtf8 {
+        table: String,
+        line: u64,
+        column: String,
+    },
+    #[error("COPY {table}, line {line}, column {column}: {source}")]
+    Place {
+        table: String,
+        line: u64,
+        column: String,
+        source: PlaceError,
+    },
+    /// The table has columns COPY skips (generated columns), so the key's position in a row
+    /// cannot be read from the table's column order.
+    #[error(
+        "COPY into \"{table}\" without a column list: the table has columns COPY does not read \
+         (generated columns); name the columns, e.g. COPY {table} (a, b, …) FROM STDIN"
+    )]
+    ColumnCount { table: String },
+}
+
+/// What a HEADER option asks of COPY FROM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    None,
+    /// The first line is skipped.
+    Skip,
+    /// The first line must name the columns; each shard checks it, so it is sent to every one.
+    Match,
+}
+
+/// Columns named by FORCE_NULL / FORCE_NOT_NULL.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Forced {
+    #[default]
+    None,
+    All,
+    Columns(Vec<String>),
+}
+
+impl Forced {
+    fn covers(&self, column: &str) -> bool {
+        match self {
+            Forced::None => false,
+            Forced::All => true,
+            Forced::Columns(c) => c.iter().any(|n| n == column),
+        }
+    }
+}
+
+/// COPY's format options as PostgreSQL's `ProcessCopyOptions` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyFormat {
+    pub csv: bool,
+    pub binary: bool,
+    pub delimiter: u8,
+    pub null: Vec<u8>,
+    pub header: Header,
+    pub quote: u8,
+    pub escape: u8,
+    pub force_null: Forced,
+    pub force_not_null: Forced,
+}
+
+fn arg_text(arg: &CopyArg) -> Option<&str> {
+    match arg {
+        CopyArg::Text(s) | CopyArg::Number(s) => Some(s),
+        CopyArg::None | CopyArg::Star | CopyArg::List(_) => None,
+    }
+}
+
+fn boolean(name: &str, arg: &CopyArg) -> Result<bool, CopyError> {
+    if *arg == CopyArg::None {
+        return Ok(true);
+    }
+    match arg_text(arg).map(str::to_ascii_lowercase).as_deref() {
+        Some("true" | "on" | "1" | "yes") => Ok(true),
+        Some("false" | "off" | "0" | "no") => Ok(false),
+        _ => Err(CopyError::BadOption(format!(
+            "{name} requires a Boolean value"
+        ))),
+    }
+}
+
+fn one_byte(name: &str, arg: &CopyArg) -> Result<u8, CopyError> {
+    match arg_text(arg).map(str::as_bytes) {
+        Some([b]) if b.is_ascii() => Ok(*b),
+        _ => Err(CopyError::BadOption(format!(
+            "COPY {name} must be a single one-byte character"
+        ))),
+    }
+}
+
+fn forced(name: &str, arg: &CopyArg) -> Result<Forced, CopyError> {
+    match arg {
+        CopyArg::Star => Ok(Forced::All),
+        CopyArg::List(cols) => Ok(Forced::Columns(cols.clone())),
+        CopyArg::None | CopyArg::Text(_) | CopyArg::Number(_) => Err(CopyError::BadOption(
+            format!("argument to option \"{name}\" must be a list of column names"),
+        )),
+    }
+}
+
+impl CopyFormat {
+    /// The text format with its defaults.
+    pub fn text() -> CopyFormat {
+        CopyFormat {
+            csv: false,
+            binary: false,
+            delimiter: b'\t',
+            null: b"\\N".to_vec(),
+            header: Header::None,
+            quote: b'"',
+            escape: b'"',
+            force_null: Forced::None,
+            force_not_null: Forced::None,
+        }
+    }
+
+    /// Reads the options of a COPY statement. Options that do not change how rows are cut or
+    /// keys are read (ENCODING, FREEZE, FORCE_QUOTE, …) are left to the shards, which apply them
+    /// as they would to any COPY.
+    pub fn from_options(options: &[CopyOption]) -> Result<CopyFormat, CopyError> {
+        let mut f = CopyFormat::text();
+        let (mut delimiter, mut null, mut quote, mut escape) = (None, None, None, None);
+        for o in options {
+            match o.name.as_str() {
+                "format" => match arg_text(&o.arg).map(str::to_ascii_lowercase).as_deref() {
+                    Some("text") => {}
+                    Some("csv") => f.csv = true,
+                    Some("binary") => f.binary = true,
+                    _ => {
+                        return Err(CopyError::BadOption(format!(
+                            "COPY format \"{}\" not recognized",
+                            arg_text(&o.arg).unwrap_or_default()
+                        )))
+                    }
+                },
+                "delimiter" => delimiter = Some(one_byte("delimiter", &o.arg)?),
+                "null" => {
+                    null = Some(
+                        arg_text(&o.arg)
+                            .ok_or_else(|| CopyError::BadOption("null requires a value".into()))?
+                            .as_bytes()
+                            .to_vec(),
+                    )
+                }
+                "header" => {
+                    let is_match =
+                        arg_text(&o.arg).is_some_and(|s| s.eq_ignore_ascii_case("match"));
+                    f.header = if is_match {
+                        Header::Match
+                    } else if boolean("header", &o.arg)? {
+                        Header::Skip
+                    } else {
+                        Header::None
+                    };
+                }
+                "quote" => quote = Some(one_byte("quote", &o.arg)?),
+                "escape" => escape = Some(one_byte("escape", &o.arg)?),
+                "force_null" => f.force_null = forced("force_null", &o.arg)?,
+                "force_not_null" => f.force_not_null = forced("force_not_null", &o.arg)?,
+                _ => {}
+            }
+        }
+        if f.csv {
+            f.delimiter = delimiter.unwrap_or(b',');
+            f.null = null.unwrap_or_default();
+            f.quote = quote.unwrap_or(b'"');
+            // ESCAPE defaults to QUOTE, whatever QUOTE is.
+            f.escape = escape.unwrap_or(f.quote);
+        } else {
+            if quote.is_some() || escape.is_some() {
+                return Err(CopyError::BadOption(
+                    "COPY QUOTE and ESCAPE are available only in CSV mode".into(),
+                ));
+            }
+            f.delimiter = delimiter.unwrap_or(b'\t');
+            if let Some(n) = null {
+                f.null = n;
+            }
+        }
+        if matches!(f.delimiter, b'\r' | b'\n') {
+            return Err(CopyError::BadOption(
+                "COPY delimiter cannot be newline or carriage return".into(),
+            ));
+        }
+        Ok(f)
+    }
+}
+
+/// Cuts a stream of COPY data into rows. A row ends at a newline that is not escaped by a
+/// backslash (text) or inside quotes (CSV); the row is passed on with its line ending.
+#[derive(Debug)]
+pub struct RowSplitter {
+    csv: bool,
+    quote: u8,
+    escape: u8,
+    /// The start of a row whose end has not arrived yet.
+    carry: Vec<u8>,
+    in_quote: bool,
+    /// The previous byte escapes this one.
+    escaped: bool,
+}
+
+impl RowSplitter {
+    pub fn new(format: &CopyFormat) -> RowSplitter {
+        RowSplitter {
+            csv: format.csv,
+            quote: format.quote,
+            escape: format.escape,
+            carry: Vec::new(),
+            in_quote: false,
+            escaped: false,
+        }
+    }
+
+    /// Where the current row ends in `data` (the index just past its newline), carrying the
+    /// quoting state over from earlier data.
+    fn row_end(&mut self, data: &[u8]) -> Option<usize> {
+        for (i, &c) in data.iter().enumerate() {
+            if self.escaped {
+                self.escaped = false;
+                continue;
+            }
+            if self.csv {
+                if self.in_quote {
+                    // An escape different from the quote escapes the byte after it; when they
+                    // are the same byte, a doubled quote leaves and re-enters the quotes,
+                    // which comes to the same thing.
+                    if c == self.escape && self.escape != self.quote {
+                        self.escaped = true;
+                    } else if c == self.quote {
+                        self.in_quote = false;
+                    }
+                    continue;
+                }
+                if c == self.quote {
+                    self.in_quote = true;
+                    continue;
+                }
+            } else if c == b'\\' {
+                self.escaped = true;
+                continue;
+            }
+            if c == b'\n' {
+                return Some(i + 1);
+            }
+        }
+        None
+    }
+
+    /// Calls `row` with each row that `data` completes. Rows lying wholly in `data` are passed
+    /// where they lie; only a row cut by the end of `data` is copied, to wait for its end.
+    pub fn feed<E>(
+        &mut self,
+        mut data: &[u8],
+        mut row: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if !self.carry.is_empty() {
+            match self.row_end(data) {
+                Some(end) => {
+                    self.carry.extend_from_slice(&data[..end]);
+                    data = &data[end..];
+                    let whole = std::mem::take(&mut self.carry);
+                    let r = row(&whole);
+                    self.carry = whole;
+                    self.carry.clear();
+                    r?;
+                }
+                None => {
+                    self.carry.extend_from_slice(data);
+                    return Ok(());
+                }
+            }
+        }
+        while !data.is_empty() {
+            match self.row_end(data) {
+                Some(end) => {
+                    row(&data[..end])?;
+                    data = &data[end..];
+                }
+                None => {
+                    self.carry.extend_from_slice(data);
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end of the data: the last row when it has no newline, and whether a CSV quoted
+    /// field was left open.
+    pub fn finish(&mut self) -> (Option<Vec<u8>>, bool) {
+        let last = (!self.carry.is_empty()).then(|| std::mem::take(&mut self.carry));
+        (last, self.csv && self.in_quote)
+    }
+}
+
+/// A row without its line ending (`\n` or `\r\n`).
+pub fn line_content(row: &[u8]) -> &[u8] {
+    let row = row.strip_suffix(b"\n").unwrap_or(row);
+    row.strip_suffix(b"\r").unwrap_or(row)
+}
+
+/// Whether the row is the end-of-data marker `\.`, after which PostgreSQL reads nothing.
+pub fn is_end_marker(row: &[u8]) -> bool {
+    line_content(row) == b"\\."
+}
+
+/// One field of a row, decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Field<'a> {
+    Null,
+    Value(Cow<'a, [u8]>),
+}
+
+/// The fields of a text-format row up to index `upto` (inclusive), raw (still escaped).
+fn text_fields(line: &[u8], delimiter: u8, upto: usize) -> Vec<&[u8]> {
+    let mut fields = Vec::with_capacity(upto + 1);
+    let mut start = 0;
+    let mut i = 0;
+    while i < line.len() && fields.len() <= upto {
+        match line[i] {
+            b'\\' => i += 2,
+            c if c == delimiter => {
+                fields.push(&line[start..i]);
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    if fields.len() <= upto {
+        fields.push(&line[start.min(line.len())..]);
+    }
+    fields
+}
+
+/// A text-format field's value, its backslash escapes resolved as COPY resolves them.
+pub fn text_unescape(raw: &[u8]) -> Cow<'_, [u8]> {
+    if !raw.contains(&b'\\') {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        i += 1;
+        if c != b'\\' || i == raw.len() {
+            out.push(c);
+            continue;
+        }
+        let e = raw[i];
+        i += 1;
+        match e {
+            b'0'..=b'7' => {
+                let mut v = u32::from(e - b'0');
+                for _ in 0..2 {
+                    match raw.get(i) {
+                        Some(d @ b'0'..=b'7') => {
+                            v = v * 8 + u32::from(d - b'0');
+                            i += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                out.push((v & 0xff) as u8);
+            }
+            b'x' => {
+                let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+                match hex(raw.get(i)) {
+                    Some(h) => {
+                        i += 1;
+                        let mut v = h;
+                        if let Some(l) = hex(raw.get(i)) {
+                            v = v * 16 + l;
+                            i += 1;
+                        }
+                        out.push(v as u8);
+                    }
+                    None => out.push(b'x'),
+                }
+            }
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'v' => out.push(11),
+            other => out.push(other),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One CSV field as read: its value with quotes and escapes resolved, and whether any part of
+/// it was quoted (a quoted field never matches the NULL string unless FORCE_NULL says so).
+#[derive(Debug, PartialEq, Eq)]
+pub struct CsvField<'a> {
+    pub value: Cow<'a, [u8]>,
+    pub quoted: bool,
+}
+
+/// A CSV quoted field that is not closed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OpenQuote;
+
+/// The fields of a CSV row (without its line ending) up to index `upto` (inclusive).
+pub fn csv_fields<'a>(
+    line: &'a [u8],
+    format: &CopyFormat,
+    upto: usize,
+) -> Result<Vec<CsvField<'a>>, OpenQuote> {
+    let (delimiter, quote, escape) = (format.delimiter, format.quote, format.escape);
+    let mut fields = Vec::with_capacity(upto + 1);
+    let mut i = 0;
+    loop {
+        let start = i;
+        let mut quoted = false;
+        // Borrowed while the field has no quotes; copied as soon as it has.
+        let mut owned: Option<Vec<u8>> = None;
+        let mut end = i;
+        while let Some(&c) = line.get(i) {
+            if c == delimiter {
+                break;
+            }
+            if c == quote {
+                quoted = true;
+                let buf = owned.get_or_insert_with(|| line[start..i].to_vec());
+                i += 1;
+                loop {
+                    let Some(&q) = line.get(i) else {
+                        return Err(OpenQuote);
+                    };
+                    if q == escape
+                        && matches!(line.get(i + 1), Some(&n) if n == quote || n == escape)
+                    {
+                        buf.push(line[i + 1]);
+                        i += 2;
+                    } else if q == quote {
+                        i += 1;
+                        break;
+                    } else {
+                        buf.push(q);
+                        i += 1;
+                    }
+                }
+                continue;
+            }
+            if let Some(buf) = owned.as_mut() {
+                buf.push(c);
+            }
+            i += 1;
+            end = i;
+        }
+        let value = match owned {
+            Some(v) => Cow::Owned(v),
+            None => Cow::Borrowed(&line[start..end.max(start)]),
+        };
+        fields.push(CsvField { value, quoted });
+        if fields.len() > upto || i >= line.len() {
+            return Ok(fields);
+        }
+        // Past the delimiter.
+        i += 1;
+        if i == line.len() {
+            fields.push(CsvField {
+                value: Cow::Borrowed(&[]),
+                quoted: false,
+            });
+            return Ok(fields);
+        }
+    }
+}
+
+/// Where each row of one COPY FROM goes: the table, the positions of its sharding-key columns
+/// in the rows, and the format to read them in.
+pub struct RowRouter {
+    snapshot: Arc<Snapshot>,
+    table: TableId,
+    table_name: String,
+    format: CopyFormat,
+    /// Per key column (the root's key order, then the partition-set key): its position in a
+    /// row, its name, and whether FORCE_NULL / FORCE_NOT_NULL name it.
+    keys: Vec<KeyField>,
+    /// How many of `keys` are the sharding key; the rest are the partition-set key.
+    root_key: usize,
+    upto: usize,
+}
+
+struct KeyField {
+    position: usize,
+    name: String,
+    force_null: bool,
+    force_not_null: bool,
+}
+
+impl RowRouter {
+    /// `columns`: the names of a row's fields in order. `key_positions`: where in them each
+    /// sharding-key column is (then each partition-set column); `root_key`: how many of those
+    /// are the sharding key.
+    pub fn new(
+        snapshot: Arc<Snapshot>,
+        table: TableId,
+        format: CopyFormat,
+        columns: &[String],
+        key_positions: &[usize],
+        root_key: usize,
+    ) -> RowRouter {
+        let table_name = snapshot
+            .table(table)
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        let keys: Vec<KeyField> = key_positions
+            .iter()
+            .map(|&p| {
+                let name = columns.get(p).cloned().unwrap_or_default();
+                KeyField {
+                    position: p,
+                    force_null: format.csv && format.force_null.covers(&name),
+                    force_not_null: format.csv && format.force_not_null.covers(&name),
+                    name,
+                }
+            })
+            .collect();
+        let upto = keys.iter().map(|k| k.position).max().unwrap_or(0);
+        RowRouter {
+            snapshot,
+            table,
+            table_name,
+            format,
+            keys,
+            root_key,
+            upto,
+        }
+    }
+
+    /// The sharding-key fields of `row` (a whole row with its line ending), decoded; `line`
+    /// is its line number in the client's data, for messages.
+    pub fn key_fields<'r>(&self, row: &'r [u8], line: u64) -> Result<Vec<Field<'r>>, CopyError> {
+        let content = line_content(row);
+        let missing = |k: &KeyField| CopyError::MissingData {
+            table: self.table_name.clone(),
+            line,
+            column: k.name.clone(),
+        };
+        let mut out = Vec::with_capacity(self.keys.len());
+        if self.format.csv {
+            let mut fields = csv_fields(content, &self.format, self.upto).map_err(|OpenQuote| {
+                CopyError::UnterminatedCsv {
+                    table: self.table_name.clone(),
+                    line,
+                }
+            })?;
+            for k in &self.keys {
+                let f = fields.get_mut(k.position).ok_or_else(|| missing(k))?;
+                let matches_null = *f.value == *self.format.null;
+                let null = matches_null
+                    && ((!f.quoted && !k.force_not_null) || (f.quoted && k.force_null));
+                out.push(if null {
+                    Field::Null
+                } else {
+                    Field::Value(std::mem::take(&mut f.value))
+                });
+            }
+        } else {
+            let fields = text_fields(content, self.format.delimiter, self.upto);
+            for k in &self.keys {
+                let raw = *fields.get(k.position).ok_or_else(|| missing(k))?;
+                out.push(if raw == self.format.null.as_slice() {
+                    Field::Null
+                } else {
+                    Field::Value(text_unescape(raw))
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The shard that takes `row`.
+    pub fn shard_of(&self, row: &[u8], line: u64) -> Result<ShardId, CopyError> {
+        let fields = self.key_fields(row, line)?;
+        let mut values = Vec::with_capacity(fields.len());
+        for (f, k) in fields.iter().zip(&self.keys) {
+            values.push(match f {
+                Field::Null => KeyValue::Null,
+                Field::Value(v) => {
+                    KeyValue::Text(std::str::from_utf8(v).map_err(|_| CopyError::NotUtf8 {
+                        table: self.table_name.clone(),
+                        line,
+                        column: k.name.clone(),
+                    })?)
+                }
+            });
+        }
+        let Some(table) = self.snapshot.table(self.table) else {
+            return Ok(ShardId(0));
+        };
+        let (key, set_key) = values.split_at(self.root_key.min(values.len()));
+        place::shard_for(&self.snapshot, table, key, set_key).map_err(|source| {
+            // The column PostgreSQL would name: the first key column, as the value that failed
+            // cannot be told apart here.
+            CopyError::Place {
+                table: self.table_name.clone(),
+                line,
+                column: self
+                    .keys
+                    .first()
+                    .map(|k| k.name.clone())
+                    .unwrap_or_default(),
+                source,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opt(name: &str, arg: CopyArg) -> CopyOption {
+        CopyOption {
+            name: name.into(),
+            arg,
+        }
+    }
+
+    fn text(s: &str) -> CopyArg {
+        CopyArg::Text(s.into())
+    }
+
+    fn csv() -> CopyFormat {
+        CopyFormat::from_options(&[opt("format", text("csv"))]).unwrap()
+    }
+
+    fn rows(format: &CopyFormat, chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut s = RowSplitter::new(format);
+        let mut out = Vec::new();
+        for c in chunks {
+            s.feed(c, |r| {
+                out.push(r.to_vec());
+                Ok::<_, ()>(())
+            })
+            .unwrap();
+        }
+        let (last, open) = s.finish();
+        assert!(!open);
+        out.extend(last);
+        out
+    }
+
+    #[test]
+    fn options_default_by_format_and_read_like_postgres() {
+        let t = CopyFormat::from_options(&[]).unwrap();
+        assert_eq!(
+            (t.csv, t.delimiter, t.null.as_slice()),
+            (false, b'\t', &b"\\N"[..])
+        );
+        let c = csv();
+        assert_eq!(
+            (c.delimiter, c.null.as_slice(), c.quote, c.escape),
+            (b',', &b""[..], b'"', b'"')
+        );
+        let c = CopyFormat::from_options(&[
+            opt("format", text("CSV")),
+            opt("header", CopyArg::None),
+            opt("quote", text("'")),
+            opt("delimiter", text(";")),
+            opt("null", text("NULL")),
+            opt("force_null", CopyArg::List(vec!["id".into()])),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.header, c.quote, c.escape, c.delimiter),
+            (Header::Skip, b'\'', b'\'', b';')
+        );
+        assert_eq!(c.null, b"NULL");
+        assert!(c.force_null.covers("id") && !c.force_null.covers("x"));
+        let m = CopyFormat::from_options(&[opt("header", text("match"))]).unwrap();
+        assert_eq!(m.header, Header::Match);
+        let off = CopyFormat::from_options(&[opt("header", CopyArg::Number("0".into()))]).unwrap();
+        assert_eq!(off.header, Header::None);
+        assert!(CopyFormat::from_options(&[opt("delimiter", text("ab"))]).is_err());
+        assert!(CopyFormat::from_options(&[opt("quote", text("'"))]).is_err());
+        assert!(CopyFormat::from_options(&[opt("format", text("xml"))]).is_err());
+        assert!(
+            CopyFormat::from_options(&[opt("format", text("binary"))])
+                .unwrap()
+                .binary
+        );
+    }
+
+    #[test]
+    fn text_rows_end_at_unescaped_newlines_across_chunks() {
+        let f = CopyFormat::from_options(&[]).unwrap();
+        let got = rows(
+            &f,
+            &[b"1\ta\n2\tb\\", b"\nc\n3", b"\tx\r\n4\t\\\\", b"\n5\tlast"],
+        );
+        assert_eq!(
+            got,
+            vec![
+                b"1\ta\n".to_vec(),
+                b"2\tb\\\nc\n".to_vec(),
+                b"3\tx\r\n".to_vec(),
+                b"4\t\\\\\n".to_vec(),
+                b"5\tlast".to_vec(),
+            ]
+        );
+    }
+
+    #[test]
+    fn csv_rows_keep_newlines_inside_quotes() {
+        let got = rows(
+            &csv(),
+            &[b"1,\"a\nb\",x\n2,\"say \"\"hi", b"\"\" \nthere\"\n3,,\n"],
+        );
+        assert_eq!(
+            got,
+            vec![
+                b"1,\"a\nb\",x\n".to_vec(),
+                b"2,\"say \"\"hi\"\" \nthere\"\n".to_vec(),
+                b"3,,\n".to_vec(),
+            ]
+        );
+        // With an escape other than the quote, an escaped quote does not close the field.
+        let f = CopyFormat::from_options(&[opt("format", text("csv")), opt("escape", text("\\"))])
+            .unwrap();
+        let got = rows(&f, &[b"1,\"a\\\"\nb\"\n2,c\n"]);
+        assert_eq!(got, vec![b"1,\"a\\\"\nb\"\n".to_vec(), b"2,c\n".to_vec()]);
+        let mut s = RowSplitter::new(&csv());
+        s.feed(b"1,\"open\n", |_| Err::<(), _>("no row yet"))
+            .unwrap();
+        assert_eq!(s.finish(), (Some(b"1,\"open\n".to_vec()), true));
+    }
+
+    #[test]
+    fn text_fields_split_at_unescaped_delimiters_and_unescape() {
+        let fields = text_fields(b"a\\\tb\tc\\\\\t\\N\t", b'\t', 10);
+        assert_eq!(fields, vec![&b"a\\\tb"[..], b"c\\\\", b"\\N", b""]);
+        assert_eq!(text_fields(b"1\t2\t3", b'\t', 0), vec![&b"1"[..]]);
+        assert_eq!(
+            &*text_unescape(b"a\\tb\\n\\\\\\101\\x41\\x4a\\xg\\q"),
+            b"a\tb\n\\AAJxgq"
+        );
+        assert_eq!(&*text_unescape(b"\\0"), b"\0");
+        assert!(matches!(text_unescape(b"plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn csv_fields_resolve_quotes_and_escapes() {
+        let f = csv();
+        let got = csv_fields(b"1,\"a,b\",\"x\"\"y\",,\"\",ab\"c\"d", &f, 10).unwrap();
+        let vals: Vec<(&[u8], bool)> = got.iter().map(|c| (&*c.value, c.quoted)).collect();
+        assert_eq!(
+            vals,
+            vec![
+                (&b"1"[..], false),
+                (b"a,b", true),
+                (b"x\"y", true),
+                (b"", false),
+                (b"", true),
+                (b"abcd", true),
+            ]
+        );
+        let trailing = csv_fields(b"1,", &f, 10).unwrap();
+        assert_eq!(trailing.len(), 2);
+        assert!(csv_fields(b"1,\"open", &f, 10).is_err());
+        let esc =
+            CopyFormat::from_options(&[opt("format", text("csv")), opt("escape", text("\\"))])
+                .unwrap();
+        let got = csv_fields(b"\"a\\\"b\\\\c\\d\"", &esc, 0).unwrap();
+        assert_eq!(&*got[0].value, b"a\"b\\c\\d");
+    }
+
+    #[test]
+    fn end_marker_and_line_content() {
+        assert!(is_end_marker(b"\\.\n"));
+        assert!(is_end_marker(b"\\.\r\n"));
+        assert!(!is_end_marker(b"\\.x\n"));
+        assert_eq!(line_content(b"a\r\n"), b"a");
+    }
+}

@@ -1,0 +1,941 @@
+//! COPY of sharded tables, in the session: COPY FROM STDIN split row by row to the shards'
+//! COPYs, COPY TO STDOUT gathered from every shard holding the table.
+//!
+//! COPY FROM: the first shard's COPY is opened at once, and its CopyInResponse answers the
+//! client (so a misspelt column fails before any data is sent, as it does on PostgreSQL); the
+//! others open when a row first goes to them. Rows are collected per shard and sent as one
+//! CopyData per 64 kB, so memory holds at most that per shard plus one client message. Outside
+//! a transaction block each shard's COPY runs in a block of its own, committed only once every
+//! shard has taken its rows, so a failure anywhere leaves no rows behind (a COMMIT failing on
+//! one shard after others committed is the one gap until distributed transactions land).
+//! Inside a block, the shards join it and a failure fails it, as on PostgreSQL.
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use super::*;
+use crate::catalog::Snapshot;
+use crate::error::ClientError;
+use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRouter, RowSplitter};
+use crate::router::plan::CopyPlan;
+use crate::router::route::{self as routing, Params};
+
+/// Rows are sent to a shard once this much has collected for it.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A COPY that the session splits or gathers, as `Dest` carries it.
+pub(super) struct CopyJob {
+    plan: Arc<CopyPlan>,
+    shards: Vec<ShardId>,
+    /// What each shard runs.
+    sql: String,
+}
+
+/// What the session is in the middle of, while the client's messages come to
+/// [`Session::on_copy_frame`] first.
+pub(super) enum CopyState {
+    /// A Bind of the COPY was answered; its Execute starts it.
+    Portal(CopyJob),
+    In(Box<CopyIn>),
+    /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
+    /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
+    AwaitSync {
+        status: u8,
+        failed: bool,
+    },
+}
+
+/// A COPY FROM STDIN in progress: the client's CopyData goes here until CopyDone or CopyFail.
+pub(super) struct CopyIn {
+    /// Started by Execute (extended protocol): ReadyForQuery waits for the client's Sync.
+    extended: bool,
+    plan: Arc<CopyPlan>,
+    sql: String,
+    /// `None` for a duplicated table, whose every copy takes the client's data as it comes.
+    router: Option<RowRouter>,
+    splitter: RowSplitter,
+    header: Header,
+    /// The header line when every shard must see it (HEADER MATCH).
+    header_line: Option<Vec<u8>>,
+    header_seen: bool,
+    /// The end-of-data marker `\.` came: the rest is ignored, as PostgreSQL ignores it.
+    ended: bool,
+    /// Rows read so far, for messages.
+    line: u64,
+    in_block: bool,
+    outs: Vec<Out>,
+}
+
+/// One shard's part of a COPY FROM.
+struct Out {
+    shard: ShardId,
+    buf: Vec<u8>,
+    /// Rows collected for it, sent or not.
+    rows: u64,
+    /// Its COPY was sent (it needs CopyDone or CopyFail, and its block an end).
+    started: bool,
+    /// Its ReadyForQuery came, with this status: the shard's COPY is over.
+    ready: Option<u8>,
+    error: Option<Bytes>,
+    count: u64,
+}
+
+/// Why a COPY FROM stops early.
+enum Stop {
+    /// The client is told this (an ErrorResponse frame); the session goes on.
+    Fail(Bytes),
+    Lost(SessionError),
+}
+
+impl From<SessionError> for Stop {
+    fn from(e: SessionError) -> Stop {
+        Stop::Lost(e)
+    }
+}
+
+impl From<BackendError> for Stop {
+    fn from(e: BackendError) -> Stop {
+        Stop::Lost(e.into())
+    }
+}
+
+fn error_frame(code: &SqlState, message: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    protocol::error_response(&mut out, Severity::Error, code, message);
+    out.freeze()
+}
+
+fn copy_error(e: &CopyError) -> Bytes {
+    error_frame(&e.sqlstate(), &e.client_message())
+}
+
+/// The count of a `COPY n` tag.
+fn tag_count(body: &[u8]) -> u64 {
+    let tag = body.split(|&c| c == 0).next().unwrap_or(body);
+    std::str::from_utf8(tag)
+        .ok()
+        .and_then(|t| t.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Session {
+    /// Where a COPY of a sharded or duplicated table goes.
+    pub(super) fn copy_dest(
+        &mut self,
+        plan: &Arc<CopyPlan>,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+    ) -> Dest {
+        let name = || {
+            snapshot
+                .table(plan.table)
+                .map(|t| t.qualified_name())
+                .unwrap_or_default()
+        };
+        let mut shards = plan.shards.clone();
+        if let Some(select) = &plan.select {
+            match routing::route(snapshot, select, params) {
+                Ok(r) => match r.route {
+                    Route::Single(s) => return Dest::Shard(s),
+                    Route::Multi(s) => shards = s,
+                    Route::All => {}
+                },
+                Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+            }
+            if let Some(why) = &select.multi_shard_refusal {
+                return Dest::Refuse(SqlState::FEATURE_NOT_SUPPORTED, why.clone());
+            }
+            let m = &select.merge;
+            if !m.order.is_empty() || m.limit.is_some() || m.offset > 0 {
+                return Dest::Refuse(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "COPY (SELECT … ORDER BY / LIMIT / OFFSET) over several shards is not \
+                     supported yet: give the full sharding key, or sort the output yourself"
+                        .into(),
+                );
+            }
+        }
+        // COPY TO of a table reads a shard's partitioned table through the rewritten query,
+        // even from one shard.
+        let rewritten = !plan.from && plan.select.is_none();
+        if let ([one], false) = (shards.as_slice(), rewritten) {
+            return Dest::Shard(*one);
+        }
+        if plan.binary() && shards.len() > 1 {
+            return Dest::Refuse(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                format!(
+                    "COPY … (FORMAT binary) of \"{}\", which spans several shards, is not \
+                     supported yet: use FORMAT text or csv",
+                    name()
+                ),
+            );
+        }
+        Dest::Copy(CopyJob {
+            plan: plan.clone(),
+            shards,
+            sql: plan.shard_sql.clone(),
+        })
+    }
+
+    /// Runs a COPY the client sent as a simple query (`tag` `Q`), or answers its Bind (`B`)
+    /// and waits for its Execute.
+    pub(super) async fn run_copy(&mut self, job: CopyJob, tag: u8) -> Result<(), SessionError> {
+        // Whatever the client is still owed comes first.
+        self.drain_current().await?;
+        if tag == b'B' {
+            MessageBuilder::new(&mut self.cout, b'2').finish();
+            self.copy = Some(Box::new(CopyState::Portal(job)));
+            return Ok(());
+        }
+        self.start_copy(job, false).await
+    }
+
+    async fn start_copy(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
+        if job.plan.from {
+            self.start_copy_in(job, extended).await
+        } else {
+            self.copy_out(job, extended).await
+        }
+    }
+
+    fn parked_on(&mut self, shard: ShardId) -> Option<&mut Parked> {
+        self.parked.iter_mut().find(|p| p.conn.shard == shard)
+    }
+
+    /// The client's status after a COPY over parked connections, and the connections given
+    /// back where nothing holds them; a failed block is answered from a shard that failed it.
+    fn end_copy(&mut self, extended: bool, failed: bool) {
+        let status = if self.parked.iter().any(|p| p.tx_status == b'E') {
+            b'E'
+        } else if self.parked.iter().any(|p| p.tx_status == b'T') {
+            b'T'
+        } else {
+            b'I'
+        };
+        if extended {
+            self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
+        } else {
+            protocol::ready_for_query(&mut self.cout, status);
+        }
+        if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
+            let p = self.parked.swap_remove(i);
+            self.tx_status = p.tx_status;
+            self.cancel
+                .slot
+                .set(Some((p.conn.shard, p.conn.conn.cancel)));
+            self.backend = Some(p.conn);
+            self.backend_arm = ReadArm::default();
+        }
+        self.release_parked_if_idle();
+    }
+
+    /// COPY … TO STDOUT from every shard holding the table: one CopyOutResponse, the shards'
+    /// rows one shard after the other (a CSV header once), one CopyDone, the counts added up.
+    async fn copy_out(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
+        let header = CopyFormat::from_options(&job.plan.options)
+            .map(|f| f.header != Header::None)
+            .unwrap_or(false);
+        for &shard in &job.shards {
+            self.switch_to(shard).await?;
+            self.drain_current().await?;
+            self.park_current();
+        }
+        let mut query = BytesMut::new();
+        protocol::query(&mut query, &job.sql);
+        // Every shard starts at once; each waits on its socket until its turn to be read.
+        for &shard in &job.shards {
+            if let Some(p) = self.parked_on(shard) {
+                if let Err(e) = p.conn.conn.stream.write_all(&query).await {
+                    p.conn.conn.broken = true;
+                    return Err(SessionError::Backend(BackendError::Io(e)));
+                }
+            }
+        }
+        let mut total = 0u64;
+        let mut error: Option<Bytes> = None;
+        let mut started = false;
+        for (i, &shard) in job.shards.iter().enumerate() {
+            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
+                continue;
+            };
+            let conn = &mut p.conn.conn;
+            let mut first_row = true;
+            loop {
+                let f = match conn.read_frame().await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        conn.broken = true;
+                        return Err(e.into());
+                    }
+                };
+                match f.tag {
+                    b'H' if !started && error.is_none() => {
+                        self.cout.extend_from_slice(&f.raw);
+                        started = true;
+                    }
+                    b'd' => {
+                        // Each shard writes the header as its first CopyData.
+                        let repeated_header = header && i > 0 && first_row;
+                        first_row = false;
+                        if !repeated_header && error.is_none() {
+                            self.cout.extend_from_slice(&f.raw);
+                        }
+                    }
+                    b'C' => total += tag_count(f.body()),
+                    b'E' => {
+                        error.get_or_insert(f.raw);
+                    }
+                    b'N' => self.cout.extend_from_slice(&f.raw),
+                    b'S' => conn.note_parameter_status(f.body()),
+                    b'Z' => {
+                        p.tx_status = f.body().first().copied().unwrap_or(b'I');
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let failed = error.is_some();
+        match error {
+            Some(e) => self.cout.extend_from_slice(&e),
+            None => {
+                if started {
+                    MessageBuilder::new(&mut self.cout, b'c').finish();
+                }
+                protocol::command_complete(&mut self.cout, &format!("COPY {total}"));
+            }
+        }
+        self.end_copy(extended, failed);
+        Ok(())
+    }
+
+    /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
+    /// client; the client's data then comes to [`Session::on_copy_frame`].
+    async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
+        let in_block = matches!(self.tx_status, b'T' | b'E')
+            || self.parked.iter().any(|p| p.tx_status != b'I');
+        if self.backend.is_some() {
+            self.drain_current().await?;
+            self.park_current();
+        }
+        let snapshot = self.ctx.catalog.snapshot();
+        let format = CopyFormat::from_options(&job.plan.options);
+        let (router, splitter, header) = match &format {
+            Ok(f) => (
+                (!job.plan.duplicated).then(|| {
+                    RowRouter::new(
+                        snapshot.clone(),
+                        job.plan.table,
+                        f.clone(),
+                        &job.plan.columns,
+                        &job.plan.key_positions,
+                        job.plan.root_key,
+                    )
+                }),
+                RowSplitter::new(f),
+                f.header,
+            ),
+            Err(_) => (None, RowSplitter::new(&CopyFormat::text()), Header::None),
+        };
+        // A shard the block already uses opens first, so a failure fails the block there.
+        let mut shards = job.shards.clone();
+        if let Some(i) = shards.iter().position(|s| {
+            self.parked
+                .iter()
+                .any(|p| p.conn.shard == *s && p.tx_status != b'I')
+        }) {
+            shards.swap(0, i);
+        }
+        let mut st = CopyIn {
+            extended,
+            plan: job.plan.clone(),
+            sql: job.sql,
+            router,
+            splitter,
+            header,
+            header_line: None,
+            header_seen: false,
+            ended: false,
+            line: 0,
+            in_block,
+            outs: shards
+                .iter()
+                .map(|&shard| Out {
+                    shard,
+                    buf: Vec::new(),
+                    rows: 0,
+                    started: false,
+                    ready: None,
+                    error: None,
+                    count: 0,
+                })
+                .collect(),
+        };
+        let opening = if job.plan.duplicated {
+            st.outs.len()
+        } else {
+            1
+        };
+        let mut response = None;
+        let mut stop = None;
+        for i in 0..opening {
+            match self.open_shard(&mut st, i).await {
+                Ok(g) => {
+                    response.get_or_insert(g);
+                }
+                Err(s) => {
+                    stop = Some(s);
+                    break;
+                }
+            }
+        }
+        if stop.is_none() {
+            if let Err(e) = &format {
+                stop = Some(Stop::Fail(copy_error(e)));
+            }
+        }
+        if let (None, Some(g)) = (&stop, &response) {
+            // The shard reads the columns COPY fills; without a column list the key's place
+            // was taken from the table's columns, which must be the same ones.
+            let ncols = g.get(6..8).map_or(0, |b| i16::from_be_bytes([b[0], b[1]]));
+            if !st.plan.duplicated
+                && !st.plan.named_columns
+                && ncols as usize != st.plan.columns.len()
+            {
+                let e = CopyError::ColumnCount {
+                    table: snapshot
+                        .table(st.plan.table)
+                        .map(|t| t.qualified_name())
+                        .unwrap_or_default(),
+                };
+                stop = Some(Stop::Fail(copy_error(&e)));
+            }
+        }
+        match stop {
+            None => {
+                if let Some(g) = response {
+                    self.cout.extend_from_slice(&g);
+                }
+                self.copy = Some(Box::new(CopyState::In(Box::new(st))));
+                Ok(())
+            }
+            Some(Stop::Fail(e)) => self.abort_copy(st, e).await,
+            Some(Stop::Lost(e)) => Err(self.copy_lost(e)),
+        }
+    }
+
+    /// After a shard connection failed mid-COPY: every connection the COPY holds is in an
+    /// unknown state.
+    fn copy_lost(&mut self, e: SessionError) -> SessionError {
+        for p in &mut self.parked {
+            if p.unsynced {
+                p.conn.conn.broken = true;
+            }
+        }
+        e
+    }
+
+    /// Sends the COPY to the shard of `st.outs[i]` (joining the transaction block, or in a
+    /// block of its own) and returns its CopyInResponse.
+    async fn open_shard(&mut self, st: &mut CopyIn, i: usize) -> Result<Bytes, Stop> {
+        let shard = st.outs[i].shard;
+        if let Err(e) = self.switch_to(shard).await {
+            return Err(match e {
+                SessionError::Backend(e) => {
+                    self.ctx.metrics.backend_error(shard);
+                    Stop::Fail(error_frame(&e.sqlstate(), &e.client_message()))
+                }
+                other => Stop::Lost(other),
+            });
+        }
+        self.drain_current().await?;
+        self.park_current();
+        let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
+            return Err(Stop::Fail(error_frame(
+                &SqlState::CONNECTION_FAILURE,
+                "no connection to the shard for the COPY",
+            )));
+        };
+        // Held by the COPY: not given back to the pool, closed if the client leaves.
+        p.unsynced = true;
+        let out = &mut st.outs[i];
+        out.started = true;
+        let conn = &mut p.conn.conn;
+        if !st.in_block {
+            if let Err(message) = conn.run_internal("BEGIN").await? {
+                out.ready = Some(b'I');
+                return Err(Stop::Fail(error_frame(
+                    &SqlState::CONNECTION_FAILURE,
+                    &message,
+                )));
+            }
+        }
+        let mut query = BytesMut::new();
+        protocol::query(&mut query, &st.sql);
+        conn.stream
+            .write_all(&query)
+            .await
+            .map_err(BackendError::Io)?;
+        let response = loop {
+            let f = conn.read_frame().await?;
+            match f.tag {
+                b'G' => break f.raw,
+                b'E' => {
+                    out.error.get_or_insert(f.raw);
+                }
+                b'N' => self.cout.extend_from_slice(&f.raw),
+                b'S' => conn.note_parameter_status(f.body()),
+                b'Z' => {
+                    out.ready = Some(f.body().first().copied().unwrap_or(b'I'));
+                    let e = out.error.clone().unwrap_or_else(|| {
+                        error_frame(
+                            &SqlState::PROTOCOL_VIOLATION,
+                            "the shard did not start the COPY",
+                        )
+                    });
+                    return Err(Stop::Fail(e));
+                }
+                _ => {}
+            }
+        };
+        if let Some(h) = &st.header_line {
+            out.buf.splice(0..0, h.iter().copied());
+        }
+        Ok(response)
+    }
+    /// A client message while a COPY is in progress. Returns false when the message is not
+    /// the COPY's and takes the usual path.
+    pub(super) async fn on_copy_frame(
+        &mut self,
+        frame: &Frame<&[u8]>,
+    ) -> Result<bool, SessionError> {
+        let Some(state) = self.copy.take() else {
+            return Ok(false);
+        };
+        let mut st = match *state {
+            CopyState::In(st) => *st,
+            CopyState::Portal(job) => {
+                return match frame.tag {
+                    b'E' => self.start_copy(job, true).await.map(|()| true),
+                    b'D' => {
+                        // A COPY returns no rows.
+                        MessageBuilder::new(&mut self.cout, b'n').finish();
+                        self.copy = Some(Box::new(CopyState::Portal(job)));
+                        Ok(true)
+                    }
+                    b'H' => {
+                        self.copy = Some(Box::new(CopyState::Portal(job)));
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                };
+            }
+            CopyState::AwaitSync { status, failed } => {
+                if frame.tag == b'S' {
+                    protocol::ready_for_query(&mut self.cout, status);
+                    return Ok(true);
+                }
+                if failed {
+                    self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
+                    return Ok(true);
+                }
+                return Ok(false);
+            }
+        };
+        let step = match frame.tag {
+            b'd' => self.copy_data(&mut st, frame.body()).await,
+            b'c' => return self.copy_done(st).await.map(|()| true),
+            b'f' => {
+                let message = frame.body().split(|&c| c == 0).next().unwrap_or_default();
+                Err(Stop::Fail(error_frame(
+                    &SqlState::QUERY_CANCELED,
+                    &format!(
+                        "COPY from stdin failed: {}",
+                        String::from_utf8_lossy(message)
+                    ),
+                )))
+            }
+            // PostgreSQL ignores these during COPY FROM STDIN.
+            b'H' | b'S' => Ok(()),
+            other => Err(Stop::Fail(error_frame(
+                &SqlState::PROTOCOL_VIOLATION,
+                &format!("unexpected message type 0x{other:02X} during COPY from stdin"),
+            ))),
+        };
+        match step {
+            Ok(()) => {
+                self.copy = Some(Box::new(CopyState::In(Box::new(st))));
+                Ok(true)
+            }
+            Err(Stop::Fail(e)) => self.abort_copy(st, e).await.map(|()| true),
+            Err(Stop::Lost(e)) => Err(self.copy_lost(e)),
+        }
+    }
+
+    /// Cuts the client's data into rows, each to its shard's buffer; sends the full buffers.
+    async fn copy_data(&mut self, st: &mut CopyIn, data: &[u8]) -> Result<(), Stop> {
+        if st.ended {
+            return Ok(());
+        }
+        if st.router.is_none() {
+            for out in &mut st.outs {
+                out.buf.extend_from_slice(data);
+            }
+        } else {
+            let CopyIn {
+                splitter,
+                router,
+                header,
+                header_line,
+                header_seen,
+                ended,
+                line,
+                outs,
+                ..
+            } = st;
+            let mut take = |row: &[u8]| {
+                take_row(
+                    row,
+                    router.as_ref(),
+                    *header,
+                    header_line,
+                    header_seen,
+                    ended,
+                    line,
+                    outs,
+                )
+            };
+            splitter
+                .feed(data, &mut take)
+                .map_err(|e| Stop::Fail(copy_error(&e)))?;
+        }
+        self.send_rows(st, false).await
+    }
+
+    /// Sends each shard's collected rows once there are `FLUSH_AT` bytes of them (`all`: any),
+    /// opening the shard's COPY first if it has none yet.
+    async fn send_rows(&mut self, st: &mut CopyIn, all: bool) -> Result<(), Stop> {
+        for i in 0..st.outs.len() {
+            let out = &st.outs[i];
+            if out.buf.is_empty() || (!all && out.buf.len() < FLUSH_AT) {
+                continue;
+            }
+            if !out.started {
+                if out.rows == 0 {
+                    // Only a header line waits here: the shard has no rows to take.
+                    continue;
+                }
+                self.open_shard(st, i).await?;
+            }
+            let out = &mut st.outs[i];
+            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+                continue;
+            };
+            let conn = &mut p.conn.conn;
+            let mut msg = BytesMut::with_capacity(out.buf.len() + 5);
+            MessageBuilder::new(&mut msg, b'd').bytes(&out.buf).finish();
+            out.buf.clear();
+            conn.stream
+                .write_all(&msg)
+                .await
+                .map_err(BackendError::Io)?;
+            // A shard that refused a row says so at once; stop there rather than send it the
+            // rest for nothing.
+            early_answer(conn, out, &mut self.cout)?;
+            if let Some(e) = &out.error {
+                return Err(Stop::Fail(e.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// CopyDone from the client: the last rows out, every shard's COPY ended, the blocks
+    /// committed when every shard took its rows, `COPY n` to the client.
+    async fn copy_done(&mut self, mut st: CopyIn) -> Result<(), SessionError> {
+        let (last, open_quote) = st.splitter.finish();
+        let mut step = Ok(());
+        if open_quote {
+            let e = CopyError::UnterminatedCsv {
+                table: self.copy_table_name(&st),
+                line: st.line + 1,
+            };
+            step = Err(Stop::Fail(copy_error(&e)));
+        } else if let Some(row) = last {
+            let CopyIn {
+                router,
+                header,
+                header_line,
+                header_seen,
+                ended,
+                line,
+                outs,
+                ..
+            } = &mut st;
+            if router.is_some() {
+                step = take_row(
+                    &row,
+                    router.as_ref(),
+                    *header,
+                    header_line,
+                    header_seen,
+                    ended,
+                    line,
+                    outs,
+                )
+                .map_err(|e| Stop::Fail(copy_error(&e)));
+            }
+        }
+        if step.is_ok() {
+            step = self.send_rows(&mut st, true).await;
+        }
+        match step {
+            Ok(()) => {}
+            Err(Stop::Fail(e)) => return self.abort_copy(st, e).await,
+            Err(Stop::Lost(e)) => return Err(self.copy_lost(e)),
+        }
+        let mut done = BytesMut::new();
+        MessageBuilder::new(&mut done, b'c').finish();
+        for out in st.outs.iter().filter(|o| o.started && o.ready.is_none()) {
+            if let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) {
+                if let Err(e) = p.conn.conn.stream.write_all(&done).await {
+                    p.conn.conn.broken = true;
+                    return Err(self.copy_lost(BackendError::Io(e).into()));
+                }
+            }
+        }
+        for out in st
+            .outs
+            .iter_mut()
+            .filter(|o| o.started && o.ready.is_none())
+        {
+            if let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) {
+                if let Err(e) = read_answer(&mut p.conn.conn, out, &mut self.cout).await {
+                    return Err(self.copy_lost(e.into()));
+                }
+            }
+        }
+        let error = st.outs.iter().find_map(|o| o.error.clone());
+        let mut commit_error: Option<String> = None;
+        for out in st.outs.iter().filter(|o| o.started) {
+            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+                continue;
+            };
+            p.unsynced = false;
+            p.tx_status = out.ready.unwrap_or(b'I');
+            if st.in_block {
+                continue;
+            }
+            let end = if error.is_some() {
+                "ROLLBACK"
+            } else {
+                "COMMIT"
+            };
+            match p.conn.conn.run_internal(end).await {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => {
+                    commit_error.get_or_insert(format!(
+                        "COMMIT of the COPY failed on shard {}: {message}; the rows of shards \
+                         that committed before it stay (distributed transactions are not \
+                         there yet)",
+                        out.shard
+                    ));
+                }
+                Err(e) => {
+                    p.conn.conn.broken = true;
+                    return Err(self.copy_lost(e.into()));
+                }
+            }
+            p.tx_status = b'I';
+        }
+        let failed = error.is_some() || commit_error.is_some();
+        match (error, commit_error) {
+            (Some(e), _) => self.cout.extend_from_slice(&e),
+            (None, Some(message)) => protocol::error_response(
+                &mut self.cout,
+                Severity::Error,
+                &SqlState::TRANSACTION_ROLLBACK,
+                &message,
+            ),
+            (None, None) => {
+                let mut counts = st.outs.iter().filter(|o| o.started).map(|o| o.count);
+                // The copies of a duplicated table take the same rows: the client hears one.
+                let total: u64 = if st.plan.duplicated {
+                    counts.next().unwrap_or(0)
+                } else {
+                    counts.sum()
+                };
+                protocol::command_complete(&mut self.cout, &format!("COPY {total}"));
+            }
+        }
+        self.end_copy(st.extended, failed);
+        Ok(())
+    }
+
+    fn copy_table_name(&self, st: &CopyIn) -> String {
+        self.ctx
+            .catalog
+            .snapshot()
+            .table(st.plan.table)
+            .map(|t| t.qualified_name())
+            .unwrap_or_default()
+    }
+
+    /// Ends the COPY on every shard it reached with CopyFail, undoes their blocks (or fails
+    /// the client's), and answers the client with `error`.
+    async fn abort_copy(&mut self, mut st: CopyIn, error: Bytes) -> Result<(), SessionError> {
+        if st.in_block && !st.outs.iter().any(|o| o.started) {
+            // As on PostgreSQL, a failed COPY fails the transaction block: a shard of the
+            // block takes a COPY that fails.
+            if let Some(i) = (0..st.outs.len()).next() {
+                match self.open_shard(&mut st, i).await {
+                    Ok(_) | Err(Stop::Fail(_)) => {}
+                    Err(Stop::Lost(e)) => return Err(self.copy_lost(e)),
+                }
+            }
+        }
+        let mut fail = BytesMut::new();
+        MessageBuilder::new(&mut fail, b'f')
+            .cstr(b"COPY aborted by shardwire: the COPY failed on another shard or in the proxy")
+            .finish();
+        for out in st.outs.iter_mut().filter(|o| o.started) {
+            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+                continue;
+            };
+            let conn = &mut p.conn.conn;
+            let ended = async {
+                if out.ready.is_none() {
+                    conn.stream.write_all(&fail).await?;
+                    // Its answer is the CopyFail's own error, which the client need not see.
+                    let mut discard = BytesMut::new();
+                    read_answer(conn, out, &mut discard).await?;
+                }
+                if !st.in_block {
+                    // Its own block ends either way; a ROLLBACK that fails has nothing to undo.
+                    let _ = conn.run_internal("ROLLBACK").await?;
+                    out.ready = Some(b'I');
+                }
+                Ok::<_, BackendError>(())
+            }
+            .await;
+            if let Err(e) = ended {
+                conn.broken = true;
+                return Err(self.copy_lost(e.into()));
+            }
+            p.unsynced = false;
+            p.tx_status = out.ready.unwrap_or(b'I');
+        }
+        self.cout.extend_from_slice(&error);
+        self.end_copy(st.extended, true);
+        Ok(())
+    }
+}
+
+/// One row of a COPY FROM into a sharded table, to its shard's buffer.
+#[allow(clippy::too_many_arguments)]
+fn take_row(
+    row: &[u8],
+    router: Option<&RowRouter>,
+    header: Header,
+    header_line: &mut Option<Vec<u8>>,
+    header_seen: &mut bool,
+    ended: &mut bool,
+    line: &mut u64,
+    outs: &mut Vec<Out>,
+) -> Result<(), CopyError> {
+    *line += 1;
+    if *ended {
+        return Ok(());
+    }
+    if header != Header::None && !*header_seen {
+        *header_seen = true;
+        if header == Header::Match {
+            for out in outs.iter_mut().filter(|o| o.started) {
+                out.buf.extend_from_slice(row);
+            }
+            *header_line = Some(row.to_vec());
+        }
+        return Ok(());
+    }
+    if rows::is_end_marker(row) {
+        *ended = true;
+        return Ok(());
+    }
+    let Some(router) = router else {
+        return Ok(());
+    };
+    let shard = router.shard_of(row, *line)?;
+    let i = match outs.iter().position(|o| o.shard == shard) {
+        Some(i) => i,
+        None => {
+            outs.push(Out {
+                shard,
+                buf: header_line.clone().unwrap_or_default(),
+                rows: 0,
+                started: false,
+                ready: None,
+                error: None,
+                count: 0,
+            });
+            outs.len() - 1
+        }
+    };
+    let out = &mut outs[i];
+    out.buf.extend_from_slice(row);
+    out.rows += 1;
+    Ok(())
+}
+
+/// Reads whatever the shard has sent without waiting: an error it raised mid-COPY.
+fn early_answer(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    cout: &mut BytesMut,
+) -> Result<(), Stop> {
+    loop {
+        match conn.stream.try_read_buf(&mut conn.read_buf) {
+            Ok(0) => {
+                conn.broken = true;
+                return Err(BackendError::Closed.into());
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(BackendError::Io(e).into()),
+        }
+    }
+    while let Some(f) = protocol::split_frame(&mut conn.read_buf).map_err(BackendError::from)? {
+        note_frame(conn, out, f, cout);
+    }
+    Ok(())
+}
+
+fn note_frame(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    f: protocol::Frame,
+    cout: &mut BytesMut,
+) {
+    match f.tag {
+        b'C' => out.count = tag_count(f.body()),
+        b'E' => {
+            out.error.get_or_insert(f.raw);
+        }
+        b'N' => cout.extend_from_slice(&f.raw),
+        b'S' => conn.note_parameter_status(f.body()),
+        b'Z' => out.ready = Some(f.body().first().copied().unwrap_or(b'I')),
+        _ => {}
+    }
+}
+
+/// Reads the shard's answer to the end of its COPY, up to its ReadyForQuery.
+async fn read_answer(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    cout: &mut BytesMut,
+) -> Result<(), BackendError> {
+    while out.ready.is_none() {
+        let f = conn.read_frame().await?;
+        note_frame(conn, out, f, cout);
+    }
+    Ok(())
+}
