@@ -902,3 +902,77 @@ async fn generated_keys_are_unique_across_proxies_and_routed() {
         .await
         .expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_select_routes_the_rows_or_runs_on_each_shard() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "is_cust").await;
+    client
+        .batch_execute(
+            "CREATE SHARDED TABLE is_orders (order_id bigint, cust_id bigint NOT NULL, \
+             PRIMARY KEY (cust_id, order_id), \
+             CONSTRAINT is_orders_fk FOREIGN KEY (cust_id) REFERENCES is_cust (cust_id)) \
+             PARTITION BY REFERENCE (is_orders_fk)",
+        )
+        .await
+        .expect("create child");
+    // How people load test data: the SELECT runs once, its rows go to their shards.
+    let msgs = client
+        .simple_query(
+            "INSERT INTO is_cust (cust_id, name, score) \
+             SELECT g, 'c' || g, g % 10 FROM generate_series(1, 100000) g",
+        )
+        .await
+        .expect("insert … select");
+    assert_eq!(tag(&msgs), 100_000);
+    let per_shard = counts("is_cust").await;
+    assert_eq!(per_shard.iter().sum::<i64>(), 100_000);
+    assert!(per_shard.iter().all(|&n| n > 20_000), "{per_shard:?}");
+    // Inside one family, on the key: each shard inserts the rows it reads.
+    log_all_statements().await;
+    let msgs = client
+        .simple_query(
+            "INSERT INTO is_orders (order_id, cust_id) SELECT cust_id * 10, cust_id \
+             FROM is_cust WHERE score = 3 /* is-pushdown */",
+        )
+        .await
+        .expect("pushed down");
+    assert_eq!(tag(&msgs), 10_000);
+    assert_eq!(shards_that_ran("is-pushdown").len(), SHARDS);
+    assert_eq!(counts("is_orders").await.iter().sum::<i64>(), 10_000);
+    // A key computed by an expression moves rows between shards: two steps, RETURNING kept.
+    let r = simple_rows(
+        &client,
+        "INSERT INTO is_cust (cust_id, name) SELECT cust_id + 1000000, name FROM is_cust \
+         WHERE cust_id <= 5 ORDER BY cust_id RETURNING cust_id",
+    )
+    .await;
+    let mut ids: Vec<String> = r.into_iter().map(|r| r[0].clone().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, ["1000001", "1000002", "1000003", "1000004", "1000005"]);
+    // Texts that differ in a literal never share what the literal built.
+    for n in [3, 7] {
+        let msgs = client
+            .simple_query(&format!(
+                "INSERT INTO is_cust (cust_id, name) SELECT g, 'x' FROM generate_series({}, {}) g",
+                2_000_001 + 100 * n,
+                2_000_000 + 100 * n + n
+            ))
+            .await
+            .expect("small insert … select");
+        assert_eq!(tag(&msgs), n);
+    }
+    // A duplicate on one shard fails the statement with PostgreSQL's error.
+    let err = client
+        .simple_query(
+            "INSERT INTO is_cust (cust_id, name) SELECT g, 'd' FROM generate_series(1, 3) g",
+        )
+        .await
+        .expect_err("duplicate keys");
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    client
+        .batch_execute("DROP TABLE is_orders, is_cust")
+        .await
+        .expect("drop");
+}

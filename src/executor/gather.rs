@@ -36,6 +36,8 @@ struct Answer {
     description: Option<Bytes>,
     rows: Vec<Bytes>,
     tag: Option<String>,
+    /// The counts of every command tag, added up (several for batched INSERTs).
+    count: u64,
     error: Option<Bytes>,
     notices: Vec<Bytes>,
     empty: bool,
@@ -51,6 +53,19 @@ pub async fn run(
     session_status: u8,
     out: &mut BytesMut,
 ) -> Result<Vec<u8>, BackendError> {
+    let (combined, statuses) = run_simple(conns, sql, combine).await?;
+    write(&combined, out);
+    protocol::ready_for_query(out, combined_status(&statuses, session_status));
+    Ok(statuses)
+}
+
+/// Sends `sql[i]` to `conns[i]` and combines the answers; with each connection's transaction
+/// status.
+pub async fn run_simple(
+    conns: &mut [&mut BackendConn],
+    sql: &[String],
+    combine: &Combine,
+) -> Result<(Combined, Vec<u8>), BackendError> {
     for (conn, sql) in conns.iter_mut().zip(sql) {
         let mut msg = BytesMut::new();
         protocol::query(&mut msg, sql);
@@ -61,31 +76,65 @@ pub async fn run(
         answers.push(read_answer(conn, Until::Ready).await?);
     }
     let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
-    let status = combined_status(&statuses, session_status);
-    match combined(&mut answers, combine) {
+    Ok((combined(&mut answers, combine), statuses))
+}
+
+/// Sends `messages[i]` (an extended-protocol batch ending with Sync) to `conns[i]` and
+/// combines the answers up to each ReadyForQuery; with each connection's transaction status.
+pub async fn run_batches(
+    conns: &mut [&mut BackendConn],
+    messages: &[BytesMut],
+    combine: &Combine,
+) -> Result<(Combined, Vec<u8>), BackendError> {
+    for (conn, msg) in conns.iter_mut().zip(messages) {
+        conn.stream.write_all(msg).await?;
+    }
+    let mut answers = Vec::with_capacity(conns.len());
+    for conn in conns.iter_mut() {
+        answers.push(read_answer(conn, Until::Ready).await?);
+    }
+    let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
+    Ok((combined(&mut answers, combine), statuses))
+}
+
+/// Writes a combined answer as a simple query's (without its ReadyForQuery).
+pub fn write(combined: &Combined, out: &mut BytesMut) {
+    match combined {
         Combined::Failed { notices, error } => {
-            out.extend_from_slice(&notices);
-            out.extend_from_slice(&error);
+            out.extend_from_slice(notices);
+            out.extend_from_slice(error);
         }
         Combined::Rows(r) => {
             out.extend_from_slice(&r.notices);
             if r.empty {
                 out.extend_from_slice(&protocol::empty_message(b'I'));
-            } else {
-                if let Some(d) = &r.description {
-                    out.extend_from_slice(d);
-                }
-                for row in &r.rows {
-                    out.extend_from_slice(row);
-                }
-                if let Some(tag) = &r.tag {
-                    protocol::command_complete(out, tag);
-                }
+                return;
+            }
+            if let Some(d) = &r.description {
+                out.extend_from_slice(d);
+            }
+            for row in &r.rows {
+                out.extend_from_slice(row);
+            }
+            if let Some(tag) = &r.tag {
+                protocol::command_complete(out, tag);
             }
         }
     }
-    protocol::ready_for_query(out, status);
-    Ok(statuses)
+}
+
+/// The status the client sees: failed if any shard's transaction failed, in a block if any is.
+pub fn combined_status(statuses: &[u8], session: u8) -> u8 {
+    if statuses.contains(&b'E') {
+        b'E'
+    } else if statuses.contains(&b'T') {
+        b'T'
+    } else {
+        match session {
+            b'T' | b'E' => session,
+            _ => b'I',
+        }
+    }
 }
 
 /// Runs one extended-protocol statement on every connection: `messages[i]` (Parse, Bind,
@@ -158,20 +207,6 @@ fn combined(answers: &mut [Answer], combine: &Combine) -> Combined {
     }
 }
 
-/// The status the client sees: failed if any shard's transaction failed, in a block if any is.
-fn combined_status(statuses: &[u8], session: u8) -> u8 {
-    if statuses.contains(&b'E') {
-        b'E'
-    } else if statuses.contains(&b'T') {
-        b'T'
-    } else {
-        match session {
-            b'T' | b'E' => session,
-            _ => b'I',
-        }
-    }
-}
-
 /// Where a shard's answer ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Until {
@@ -186,10 +221,12 @@ async fn read_answer(conn: &mut BackendConn, until: Until) -> Result<Answer, Bac
     loop {
         let f = conn.read_frame().await?;
         match f.tag {
-            b'T' => a.description = Some(f.raw),
+            b'T' if a.description.is_none() => a.description = Some(f.raw),
             b'D' => a.rows.push(f.raw),
             b'C' => {
-                a.tag = Some(String::from_utf8_lossy(cstr(f.body())).into_owned());
+                let tag = String::from_utf8_lossy(cstr(f.body())).into_owned();
+                a.count += tag_count(&tag).unwrap_or(0);
+                a.tag = Some(tag);
                 if until == Until::Executed {
                     return Ok(a);
                 }
@@ -275,10 +312,7 @@ fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, Strin
     }
     let total: u64 = match kind {
         StatementKind::Select => rows.len() as u64,
-        _ => answers
-            .iter()
-            .filter_map(|a| a.tag.as_deref().and_then(tag_count))
-            .sum(),
+        _ => answers.iter().map(|a| a.count).sum(),
     };
     let first_tag = answers
         .iter()
@@ -367,7 +401,7 @@ fn without_hidden_fields(frame: &[u8], hidden: usize) -> Bytes {
 }
 
 /// The column values of a DataRow (`None` for NULL).
-fn values(frame: &[u8]) -> Vec<Option<&[u8]>> {
+pub fn values(frame: &[u8]) -> Vec<Option<&[u8]>> {
     let mut b = &frame[5..];
     let n = protocol::take_i16(&mut b, "DataRow").unwrap_or(0).max(0);
     let mut v = Vec::with_capacity(n as usize);

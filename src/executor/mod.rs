@@ -4,6 +4,7 @@
 pub mod copy;
 pub mod ddl;
 pub mod gather;
+pub mod insert_select;
 pub mod layout;
 mod recognise;
 pub mod split;

@@ -31,6 +31,7 @@ use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effec
 use tokio_postgres::error::SqlState;
 
 mod copy;
+mod insert_select;
 mod links;
 
 use links::{Dest, Parked, Portal};
@@ -574,6 +575,12 @@ impl Session {
             Dest::Portal => return self.answer_portal(&frame),
             Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
             Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
+            Dest::InsertSelect(plan) => {
+                self.drain_current().await?;
+                self.run_insert_select(plan).await?;
+                self.release_parked_if_idle();
+                return Ok(());
+            }
             Dest::Copy(job) => {
                 self.run_copy(job, frame.tag).await?;
                 return Ok(());

@@ -16,7 +16,9 @@ use pg_query::NodeEnum;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
 mod copy;
+mod insert_select;
 pub use copy::{CopyArg, CopyOption, CopyPlan};
+pub use insert_select::InsertSelect;
 
 /// Where a value in the statement comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +112,8 @@ pub struct ShardedPlan {
     pub returning: bool,
     /// An INSERT whose generated key column the proxy fills from the cluster-wide sequence.
     pub generated: Option<GeneratedInsert>,
+    /// An INSERT … SELECT the proxy runs in two steps (the SELECT, then the rows by shard).
+    pub insert_select: Option<Box<InsertSelect>>,
 }
 
 /// The generated key column of an INSERT.
@@ -176,11 +180,18 @@ impl Plan {
     /// to serve another text (it may be built into the plan).
     pub fn localize(&mut self, literal_offsets: &[usize], text: &[u8]) -> Vec<usize> {
         let mut used = Vec::new();
-        let Plan::Sharded(p) = self else {
+        let p = match self {
             // Where these go does not depend on any value.
-            return (0..literal_offsets.len()).collect();
+            Plan::Anywhere
+            | Plan::Fixed(_)
+            | Plan::AnyOf(_)
+            | Plan::Every(_)
+            | Plan::Refused(_) => return (0..literal_offsets.len()).collect(),
+            // The statements each shard runs are built from the text, values included.
+            Plan::Copy(_) => return used,
+            Plan::Sharded(p) => p,
         };
-        if p.merge.shard_sql.is_some() {
+        if p.merge.shard_sql.is_some() || p.insert_select.is_some() {
             // The rewritten text has the values in it.
             return used;
         }
@@ -968,6 +979,7 @@ fn plan_filtered(
         multi_shard_refusal: refusal,
         returning,
         generated: None,
+        insert_select: None,
     }))
 }
 
@@ -1319,10 +1331,9 @@ fn plan_insert(
         )));
     };
     if select.values_lists.is_empty() {
-        return Planned::Plan(unsupported(format!(
-            "INSERT … SELECT into sharded table \"{}\" is not supported yet: use INSERT … VALUES",
-            target.qualified_name()
-        )));
+        return insert_select::plan_insert_select(
+            i, target, &names, select, snapshot, columns, shards,
+        );
     }
     let key_names: Vec<&str> = target
         .key_columns
@@ -1397,5 +1408,6 @@ fn plan_insert(
         multi_shard_refusal: None,
         returning: i.returning_clause.is_some(),
         generated,
+        insert_select: None,
     })))
 }

@@ -51,6 +51,8 @@ pub(super) enum Dest {
     LocalDescribe {
         sql: Vec<u8>,
     },
+    /// An INSERT … SELECT the proxy runs in two steps.
+    InsertSelect(Arc<crate::router::plan::ShardedPlan>),
     /// An INSERT needs `count` values of a generated key column first.
     NeedKeys {
         table: TableId,
@@ -438,6 +440,16 @@ impl Session {
                 (_, Source::Placement) => Dest::Shard(shards[0]),
             },
             Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
+            Plan::Sharded(p) if p.insert_select.is_some() => match source {
+                Source::Simple(_) => Dest::InsertSelect(p.clone()),
+                Source::Bind { .. } => Dest::Refuse(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "an INSERT … SELECT that moves rows between shards is not supported as a \
+                     prepared statement yet: send it as a simple query"
+                        .into(),
+                ),
+                Source::Placement => Dest::Shard(p.shards[0]),
+            },
             Plan::Sharded(p) if p.generated.is_some() => {
                 self.generated_insert(p, snapshot, params, source)
             }
@@ -984,7 +996,10 @@ impl Session {
 
     /// The parked connections of `shards` (switching to each first, so a block or batch
     /// includes them), as indexes into `self.parked` in the order of `shards`.
-    async fn connections_for(&mut self, shards: &[ShardId]) -> Result<Vec<usize>, SessionError> {
+    pub(super) async fn connections_for(
+        &mut self,
+        shards: &[ShardId],
+    ) -> Result<Vec<usize>, SessionError> {
         for &shard in shards {
             self.switch_to(shard).await?;
             self.drain_current().await?;
