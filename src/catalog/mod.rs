@@ -130,6 +130,9 @@ pub struct Catalog {
     /// which DDL can afford.
     client: Mutex<Option<Client>>,
     current: RwLock<Arc<Snapshot>>,
+    /// Whether the current snapshot records any table: read on every statement, so that a
+    /// proxy without sharded tables routes nothing and takes no lock.
+    has_tables: std::sync::atomic::AtomicBool,
 }
 
 impl Catalog {
@@ -150,6 +153,7 @@ impl Catalog {
             shards,
             client: Mutex::new(None),
             current: RwLock::new(Arc::default()),
+            has_tables: Default::default(),
         };
         store::migrate_and_sync(&mut *catalog.client().await?, config).await?;
         let snapshot = catalog.reload().await?;
@@ -170,12 +174,22 @@ impl Catalog {
             .clone()
     }
 
+    /// Whether the current snapshot records any table (a relaxed read: a statement racing a
+    /// table's creation may see either answer, as it may see either snapshot).
+    pub fn has_tables(&self) -> bool {
+        self.has_tables.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Reads the catalog again and makes it current (unless a newer snapshot already is).
     pub async fn reload(&self) -> Result<Arc<Snapshot>, CatalogError> {
         let loaded = Arc::new(load::load(&mut *self.client().await?, &self.shards).await?);
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         // Two reloads may finish out of order; never go back to an older version.
         if loaded.version() >= current.version() {
+            self.has_tables.store(
+                !loaded.tables().is_empty(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             *current = loaded;
         }
         Ok(current.clone())

@@ -12,19 +12,7 @@ use crate::catalog::ShardId;
 /// PostgreSQL's NAMEDATALEN - 1.
 const MAX_IDENTIFIER_BYTES: usize = 63;
 
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// A string literal that reads the same whatever `standard_conforming_strings` says.
-pub fn quote_literal(value: &str) -> String {
-    let doubled = value.replace('\'', "''");
-    if value.contains('\\') {
-        format!("E'{}'", doubled.replace('\\', "\\\\"))
-    } else {
-        format!("'{doubled}'")
-    }
-}
+pub use crate::sql::quote::{quote_ident, quote_literal};
 
 fn quote_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     names

@@ -28,13 +28,18 @@ use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity};
 use crate::router::route::Route;
 use crate::server::ServerCtx;
 use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
+pub use crate::sql::quote::{quote_ident, quote_literal};
 use tokio_postgres::error::SqlState;
 
 mod copy;
+mod dest;
 mod insert_select;
 mod links;
+mod multi;
 
-use links::{Dest, Parked, Portal};
+use dest::Dest;
+use links::Parked;
+use multi::Portal;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -898,16 +903,6 @@ fn consume(buf: &mut BytesMut, n: usize) {
         // than what was consumed before it: a short copy, never an allocation.
         let _ = buf.try_reclaim(buf.capacity() - buf.len() + 1);
     }
-}
-
-/// Quotes an identifier for SQL the proxy builds.
-pub fn quote_ident(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
-/// Quotes a string literal for SQL the proxy builds (standard_conforming_strings is on).
-pub fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! SQL text as the router sees it. For now only the lexical classifier; parsing with pg_query
-//! and key extraction arrive with sharding.
+//! SQL text as the proxy sees it: the lexical classifier (what pins a session, what the proxy
+//! answers itself) and quoting for the SQL the proxy builds. Parsing for routing is in `router`.
 
 pub mod classify;
+pub mod quote;

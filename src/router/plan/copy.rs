@@ -9,7 +9,7 @@ use pg_query::NodeEnum;
 
 use super::{plan_select, resolve, unsupported, ColumnSource, Plan, Planned, ShardedPlan};
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
-use crate::frontend::session::quote_ident;
+use crate::sql::quote::quote_ident;
 
 /// A COPY option's argument as PostgreSQL's grammar gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]

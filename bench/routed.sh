@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Routed point reads: a pgbench custom script of keyed SELECTs with random keys on a sharded
+# table over 2 shards through shardwire, against PgBouncer (transaction mode) in front of the
+# same rows in one plain table, in one run; simple and extended protocol.
+#
+#   bench/routed.sh [seconds-per-run] [rounds] [clients]
+#
+# The two shards are two databases (app, app2) of the one PostgreSQL cluster bench/setup.sh
+# starts, so the comparison is about the proxies, not about spreading load over machines. Prints
+# median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
+# proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
+set -euo pipefail
+
+SECS=${1:-10}
+ROUNDS=${2:-3}
+CLIENTS=${3:-16}
+POOL=20
+ROWS=100000
+cd "$(dirname "$0")/.."
+
+source bench/setup.sh
+
+psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE app2" >/dev/null
+METRICS=$(free_port)
+cat >"$WORK/sw.toml" <<TOML
+[proxy]
+listen = "127.0.0.1:$SWPORT"
+metrics_listen = "127.0.0.1:$METRICS"
+database = "app"
+workers = ${SW_WORKERS:-1}
+[[users]]
+name = "app"
+password = "app"
+[[shards]]
+name = "s1"
+url = "postgres://postgres@127.0.0.1:$PGPORT/app"
+[[shards]]
+name = "s2"
+url = "postgres://postgres@127.0.0.1:$PGPORT/app2"
+[pool]
+size = $POOL
+TOML
+
+start_proxies
+
+sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
+sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
+       filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
+sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, $ROWS) g" >/dev/null
+psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres app -c "SELECT count(*) AS s1_rows FROM bench_accounts"
+psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres app2 -c "SELECT count(*) AS s2_rows FROM bench_accounts"
+
+cat >"$WORK/routed.sql" <<SQL
+\set aid random(1, $ROWS)
+SELECT abalance FROM bench_accounts WHERE aid = :aid;
+SQL
+cat >"$WORK/plain.sql" <<SQL
+\set aid random(1, $ROWS)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+SQL
+
+parses() { curl -s "http://127.0.0.1:$METRICS/metrics" | awk '/^shardwire_statement_parses_total / {print $2}'; }
+cpu_ticks() { awk '{print $14, $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+per_tx() { awk -v b="$1" -v a="$2" -v t="$3" -v k="$TICK" 'BEGIN {printf "%.2f", (a-b)/k/t*1e6}'; }
+
+declare -A TPS CPU
+run() { # target mode port script pid
+    local target=$1 mode=$2 port=$3 script=$4 pid=$5 before after out tx tps
+    before=$(cpu_ticks "$pid")
+    out=$(PGPASSWORD=app pgbench -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
+    tx=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
+    tps=$(awk '/^tps = / {print $3}' <<<"$out")
+    after=$(cpu_ticks "$pid")
+    read -r _ bc <<<"$before"; read -r _ ac <<<"$after"
+    TPS[$target.$mode]+="$tps "
+    CPU[$target.$mode]+="$(per_tx "$bc" "$ac" "$tx") "
+}
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+parses_before=$(parses)
+for r in $(seq "$ROUNDS"); do
+    for mode in simple extended; do
+        run shardwire "$mode" "$SWPORT" "$WORK/routed.sql" "$SWPID"
+        run pgbouncer "$mode" "$BOUNCERPORT" "$WORK/plain.sql" "$BPID"
+    done
+    echo "round $r of $ROUNDS done" >&2
+done
+parses_after=$(parses)
+
+printf '\n%-10s %-9s %12s %12s\n' target mode "median TPS" "CPU µs/tx"
+for mode in simple extended; do
+    for target in shardwire pgbouncer; do
+        printf '%-10s %-9s %12s %12s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" "$(median <<<"${CPU[$target.$mode]}")"
+    done
+    awk -v s="$(median <<<"${TPS[shardwire.$mode]}")" -v p="$(median <<<"${TPS[pgbouncer.$mode]}")" \
+        -v sc="$(median <<<"${CPU[shardwire.$mode]}")" -v pc="$(median <<<"${CPU[pgbouncer.$mode]}")" -v m="$mode" \
+        'BEGIN {printf "%s: routed shardwire/pgbouncer TPS %.2fx, CPU per tx %.2fx\n\n", m, s/p, sc/pc}'
+done
+echo "router parses during the runs: $(awk -v a="$parses_after" -v b="$parses_before" 'BEGIN {print a-b}')"
+echo "clients=$CLIENTS seconds=$SECS rounds=$ROUNDS pool=$POOL rows=$ROWS shards=2 cores=$(nproc)"

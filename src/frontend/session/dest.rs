@@ -1,0 +1,567 @@
+//! Where each client frame goes: the statement's plan (from the plan cache) with its Bind
+//! parameters or literals, the session's transaction, and the statements the proxy answers
+//! itself through the extended protocol.
+
+use super::*;
+use crate::catalog::{Snapshot, TableId};
+use crate::error::ClientError;
+use crate::executor::gather::Combine;
+use crate::router::plan::{Keys, Plan, StatementKind};
+use crate::router::route::{self as routing, Params};
+
+/// Where a client frame goes.
+pub(super) enum Dest {
+    /// The connection held, else the first shard.
+    Here,
+    Shard(ShardId),
+    /// A Parse held back until its Bind, which decides its shard.
+    Hold,
+    /// A simple query the executor runs on several shards.
+    Multi(Multi),
+    Refuse(SqlState, String),
+    /// An INSERT without a column list needs the table's columns first.
+    NeedColumns(TableId),
+    /// A Bind executed on several shards.
+    MultiPortal(MultiPortal),
+    /// Describe, Execute or Close of the multi-shard portal: answered from its result.
+    Portal,
+    /// A Bind of a statement the proxy answers itself (admin SHOW, sharding DDL).
+    LocalPortal {
+        portal: Box<[u8]>,
+        sql: Vec<u8>,
+    },
+    /// A Describe of such a statement.
+    LocalDescribe {
+        sql: Vec<u8>,
+    },
+    /// An INSERT … SELECT the proxy runs in two steps.
+    InsertSelect(Arc<crate::router::plan::ShardedPlan>),
+    /// An INSERT needs `count` values of a generated key column first.
+    NeedKeys {
+        table: TableId,
+        column: String,
+        count: usize,
+    },
+    /// A COPY the session splits (FROM) or gathers (TO) over several shards.
+    Copy(super::copy::CopyJob),
+}
+
+pub(super) struct Multi {
+    pub(super) shards: Vec<ShardId>,
+    /// Per shard, the SQL it runs.
+    pub(super) sql: Vec<String>,
+    pub(super) combine: Combine,
+}
+
+/// A Bind whose statement runs on several shards: executed on all of them at once, its
+/// combined result kept as the portal the client's Describe and Execute read.
+pub(super) struct MultiPortal {
+    pub(super) shards: Vec<ShardId>,
+    pub(super) portal: Box<[u8]>,
+    /// Parse, Bind, Describe portal, Execute and Flush, the same for every shard.
+    pub(super) messages: BytesMut,
+    pub(super) combine: Combine,
+}
+
+/// Where a statement's text came from, which decides how it may run on several shards.
+enum Source<'a> {
+    Simple(&'a [u8]),
+    Bind {
+        portal: &'a [u8],
+        statement: &'a crate::backend::StatementText,
+        rest: &'a [u8],
+    },
+    /// A Parse or Describe: placed, not executed.
+    Placement,
+}
+
+/// The messages that run a bound statement on a shard through its unnamed statement and
+/// portal, up to a Flush: the batch stays open there until the client's Sync. `hidden` sort
+/// columns appended to the statement take text format.
+fn portal_messages(
+    text: &[u8],
+    param_types: &[u8],
+    rest: &[u8],
+    (visible, hidden): (usize, usize),
+) -> BytesMut {
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'P')
+        .cstr(b"")
+        .cstr(text)
+        .bytes(param_types)
+        .finish();
+    let rest = routing::with_hidden_result_columns(rest, visible, hidden);
+    MessageBuilder::new(&mut out, b'B')
+        .cstr(b"")
+        .cstr(b"")
+        .bytes(&rest)
+        .finish();
+    MessageBuilder::new(&mut out, b'D')
+        .u8(b'P')
+        .cstr(b"")
+        .finish();
+    MessageBuilder::new(&mut out, b'E')
+        .cstr(b"")
+        .i32(0)
+        .finish();
+    protocol::flush(&mut out);
+    out
+}
+
+impl Session {
+    /// Where `frame` goes. Cheap when the catalog records no table (everything goes where it
+    /// always went) and when the statement's plan is cached.
+    pub(super) fn decide(&mut self, frame: &Frame<&[u8]>) -> Result<Dest, SessionError> {
+        if let Some(portal) = &self.portal {
+            let named = match ClientFrame::parse(frame)? {
+                ClientFrame::Describe { kind: b'P', name }
+                | ClientFrame::Close { kind: b'P', name } => Some(name),
+                ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
+                // A Sync ends the portal, a new Bind of its name replaces it.
+                ClientFrame::Sync => {
+                    self.portal = None;
+                    None
+                }
+                ClientFrame::Bind { portal: name, .. } => {
+                    if *name == *portal.name {
+                        self.portal = None;
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if named.is_some_and(|n| self.portal.as_ref().is_some_and(|p| *n == *p.name)) {
+                return Ok(Dest::Portal);
+            }
+        }
+        if !matches!(frame.tag, b'Q' | b'P' | b'B' | b'D') {
+            return Ok(Dest::Here);
+        }
+        if frame.tag != b'Q' {
+            if let Some(local) = self.local_extended(frame)? {
+                return Ok(local);
+            }
+        }
+        if !self.ctx.catalog.has_tables() {
+            return Ok(Dest::Here);
+        }
+        let snapshot = self.ctx.catalog.snapshot();
+        let parsed = ClientFrame::parse(frame)?;
+        let text = match parsed {
+            ClientFrame::Query(sql) => sql,
+            ClientFrame::Parse { query, .. } => {
+                let plan = match self.plan(query, &snapshot) {
+                    Ok(p) => p,
+                    Err(t) => return Ok(Dest::NeedColumns(t)),
+                };
+                return Ok(match &*plan {
+                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => {
+                        Dest::Hold
+                    }
+                    other => self.dest_for(other, &snapshot, &Params::default(), Source::Placement),
+                });
+            }
+            ClientFrame::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                let Some(st) = self.statements.get(statement).cloned() else {
+                    return Ok(Dest::Here);
+                };
+                let plan = match self.plan(&st.query, &snapshot) {
+                    Ok(p) => p,
+                    Err(t) => return Ok(Dest::NeedColumns(t)),
+                };
+                let params = Params::parse(rest, &st.param_types)?;
+                let source = Source::Bind {
+                    portal,
+                    statement: &st,
+                    rest,
+                };
+                return Ok(self.dest_for(&plan, &snapshot, &params, source));
+            }
+            ClientFrame::Describe { kind: b'S', name } => {
+                let Some(st) = self.statements.get(name).cloned() else {
+                    return Ok(Dest::Here);
+                };
+                let plan = match self.plan(&st.query, &snapshot) {
+                    Ok(p) => p,
+                    Err(t) => return Ok(Dest::NeedColumns(t)),
+                };
+                // Any shard holding the tables describes the statement: their schemas are equal.
+                let shards = match &*plan {
+                    Plan::Sharded(p) => p.shards.clone(),
+                    Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
+                    Plan::Fixed(s) => vec![*s],
+                    Plan::Copy(c) => c.shards.clone(),
+                    Plan::Anywhere | Plan::Refused(_) => return Ok(Dest::Here),
+                };
+                return Ok(match self.current_shard() {
+                    Some(c) if shards.contains(&c) => Dest::Here,
+                    _ => shards.first().map_or(Dest::Here, |s| Dest::Shard(*s)),
+                });
+            }
+            _ => return Ok(Dest::Here),
+        };
+        let shared =
+            self.ctx
+                .plans
+                .plan_simple(text, &snapshot, &self.ctx.metrics.statement_parses);
+        let (plan, literals) = match shared {
+            Ok(p) => p,
+            Err(t) => return Ok(Dest::NeedColumns(t)),
+        };
+        let params = Params::literals(literals);
+        Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(text)))
+    }
+
+    /// Statements the proxy answers itself, sent through the extended protocol (JDBC, asyncpg
+    /// and most ORMs send everything so): held at Parse, answered at Bind and Describe.
+    fn local_extended(&self, frame: &Frame<&[u8]>) -> Result<Option<Dest>, SessionError> {
+        let is_local = |sql: &[u8]| match local_kind(sql) {
+            Some(LocalKind::Show) => admin::parse(sql).is_some(),
+            Some(LocalKind::Ddl) => ddl::recognise(sql, &self.ctx.catalog.snapshot()).is_some(),
+            None => false,
+        };
+        Ok(match ClientFrame::parse(frame)? {
+            ClientFrame::Parse { query, .. } if is_local(query) => Some(Dest::Hold),
+            ClientFrame::Bind {
+                portal, statement, ..
+            } => match self.statements.get(statement) {
+                Some(st) if is_local(&st.query) => Some(Dest::LocalPortal {
+                    portal: portal.into(),
+                    sql: st.query.to_vec(),
+                }),
+                _ => None,
+            },
+            ClientFrame::Describe { kind: b'S', name } => match self.statements.get(name) {
+                Some(st) if is_local(&st.query) => Some(Dest::LocalDescribe {
+                    sql: st.query.to_vec(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
+
+    fn plan(&self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
+        self.ctx
+            .plans
+            .plan(sql, snapshot, &self.ctx.metrics.statement_parses)
+    }
+
+    /// Where a planned statement goes; `source` says whether and how it may run on several
+    /// shards.
+    fn dest_for(
+        &mut self,
+        plan: &Plan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        // A failed transaction block refuses everything but its end, wherever it runs.
+        if self.tx_status == b'E' {
+            return Dest::Here;
+        }
+        match plan {
+            Plan::Anywhere => Dest::Here,
+            Plan::Fixed(s) => Dest::Shard(*s),
+            Plan::AnyOf(shards) => match self.current_shard() {
+                Some(c) if shards.contains(&c) => Dest::Here,
+                _ => {
+                    self.round_robin = self.round_robin.wrapping_add(1);
+                    Dest::Shard(shards[self.round_robin % shards.len()])
+                }
+            },
+            Plan::Every(shards) => match (shards.as_slice(), source) {
+                ([one], _) => Dest::Shard(*one),
+                (_, Source::Simple(sql)) => {
+                    self.ctx.metrics.routed_multi.increment(1);
+                    Dest::Multi(Multi {
+                        shards: shards.clone(),
+                        sql: vec![String::from_utf8_lossy(sql).into_owned(); shards.len()],
+                        combine: Combine::Copies,
+                    })
+                }
+                (
+                    _,
+                    Source::Bind {
+                        portal,
+                        statement,
+                        rest,
+                    },
+                ) => {
+                    self.ctx.metrics.routed_multi.increment(1);
+                    Dest::MultiPortal(MultiPortal {
+                        shards: shards.clone(),
+                        portal: portal.into(),
+                        messages: portal_messages(
+                            &statement.query,
+                            &statement.param_types,
+                            rest,
+                            (0, 0),
+                        ),
+                        combine: Combine::Copies,
+                    })
+                }
+                (_, Source::Placement) => Dest::Shard(shards[0]),
+            },
+            Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
+            Plan::Sharded(p) if p.insert_select.is_some() => match source {
+                Source::Simple(_) => Dest::InsertSelect(p.clone()),
+                Source::Bind { .. } => Dest::Refuse(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "an INSERT … SELECT that moves rows between shards is not supported as a \
+                     prepared statement yet: send it as a simple query"
+                        .into(),
+                ),
+                Source::Placement => Dest::Shard(p.shards[0]),
+            },
+            Plan::Sharded(p) if p.generated.is_some() => {
+                self.generated_insert(p, snapshot, params, source)
+            }
+            Plan::Copy(c) => self.copy_dest(c, snapshot, params),
+            Plan::Sharded(p) => {
+                let routed = match routing::route(snapshot, p, params) {
+                    Ok(r) => r,
+                    Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+                };
+                let shards = match routed.route {
+                    Route::Single(s) => {
+                        self.ctx.metrics.routed_single.increment(1);
+                        return Dest::Shard(s);
+                    }
+                    Route::Multi(shards) => shards,
+                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+                };
+                if let Some(why) = &p.multi_shard_refusal {
+                    return Dest::Refuse(SqlState::FEATURE_NOT_SUPPORTED, why.clone());
+                }
+                let sql = match source {
+                    Source::Simple(sql) => sql,
+                    Source::Placement => return Dest::Shard(shards[0]),
+                    Source::Bind {
+                        portal,
+                        statement,
+                        rest,
+                    } => {
+                        if matches!(p.keys, Keys::Rows(_)) {
+                            return Dest::Refuse(
+                                SqlState::FEATURE_NOT_SUPPORTED,
+                                "a prepared multi-row INSERT whose rows belong to several shards \
+                                 is not supported yet: insert one row per statement, or send it \
+                                 as a simple query"
+                                    .into(),
+                            );
+                        }
+                        let text = p
+                            .merge
+                            .shard_sql
+                            .as_deref()
+                            .map_or(&statement.query[..], str::as_bytes);
+                        self.ctx.metrics.routed_multi.increment(1);
+                        return Dest::MultiPortal(MultiPortal {
+                            shards,
+                            portal: portal.into(),
+                            messages: portal_messages(
+                                text,
+                                &statement.param_types,
+                                rest,
+                                (p.merge.visible, p.merge.hidden),
+                            ),
+                            combine: Combine::Union {
+                                kind: p.kind,
+                                merge: p.merge.clone(),
+                                rows: Vec::new(),
+                            },
+                        });
+                    }
+                };
+                let text = String::from_utf8_lossy(sql);
+                let sql = match (&p.keys, p.kind) {
+                    (Keys::Rows(_), StatementKind::Insert) => {
+                        match crate::executor::split::split_insert(&text, &routed.rows, &shards) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                return Dest::Refuse(
+                                    SqlState::FEATURE_NOT_SUPPORTED,
+                                    format!("cannot split the INSERT by shard: {e}"),
+                                )
+                            }
+                        }
+                    }
+                    _ => {
+                        let one = p
+                            .merge
+                            .shard_sql
+                            .clone()
+                            .unwrap_or_else(|| text.into_owned());
+                        vec![one; shards.len()]
+                    }
+                };
+                let rows = routed
+                    .rows
+                    .iter()
+                    .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
+                    .collect();
+                self.ctx.metrics.routed_multi.increment(1);
+                Dest::Multi(Multi {
+                    shards,
+                    sql,
+                    combine: Combine::Union {
+                        kind: p.kind,
+                        merge: p.merge.clone(),
+                        rows,
+                    },
+                })
+            }
+        }
+    }
+
+    /// An INSERT whose generated key column the proxy fills: values from the cluster-wide
+    /// sequence (taken beforehand, [`Dest::NeedKeys`]), the statement rewritten to carry them,
+    /// each row routed by its value. It always runs through the executor, even on one shard,
+    /// since what the shard runs is not the client's text.
+    fn generated_insert(
+        &mut self,
+        p: &crate::router::plan::ShardedPlan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        let (Some(g), Keys::Rows(rows)) = (&p.generated, &p.keys) else {
+            return Dest::Here;
+        };
+        if matches!(source, Source::Placement) {
+            return Dest::Shard(p.shards[0]);
+        }
+        if self.pending_keys.len() != rows.len() {
+            return Dest::NeedKeys {
+                table: p.table,
+                column: g.column.clone(),
+                count: rows.len(),
+            };
+        }
+        let values = std::mem::take(&mut self.pending_keys);
+        let with_values = params.clone().with_generated(&values);
+        let routed = match routing::route(snapshot, p, &with_values) {
+            Ok(r) => r,
+            Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+        };
+        let mut shards = routed.rows.clone();
+        shards.sort();
+        shards.dedup();
+        let rows: Vec<usize> = routed
+            .rows
+            .iter()
+            .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
+            .collect();
+        let combine = Combine::Union {
+            kind: StatementKind::Insert,
+            merge: Default::default(),
+            rows,
+        };
+        let refuse = |e: String| {
+            Dest::Refuse(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                format!("cannot add the generated key to the INSERT: {e}"),
+            )
+        };
+        use crate::executor::split::{fill_generated, split_insert, KeyValues};
+        self.ctx.metrics.routed_single.increment(1);
+        match source {
+            Source::Simple(sql) => {
+                let text = String::from_utf8_lossy(sql);
+                let filled =
+                    match fill_generated(&text, &g.column, g.missing, KeyValues::Values(&values)) {
+                        Ok(t) => t,
+                        Err(e) => return refuse(e),
+                    };
+                let sql = match split_insert(&filled, &routed.rows, &shards) {
+                    Ok(s) => s,
+                    Err(e) => return refuse(e),
+                };
+                Dest::Multi(Multi {
+                    shards,
+                    sql,
+                    combine,
+                })
+            }
+            Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                if values.len() != 1 {
+                    return Dest::Refuse(
+                        SqlState::FEATURE_NOT_SUPPORTED,
+                        "a prepared multi-row INSERT with generated keys is not supported yet: \
+                         insert one row per statement"
+                            .into(),
+                    );
+                }
+                let count = params.count();
+                let text = String::from_utf8_lossy(&statement.query);
+                let filled = match fill_generated(
+                    &text,
+                    &g.column,
+                    g.missing,
+                    KeyValues::Param(count as i32 + 1),
+                ) {
+                    Ok(t) => t,
+                    Err(e) => return refuse(e),
+                };
+                let rest = match routing::with_extra_param(rest, &values[0].to_string()) {
+                    Ok(r) => r,
+                    Err(e) => return refuse(e.to_string()),
+                };
+                let types = routing::with_extra_param_type(&statement.param_types, count);
+                Dest::MultiPortal(MultiPortal {
+                    shards,
+                    portal: portal.into(),
+                    messages: portal_messages(filled.as_bytes(), &types, &rest, (0, 0)),
+                    combine,
+                })
+            }
+            Source::Placement => Dest::Shard(p.shards[0]),
+        }
+    }
+
+    /// Fetches a table's columns from a shard holding it, for INSERTs that name none.
+    pub(super) async fn fetch_columns(&mut self, table: TableId) -> Result<(), String> {
+        let snapshot = self.ctx.catalog.snapshot();
+        let (Some(t), Some(shard)) = (
+            snapshot.table(table),
+            snapshot.shards_of(table).first().copied(),
+        ) else {
+            return Err("the table is no longer in the catalog".into());
+        };
+        let client = self
+            .ctx
+            .control
+            .shard(shard)
+            .pool
+            .get()
+            .await
+            .map_err(|e| e.to_string())?;
+        let rows = client
+            .query(
+                "SELECT attname::text FROM pg_catalog.pg_attribute \
+                 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped \
+                 ORDER BY attnum",
+                &[&format!(
+                    "{}.{}",
+                    quote_ident(&t.schema),
+                    quote_ident(&t.name)
+                )],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let columns = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        self.ctx
+            .plans
+            .set_columns(snapshot.version(), table, columns);
+        Ok(())
+    }
+}
