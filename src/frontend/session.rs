@@ -33,6 +33,7 @@ use tokio_postgres::error::SqlState;
 
 mod copy;
 mod dest;
+mod general;
 mod insert_select;
 mod links;
 mod multi;
@@ -465,160 +466,6 @@ impl Session {
         result
     }
 
-    async fn on_client_frame(&mut self, frame: Frame<&[u8]>) -> Result<(), SessionError> {
-        if self.copy.is_some() && self.on_copy_frame(&frame).await? {
-            return Ok(());
-        }
-        if self.skip_until_sync {
-            if frame.tag != b'S' {
-                return Ok(());
-            }
-            self.skip_until_sync = false;
-            self.portal = None;
-            self.sync_parked().await?;
-            if self.backend.is_none() {
-                let status = self.session_status();
-                protocol::ready_for_query(&mut self.cout, status);
-                return Ok(());
-            }
-        }
-        if let Some((sql, kind)) = local_candidate(&frame)? {
-            // Boxed: the DDL path's future is large, and every other query should not carry it.
-            let span = self.span.clone();
-            let reply = Box::pin(self.answer_locally(sql, kind).instrument(span)).await;
-            if let Some(reply) = reply {
-                self.pipeline
-                    .push(Pending::composed(reply.freeze()), &mut self.cout);
-                return Ok(());
-            }
-        }
-        if matches!(frame.tag, b'd' | b'c' | b'f') && self.backend.is_none() {
-            // Copy data with no copy in progress, which PostgreSQL ignores too.
-            return Ok(());
-        }
-        let mut fetched = false;
-        let dest = loop {
-            match self.decide(&frame)? {
-                Dest::NeedColumns(table) if !fetched => {
-                    fetched = true;
-                    if let Err(e) = self.fetch_columns(table).await {
-                        break Dest::Refuse(
-                            SqlState::CONNECTION_FAILURE,
-                            format!(
-                                "cannot read the columns of the table to route the INSERT: {e}"
-                            ),
-                        );
-                    }
-                }
-                Dest::NeedKeys {
-                    table,
-                    column,
-                    count,
-                } if self.pending_keys.is_empty() => {
-                    let taken = self
-                        .ctx
-                        .keys
-                        .take(&self.ctx.catalog, table, &column, count)
-                        .await;
-                    match taken {
-                        Ok(values) => self.pending_keys = values,
-                        Err(e) => break Dest::Refuse(e.sqlstate(), e.to_string()),
-                    }
-                }
-                Dest::NeedKeys { .. } => {
-                    self.pending_keys.clear();
-                    break Dest::Refuse(
-                        SqlState::INTERNAL_ERROR,
-                        "generated key values went missing while routing the INSERT".into(),
-                    );
-                }
-                Dest::NeedColumns(_) => {
-                    break Dest::Refuse(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "cannot read the columns of the table: name the columns of the INSERT"
-                            .into(),
-                    )
-                }
-                dest => break dest,
-            }
-        };
-        let shard = match dest {
-            // A Sync after a multi-shard batch goes to one of the shards that took part.
-            Dest::Here => self
-                .current_shard()
-                .or_else(|| self.parked.first().map(|p| p.conn.shard))
-                .unwrap_or(ShardId(0)),
-            Dest::Shard(shard) => shard,
-            Dest::Hold => {
-                if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(&frame)? {
-                    if self
-                        .statements
-                        .hold(name, query, types, &mut self.pipeline, &mut self.cout)
-                        .is_err()
-                    {
-                        self.skip_until_sync = true;
-                    }
-                    if self.backend.is_some() {
-                        self.unsynced = true;
-                    }
-                }
-                return Ok(());
-            }
-            Dest::Refuse(code, message) => {
-                self.drain_current().await?;
-                self.refuse(&frame, &code, &message);
-                return Ok(());
-            }
-            Dest::Multi(multi) => {
-                self.run_multi(multi).await?;
-                return Ok(());
-            }
-            Dest::MultiPortal(m) => {
-                self.run_multi_portal(m).await?;
-                return Ok(());
-            }
-            Dest::Portal => return self.answer_portal(&frame),
-            Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
-            Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
-            Dest::InsertSelect(plan) => {
-                self.drain_current().await?;
-                self.run_insert_select(plan).await?;
-                self.release_parked_if_idle();
-                return Ok(());
-            }
-            Dest::Copy(job) => {
-                self.run_copy(job, frame.tag).await?;
-                return Ok(());
-            }
-            Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
-        };
-        if let Err(e) = self.switch_to(shard).await {
-            tracing::warn!(
-                parent: &self.span,
-                error = %e,
-                "no backend connection for the client's statement"
-            );
-            match e {
-                SessionError::Backend(e) => {
-                    self.ctx.metrics.backend_error(shard);
-                    self.refuse(&frame, &e.sqlstate(), &e.client_message());
-                    return Ok(());
-                }
-                other => return Err(other),
-            }
-        }
-        if frame.tag == b'S' {
-            self.portal = None;
-            self.sync_parked().await?;
-        } else if let Some(text) = self.block_end_text(&frame) {
-            self.end_parked_blocks(&text).await?;
-            self.begin_sql = None;
-        } else {
-            self.note_block_start(&frame);
-        }
-        self.forward(&frame)
-    }
-
     /// The common case, without an await: the frame is not one the proxy may answer itself,
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
@@ -707,44 +554,6 @@ impl Session {
             self.skip_until_sync = true;
         }
         Ok(())
-    }
-
-    /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The
-    /// reply ends with ReadyForQuery, as a simple query's does.
-    async fn answer_locally(&mut self, sql: &[u8], kind: LocalKind) -> Option<BytesMut> {
-        let mut out = BytesMut::new();
-        if kind == LocalKind::Show {
-            let cmd = admin::parse(sql)?;
-            let (rs, tag) = match cmd {
-                admin::AdminCommand::ShowTransactions => admin::transactions(&self.ctx).await,
-                other => admin::answer(&other, &self.ctx),
-            };
-            rs.encode(&tag, &mut out);
-        } else {
-            let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
-            if self.tx_status != b'I' {
-                protocol::error_response(
-                    &mut out,
-                    Severity::Error,
-                    &SqlState::ACTIVE_SQL_TRANSACTION,
-                    "sharding DDL cannot run inside a transaction block: \
-                     send it outside BEGIN … COMMIT (it commits on its own)",
-                );
-            } else {
-                match ddl::execute(&self.ctx, ddl).await {
-                    Ok(tag) => protocol::command_complete(&mut out, &tag),
-                    Err(e) => protocol::error_response_at(
-                        &mut out,
-                        Severity::Error,
-                        &e.sqlstate(),
-                        &e.client_message(),
-                        e.position(),
-                    ),
-                }
-            }
-        }
-        protocol::ready_for_query(&mut out, self.tx_status);
-        Some(out)
     }
 
     /// Takes a backend connection for the route and brings its settings in line with the
