@@ -980,7 +980,12 @@ fn range_operand(node: &Node, column: Option<KeyType>) -> Option<Operand> {
         }
         n = t.arg.as_deref()?;
     }
-    operand(node)
+    match n.node.as_ref()? {
+        // An integer cast to an integer type keeps its value (`10::int2`); casts of other
+        // constants may round it, and `operand` refuses them.
+        NodeEnum::AConst(c) if matches!(c.val, Some(a_const::Val::Ival(_))) => operand(n),
+        _ => operand(node),
+    }
 }
 
 /// Every combination of the values of the given slots (an IN list on two key columns gives

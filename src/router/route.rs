@@ -210,6 +210,9 @@ pub fn route(
             for t in tuples {
                 match tuple_shard(snapshot, plan, t, params) {
                     Ok(s) => shards.push(s),
+                    // No partition takes the value (a NULL range key, a value no list
+                    // partition lists): no row has it.
+                    Err(RouteError::Place(PlaceError::NoPartition { .. })) => {}
                     Err(RouteError::Place(_)) => {
                         return Ok(Routed {
                             route: all(),
@@ -221,6 +224,9 @@ pub fn route(
             }
             shards.sort();
             shards.dedup();
+            if shards.is_empty() {
+                shards.extend(plan.shards.first().copied().or(Some(ShardId(0))));
+            }
             Ok(Routed {
                 route: single_or_multi(shards),
                 rows: Vec::new(),
@@ -552,3 +558,7 @@ mod array {
         matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
     }
 }
+
+#[cfg(test)]
+#[path = "prune_tests.rs"]
+mod prune_tests;
