@@ -422,17 +422,25 @@ impl Domain {
                 .flatten()
                 .any(|e| within(e) && self.admits(Some(e)));
         }
-        let lows: Vec<(&Comparable, bool)> = self
+        // Integers (and dates and timestamps, counted in days and microseconds) are discrete:
+        // `> 99` is `>= 100`, so `> 99 AND < 100` holds for none.
+        let inclusive = |(v, inclusive): (&Comparable, bool), step: i64| match v {
+            Comparable::Int(n) if !inclusive => (Comparable::Int(n.saturating_add(step)), true),
+            other => (other.clone(), inclusive),
+        };
+        let lows: Vec<(Comparable, bool)> = self
             .lower
             .iter()
             .map(|(v, i)| (v, *i))
             .chain(low.map(|l| (l, false)))
+            .map(|b| inclusive(b, 1))
             .collect();
-        let highs: Vec<(&Comparable, bool)> = self
+        let highs: Vec<(Comparable, bool)> = self
             .upper
             .iter()
             .map(|(v, i)| (v, *i))
             .chain(high.map(|h| (h, false)))
+            .map(|b| inclusive(b, -1))
             .collect();
         // An interval of a total order is empty exactly when some lower bound lies above
         // some upper bound.
