@@ -265,7 +265,7 @@ async fn a_hundred_thousand_rows_land_where_their_partitions_and_chunks_live() {
         &client,
         "INSERT INTO plc_lineitems (line_no, order_id, cust_id) VALUES ($1, $2, $3)",
         (9335..=10000i64)
-            .flat_map(|c| (1..=3).map(move |l| vec![boxed(l as i32), boxed(order(c, 1)), boxed(c)]))
+            .flat_map(|c| (1..=3i32).map(move |l| vec![boxed(l), boxed(order(c, 1)), boxed(c)]))
             .collect(),
     )
     .await;

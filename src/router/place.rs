@@ -612,10 +612,11 @@ fn in_range(domains: &[Domain], lower: Option<&[Edge]>, upper: Option<&[Edge]>) 
     }
     // On the upper bound's value (above the lower bound's).
     if let Some(h) = hi {
-        if d.admits(Some(h)) && lo.is_none_or(|l| l.order(h) != Some(Ordering::Greater)) {
-            if in_range(rest, None, hi_rest) {
-                return true;
-            }
+        if d.admits(Some(h))
+            && lo.is_none_or(|l| l.order(h) != Some(Ordering::Greater))
+            && in_range(rest, None, hi_rest)
+        {
+            return true;
         }
     }
     false
