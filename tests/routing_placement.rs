@@ -53,10 +53,14 @@ async fn exec(client: &Client, sql: &str) {
     }
 }
 
-/// `SELECT count(*) … <filter>` on each shard, directly.
+/// `SELECT count(*) … <filter>` on each shard, directly; 0 where the table is not.
 async fn counts(table: &str, filter: &str) -> Vec<i64> {
     let mut out = Vec::new();
     for i in 0..SHARDS {
+        if !has_table(i, table).await {
+            out.push(0);
+            continue;
+        }
         let c = shards().connect(i).await;
         let sql = format!("SELECT count(*) FROM {table} {filter}");
         let n: i64 = c
@@ -830,4 +834,83 @@ async fn constants_are_converted_as_postgres_converts_them() {
     .await;
     assert_eq!(shards_that_ran("cv-tz-2").len(), SHARDS);
     exec(&client, "DROP TABLE cv_tstz").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_range_keys_place_rows_and_prune() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    tablespaces(&client, "nr").await;
+    // seeds/004's user-defined RANGE example, on tablespaces of this test.
+    exec(
+        &client,
+        "CREATE SHARDED TABLE nr_accounts
+         ( id NUMBER, state NUMBER NOT NULL, state2 NUMBER NOT NULL, status VARCHAR2(1) )
+         PARTITION BY RANGE (state, state2)
+         ( PARTITION p_northwest VALUES LESS THAN(10, 100) TABLESPACE nr_t1
+         , PARTITION p_southwest VALUES LESS THAN(20,200) TABLESPACE nr_t2)",
+    )
+    .await;
+    // (state, state2) pairs around the bounds; the expected shard from the bounds.
+    let pairs: Vec<(f64, f64)> = (0..200)
+        .map(|i| {
+            (
+                f64::from(i % 40) / 2.0 - 0.5,
+                f64::from(i % 7) * 50.0 - 25.0,
+            )
+        })
+        .filter(|&(s, s2)| (s, s2) < (20.0, 200.0))
+        .collect();
+    let shard = |(s, s2): (f64, f64)| usize::from((s, s2) >= (10.0, 100.0));
+    let rows: Vec<String> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, s2))| format!("({i}, {s}, {s2}, 'a')"))
+        .collect();
+    insert_rows(&client, "nr_accounts", "id, state, state2, status", &rows).await;
+    let mut want = [0i64; SHARDS];
+    for p in &pairs {
+        want[shard(*p)] += 1;
+    }
+    assert_eq!(counts("nr_accounts", "").await, want);
+    for i in 2..SHARDS {
+        assert!(!has_table(i, "nr_accounts").await, "shard {i}");
+    }
+    let err = client
+        .simple_query("INSERT INTO nr_accounts (id, state, state2) VALUES (0, 20, 200)")
+        .await
+        .expect_err("above the last bound");
+    assert_eq!(err.code(), Some(&SqlState::CHECK_VIOLATION), "{err}");
+
+    log_all_statements().await;
+    let cases: &[(&str, &[usize])] = &[
+        (
+            "SELECT id FROM nr_accounts WHERE state < 9.5 /* nr-1 */",
+            &[0],
+        ),
+        (
+            "SELECT id FROM nr_accounts WHERE state = 10.0 AND state2 >= 100 /* nr-2 */",
+            &[1],
+        ),
+        (
+            "SELECT id FROM nr_accounts WHERE state BETWEEN 10 AND 10 /* nr-3 */",
+            &[0, 1],
+        ),
+        (
+            "SELECT id FROM nr_accounts WHERE state >= 1.05e1 /* nr-4 */",
+            &[1],
+        ),
+    ];
+    for (sql, want) in cases {
+        let got = simple_rows(&client, sql).await.len();
+        let direct = {
+            let filter = &sql[sql.find("WHERE").unwrap()..sql.find(" /*").unwrap()];
+            counts("nr_accounts", filter).await.iter().sum::<i64>() as usize
+        };
+        assert_eq!(got, direct, "{sql}");
+        let marker = &sql[sql.find("/* ").unwrap() + 3..sql.find(" */").unwrap()];
+        let want: BTreeSet<usize> = want.iter().copied().collect();
+        assert_eq!(shards_that_ran(marker), want, "{sql}");
+    }
+    exec(&client, "DROP TABLE nr_accounts").await;
 }

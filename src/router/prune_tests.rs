@@ -178,6 +178,19 @@ fn snapshot() -> Snapshot {
         PartitionBound::LessThan(vec![B::MaxValue]),
     ]);
     tables.push(t);
+    // RANGE (numeric, numeric), as seeds/004's user-defined example: < (10, 100) on s0,
+    // < (20, 200) on s1.
+    let mut t = table(
+        18,
+        "nrng",
+        ShardingMethod::Range,
+        &[("state", "numeric"), ("state2", "numeric")],
+    );
+    t.partitions = partitions(vec![
+        PartitionBound::LessThan(vec![lit("10"), lit("100")]),
+        PartitionBound::LessThan(vec![lit("20"), lit("200")]),
+    ]);
+    tables.push(t);
     let shards = (0..4)
         .map(|i| Shard {
             id: ShardId(i),
@@ -595,4 +608,83 @@ fn an_insert_of_a_timestamptz_without_offset_is_refused() {
     );
     let p = sharded(&snap, "INSERT INTO h_tstz (k) VALUES ('2024-01-01 10:00Z')");
     assert!(route(&snap, &p, &Params::default()).is_ok());
+}
+
+#[test]
+fn numeric_values_order_as_postgres_sorts_them() {
+    use crate::router::hash::{self, KeyType};
+    let key = |s: &str| {
+        hash::comparable(KeyType::Numeric(None), &KeyValue::Text(s))
+            .unwrap()
+            .unwrap()
+    };
+    let sorted = [
+        "-Infinity",
+        "-1e3",
+        "-10",
+        "-1.5",
+        "-0.001",
+        "0",
+        "0.001",
+        "0.5",
+        "1",
+        "1.5",
+        "9.99",
+        "10",
+        "100",
+        "1e3",
+        "Infinity",
+        "NaN",
+    ];
+    for (i, a) in sorted.iter().enumerate() {
+        for (j, b) in sorted.iter().enumerate() {
+            assert_eq!(key(a).order(&key(b)), Some(i.cmp(&j)), "{a} vs {b}");
+        }
+    }
+    for (a, b) in [
+        ("-0", "0"),
+        ("1.50", "15e-1"),
+        ("-2.0", "-2"),
+        ("NaN", "nan"),
+    ] {
+        assert_eq!(key(a), key(b), "{a} = {b}");
+    }
+    // numeric_send of -1.5: one group ... two groups (1, 5000), weight 0, sign 0x4000, dscale 1.
+    let binary = [0, 2, 0, 0, 0x40, 0, 0, 1, 0, 1, 0x13, 0x88];
+    assert_eq!(
+        hash::comparable(KeyType::Numeric(None), &KeyValue::Binary(&binary))
+            .unwrap()
+            .unwrap(),
+        key("-1.5")
+    );
+}
+
+#[test]
+fn numeric_ranges_are_placed_and_pruned() {
+    let q = |w: &str| shards_of(&format!("SELECT * FROM nrng WHERE {w}"));
+    assert_eq!(q("state = 10 AND state2 = 50"), [0]);
+    assert_eq!(q("state = 10.0 AND state2 >= 100"), [1]);
+    assert_eq!(q("state = 15 AND state2 = 5"), [1]);
+    assert_eq!(q("state < -1"), [0]);
+    assert_eq!(q("state < 9.99"), [0]);
+    assert_eq!(q("state > 19.5"), [1]);
+    assert_eq!(q("state >= 10"), [0, 1]);
+    // numeric is not discrete: 9.5 lies between 9 and 10.
+    assert_eq!(q("state > 9 AND state < 10"), [0]);
+    let snap = snapshot();
+    let shard_of_row = |values: &str| {
+        let p = sharded(
+            &snap,
+            &format!("INSERT INTO nrng (state, state2) VALUES {values}"),
+        );
+        route(&snap, &p, &Params::default()).map(|r| r.rows)
+    };
+    assert_eq!(shard_of_row("(-3.5, 1e3)"), Ok(vec![ShardId(0)]));
+    assert_eq!(shard_of_row("(10, 99.99)"), Ok(vec![ShardId(0)]));
+    assert_eq!(shard_of_row("(10, 100)"), Ok(vec![ShardId(1)]));
+    let err = shard_of_row("(20, 200)").expect_err("above the last bound");
+    assert_eq!(
+        crate::error::ClientError::sqlstate(&err),
+        tokio_postgres::error::SqlState::CHECK_VIOLATION
+    );
 }
