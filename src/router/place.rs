@@ -388,7 +388,7 @@ impl Domain {
     /// Whether the column can hold `v` (`None`: NULL, which satisfies no order comparison).
     fn admits(&self, v: Option<&Comparable>) -> bool {
         if let Some(equal) = &self.equal {
-            if !equal.iter().any(|e| e.as_ref() == v) {
+            if !equal.iter().any(|e| same(e.as_ref(), v)) {
                 return false;
             }
         }
@@ -451,6 +451,17 @@ impl Domain {
                 Some(Ordering::Less) | None => true,
             })
         })
+    }
+}
+
+/// Whether two values are equal as PostgreSQL's `=` says. Floats compare by value (PostgreSQL's NaN equals NaN,
+/// and -0 equals 0); strings by their bytes, as the list bounds of deterministic collations.
+fn same(a: Option<&Comparable>, b: Option<&Comparable>) -> bool {
+    match (a, b) {
+        (Some(Comparable::Float(x)), Some(Comparable::Float(y))) => {
+            x == y || (x.is_nan() && y.is_nan())
+        }
+        (a, b) => a == b,
     }
 }
 
@@ -552,7 +563,8 @@ fn may_hold(
         out[d] = match domains.as_slice() {
             [one] => match &one.equal {
                 Some(values) => values.iter().any(|v| {
-                    one.admits(v.as_ref()) && !listed.iter().any(|t| t[0].as_ref() == v.as_ref())
+                    one.admits(v.as_ref())
+                        && !listed.iter().any(|t| same(t[0].as_ref(), v.as_ref()))
                 }),
                 None => true,
             },
