@@ -323,12 +323,11 @@ fn resolve_constraint<'p>(
     ty: Option<KeyType>,
     params: &Params<'p>,
 ) -> Result<Resolved<'p>, RouteError> {
+    // Through `resolve`, so every kind of operand reads as it does for whole keys.
     let one = |op: &'p Operand| -> Result<Owned<'p>, RouteError> {
-        match op {
-            Operand::Const(None) => Ok(Owned::Null),
-            Operand::Const(Some(s)) => Ok(Owned::Literal(s)),
-            Operand::Param(i) => params.value(*i),
-        }
+        Ok(resolve(std::slice::from_ref(op), params)?
+            .pop()
+            .unwrap_or(Owned::Null))
     };
     let mut equal = Some(Vec::new());
     for v in c.equal.iter().flatten() {
@@ -340,15 +339,7 @@ fn resolve_constraint<'p>(
                 }
             }
             Value::Elements(op) => {
-                let elements = match op {
-                    Operand::Param(i) => params.array(*i, ty)?,
-                    Operand::Const(None) => Some(Vec::new()),
-                    Operand::Const(Some(s)) => array::parse_text(s).map(|e| {
-                        e.into_iter()
-                            .map(|v| v.map_or(Owned::Null, Owned::Formatted))
-                            .collect()
-                    }),
-                };
+                let elements = array_elements(one(op)?, ty);
                 match (elements, equal.as_mut()) {
                     (Some(els), Some(e)) => e.extend(els),
                     // An array the router cannot read: PostgreSQL reads it (or says why not).
@@ -383,63 +374,53 @@ fn resolve_constraint<'p>(
     })
 }
 
-impl<'a> Params<'a> {
-    /// The elements of array parameter `i` as key values of a column of type `column`; `None`
-    /// when the router cannot read them (PostgreSQL then compares every row).
-    fn array(
-        &self,
-        i: usize,
-        column: Option<KeyType>,
-    ) -> Result<Option<Vec<Owned<'a>>>, RouteError> {
-        let Some(v) = self.values.get(i) else {
-            return Err(RouteError::MissingParameter(i + 1));
+/// The elements of an array value (a literal, or a parameter in text or binary format) as
+/// key values of a column of type `column`; `None` when the router cannot read them
+/// (PostgreSQL then compares every row).
+fn array_elements(array: Owned<'_>, column: Option<KeyType>) -> Option<Vec<Owned<'_>>> {
+    let text = |s: &str| -> Option<Vec<Owned<'static>>> {
+        array::parse_text(s).map(|e| {
+            e.into_iter()
+                .map(|v| v.map_or(Owned::Null, Owned::Formatted))
+                .collect()
+        })
+    };
+    let bytes = match array {
+        // `= ANY(NULL)` holds for no row.
+        Owned::Null => return Some(Vec::new()),
+        Owned::Text(s) | Owned::Literal(s) => return text(s),
+        Owned::Formatted(s) => return text(&s),
+        Owned::Binary(b) => b,
+    };
+    let (element_type, elements) = array::parse_binary(bytes)?;
+    let column = column?;
+    let numeric_column = matches!(
+        column,
+        KeyType::Int2 | KeyType::Int4 | KeyType::Int8 | KeyType::Numeric(_)
+    );
+    let mut out = Vec::with_capacity(elements.len());
+    for e in elements {
+        let Some(e) = e else {
+            out.push(Owned::Null);
+            continue;
         };
-        let Some(bytes) = v else {
-            // `= ANY(NULL)` holds for no row.
-            return Ok(Some(Vec::new()));
+        let int = match (element_type, e.len()) {
+            (INT2, 2) => Some(i64::from(i16::from_be_bytes([e[0], e[1]]))),
+            (INT4, 4) => Some(i64::from(i32::from_be_bytes([e[0], e[1], e[2], e[3]]))),
+            (INT8, 8) => e.try_into().ok().map(i64::from_be_bytes),
+            _ => None,
         };
-        if self.formats.get(i).copied().unwrap_or(0) == 0 {
-            let text = std::str::from_utf8(bytes).map_err(|_| RouteError::BadParameter(i + 1))?;
-            return Ok(array::parse_text(text).map(|e| {
-                e.into_iter()
-                    .map(|v| v.map_or(Owned::Null, Owned::Formatted))
-                    .collect()
-            }));
-        }
-        let Some((element_type, elements)) = array::parse_binary(bytes) else {
-            return Ok(None);
-        };
-        let Some(column) = column else {
-            return Ok(None);
-        };
-        let numeric_column = matches!(
-            column,
-            KeyType::Int2 | KeyType::Int4 | KeyType::Int8 | KeyType::Numeric(_)
-        );
-        let mut out = Vec::with_capacity(elements.len());
-        for e in elements {
-            let Some(e) = e else {
-                out.push(Owned::Null);
-                continue;
-            };
-            let int = match (element_type, e.len()) {
-                (INT2, 2) => Some(i64::from(i16::from_be_bytes([e[0], e[1]]))),
-                (INT4, 4) => Some(i64::from(i32::from_be_bytes([e[0], e[1], e[2], e[3]]))),
-                (INT8, 8) => e.try_into().ok().map(i64::from_be_bytes),
-                _ => None,
-            };
-            match int {
-                Some(n) if numeric_column => out.push(Owned::Formatted(n.to_string())),
-                _ if place::oid_compares_as(element_type, column)
-                    && !matches!(element_type, INT2 | INT4 | INT8) =>
-                {
-                    out.push(Owned::Binary(e))
-                }
-                _ => return Ok(None),
+        match int {
+            Some(n) if numeric_column => out.push(Owned::Formatted(n.to_string())),
+            _ if place::oid_compares_as(element_type, column)
+                && !matches!(element_type, INT2 | INT4 | INT8) =>
+            {
+                out.push(Owned::Binary(e))
             }
+            _ => return None,
         }
-        Ok(Some(out))
     }
+    Some(out)
 }
 
 /// PostgreSQL's array formats, as far as `= ANY(array)` routing reads them.
