@@ -321,7 +321,7 @@ impl Resolved<'_> {
 fn resolve_constraint<'p>(
     c: &'p Constraint,
     ty: Option<KeyType>,
-    params: &Params<'p>,
+    params: &'p Params<'p>,
 ) -> Result<Resolved<'p>, RouteError> {
     // Through `resolve`, so every kind of operand reads as it does for whole keys.
     let one = |op: &'p Operand| -> Result<Owned<'p>, RouteError> {
