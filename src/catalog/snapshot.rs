@@ -21,9 +21,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Builds the indexes over what the store loaded. `shards` are the configured shards, in
-    /// configuration order.
-    pub(super) fn new(
+    /// Builds the indexes over what the store loaded (or a test made). `shards` are the
+    /// configured shards, in configuration order.
+    pub(crate) fn new(
         version: i64,
         shards: Vec<Shard>,
         tablespace_sets: Vec<TablespaceSet>,

@@ -24,7 +24,7 @@ mod tests;
 use std::borrow::Cow;
 
 pub use jenkins::HASH_PARTITION_SEED;
-pub use numeric::NumericTypmod;
+pub use numeric::{NumericKey, NumericTypmod};
 pub use types::KeyType;
 
 /// One sharding-key value as the router received it.
@@ -245,11 +245,11 @@ fn is_pg_space(c: char) -> bool {
 pub enum Comparable {
     Int(i64),
     Float(f64),
+    Numeric(numeric::NumericKey),
     Bytes(Vec<u8>),
 }
 
-/// `value` as list and range bounds compare it; `None` for NULL. Numeric keys are not compared
-/// locally (the router then asks every partition).
+/// `value` as list and range bounds compare it; `None` for NULL.
 pub fn comparable(ty: KeyType, value: &KeyValue<'_>) -> Result<Option<Comparable>, HashError> {
     let datum = match *value {
         KeyValue::Null => return Ok(None),
@@ -260,15 +260,13 @@ pub fn comparable(ty: KeyType, value: &KeyValue<'_>) -> Result<Option<Comparable
         Datum::Int(v) => Comparable::Int(v),
         Datum::Float(v) => Comparable::Float(v),
         Datum::Bytes(b) => Comparable::Bytes(b.into_owned()),
-        Datum::Numeric(_) => {
-            return Err(HashError::NeedsServer {
-                ty,
-                input: match *value {
-                    KeyValue::Text(s) => s.to_owned(),
-                    _ => "<binary numeric>".to_owned(),
-                },
-                reason: "numeric list and range bounds are compared by the server",
-            })
+        Datum::Numeric(n) => {
+            let negative = match *value {
+                KeyValue::Text(s) => numeric::is_negative_text(s),
+                KeyValue::Binary(b) => numeric::is_negative_binary(b),
+                KeyValue::Null => false,
+            };
+            Comparable::Numeric(numeric::order_key(&n, negative))
         }
     }))
 }
@@ -280,6 +278,7 @@ impl Comparable {
         match (self, other) {
             (Comparable::Int(a), Comparable::Int(b)) => Some(a.cmp(b)),
             (Comparable::Float(a), Comparable::Float(b)) => a.partial_cmp(b),
+            (Comparable::Numeric(a), Comparable::Numeric(b)) => Some(a.order(b)),
             _ => None,
         }
     }

@@ -13,6 +13,7 @@ use pg_query::protobuf::{
 };
 use pg_query::NodeEnum;
 
+use super::hash::KeyType;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
 mod copy;
@@ -67,6 +68,45 @@ pub enum Keys {
     OneOf(Vec<KeyTuple>),
     /// INSERT … VALUES: the key of each row, in VALUES order.
     Rows(Vec<KeyTuple>),
+    /// What the conditions say about each key column when they do not pin whole keys as
+    /// `OneOf` does: ranges for list and range pruning, a partition-set key without the hash
+    /// key, `= ANY(array)` whose elements are known only at Bind. One entry per column of the
+    /// family root: sharding-key columns, then partition-set columns. The router narrows to
+    /// the shards whose partitions or chunks can hold a matching row, and to every shard of
+    /// the family where it cannot tell.
+    Constrained(Vec<Constraint>),
+}
+
+/// The conditions on one key column; every one holds for each row the statement touches.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Constraint {
+    /// `=`, `IN`, `= ANY`, `IS NULL`: the column takes one of these values.
+    pub equal: Option<Vec<Value>>,
+    /// `>`, `>=` and BETWEEN's first value.
+    pub lower: Vec<RangeEnd>,
+    /// `<`, `<=` and BETWEEN's second value.
+    pub upper: Vec<RangeEnd>,
+}
+
+impl Constraint {
+    fn is_empty(&self) -> bool {
+        self.equal.is_none() && self.lower.is_empty() && self.upper.is_empty()
+    }
+}
+
+/// One value of an equality, or an array whose elements each are one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    One(Operand),
+    /// `= ANY('{1,2}')` or `= ANY($n)`: an array in PostgreSQL's text or binary format.
+    Elements(Operand),
+}
+
+/// A bound of a range condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeEnd {
+    pub value: Operand,
+    pub inclusive: bool,
 }
 
 /// One ORDER BY key of a multi-shard read, as the merge applies it.
@@ -654,8 +694,8 @@ fn all_join_quals<'a>(from: &'a [Node], out: &mut Vec<&'a Node>) {
 type Slot = (usize, usize);
 
 struct Bindings {
-    /// Per slot: the values the column is known to take (several for IN).
-    values: Vec<Vec<Option<Vec<Operand>>>>,
+    /// Per slot: what the conditions say about the column.
+    conds: Vec<Vec<Constraint>>,
     /// Union-find parent per flattened slot.
     parent: Vec<usize>,
     width: usize,
@@ -664,7 +704,7 @@ struct Bindings {
 impl Bindings {
     fn new(uses: usize, width: usize) -> Bindings {
         Bindings {
-            values: vec![vec![None; width]; uses],
+            conds: vec![vec![Constraint::default(); width]; uses],
             parent: (0..uses * width).collect(),
             width,
         }
@@ -690,26 +730,67 @@ impl Bindings {
         self.find(a) == self.find(b)
     }
 
-    fn bind(&mut self, slot: Slot, values: Vec<Operand>) {
-        let cell = &mut self.values[slot.0][slot.1];
-        if cell.is_none() {
-            *cell = Some(values);
+    /// Records an equality. The first one read is kept: each holds, so any one narrows
+    /// correctly, and a plain list beats an array only as far as `OneOf` is concerned.
+    fn bind(&mut self, slot: Slot, values: Vec<Value>) {
+        let cell = &mut self.conds[slot.0][slot.1].equal;
+        let plain = |v: &[Value]| v.iter().all(|v| matches!(v, Value::One(_)));
+        match cell {
+            None => *cell = Some(values),
+            Some(old) if !plain(old) && plain(&values) => *cell = Some(values),
+            Some(_) => {}
         }
     }
 
-    /// The values slot `s` is known to take, directly or through an equal column.
+    fn bound(&mut self, slot: Slot, end: RangeEnd, upper: bool) {
+        let c = &mut self.conds[slot.0][slot.1];
+        if upper {
+            c.upper.push(end);
+        } else {
+            c.lower.push(end);
+        }
+    }
+
+    /// The plain values slot `s` is known to take, directly or through an equal column.
     fn value_of(&mut self, s: Slot) -> Option<Vec<Operand>> {
-        let uses = self.values.len();
+        let uses = self.conds.len();
         for u in 0..uses {
             for p in 0..self.width {
                 if self.same(s, (u, p)) {
-                    if let Some(v) = &self.values[u][p] {
-                        return Some(v.clone());
+                    let plain: Option<Vec<Operand>> =
+                        self.conds[u][p].equal.as_ref().and_then(|vs| {
+                            vs.iter()
+                                .map(|v| match v {
+                                    Value::One(op) => Some(op.clone()),
+                                    Value::Elements(_) => None,
+                                })
+                                .collect()
+                        });
+                    if plain.is_some() {
+                        return plain;
                     }
                 }
             }
         }
         None
+    }
+
+    /// Everything known about slot `s`: the conditions on every column equal to it.
+    fn constraint_of(&mut self, s: Slot) -> Constraint {
+        let mut out = Constraint::default();
+        for u in 0..self.conds.len() {
+            for p in 0..self.width {
+                if self.same(s, (u, p)) {
+                    let c = &self.conds[u][p];
+                    if out.equal.is_none() {
+                        out.equal.clone_from(&c.equal);
+                    }
+                    out.lower.extend(c.lower.iter().cloned());
+                    out.upper.extend(c.upper.iter().cloned());
+                }
+            }
+        }
+        out
     }
 }
 
@@ -730,6 +811,17 @@ impl<'s> Slots<'s> {
                 .collect(),
             _ => Vec::new(),
         }
+    }
+
+    /// The type of the key column in slot `s`, when the router can read it.
+    fn column_type(&self, s: Slot) -> Option<KeyType> {
+        let t = self.uses.get(s.0)?.table?;
+        t.key_columns
+            .iter()
+            .chain(&t.partition_set_columns)
+            .nth(s.1)?
+            .key_type()
+            .ok()
     }
 
     /// The slot a column reference names, if it is a key column of one family table.
@@ -833,46 +925,170 @@ fn read_conditions(conds: &[&Node], joins: &[&Node], slots: &Slots<'_>, b: &mut 
     }
     for node in conds {
         match node.node.as_ref() {
-            Some(NodeEnum::AExpr(a)) => {
-                let (Some(l), Some(r)) = (a.lexpr.as_deref(), a.rexpr.as_deref()) else {
-                    continue;
-                };
-                if a.kind == AExprKind::AexprOp as i32 && op_name(a) == Some("=") {
-                    match (column_fields(l), column_fields(r)) {
-                        (Some(lf), Some(rf)) => {
-                            if let (Some(ls), Some(rs)) = (slots.slot(lf), slots.slot(rf)) {
-                                b.union(ls, rs);
-                            }
-                        }
-                        (Some(f), None) | (None, Some(f)) => {
-                            let value = if column_fields(l).is_some() { r } else { l };
-                            if let (Some(s), Some(v)) = (slots.slot(f), operand(value)) {
-                                b.bind(s, vec![v]);
-                            }
-                        }
-                        (None, None) => {}
-                    }
-                } else if a.kind == AExprKind::AexprIn as i32 && op_name(a) == Some("=") {
-                    let (Some(f), Some(NodeEnum::List(list))) = (column_fields(l), r.node.as_ref())
-                    else {
-                        continue;
-                    };
-                    let values: Option<Vec<Operand>> = list.items.iter().map(operand).collect();
-                    if let (Some(s), Some(values)) = (slots.slot(f), values) {
-                        b.bind(s, values);
-                    }
-                }
-            }
+            Some(NodeEnum::AExpr(a)) => read_comparison(a, slots, b),
             Some(NodeEnum::NullTest(t)) if t.nulltesttype == 1 => {
                 // IS NULL (NullTestType::IsNull = 1): a NULL key hashes as no value.
                 if let Some(f) = t.arg.as_deref().and_then(column_fields) {
                     if let Some(s) = slots.slot(f) {
-                        b.bind(s, vec![Operand::Const(None)]);
+                        b.bind(s, vec![Value::One(Operand::Const(None))]);
                     }
                 }
             }
             _ => {}
         }
+    }
+}
+
+/// One comparison of the WHERE clause (or an inner join's ON): `=`, `IN`, `= ANY`, `<`, `<=`,
+/// `>`, `>=`, `BETWEEN` between a key column and constants or parameters.
+fn read_comparison(a: &AExpr, slots: &Slots<'_>, b: &mut Bindings) {
+    let (Some(l), Some(r)) = (a.lexpr.as_deref(), a.rexpr.as_deref()) else {
+        return;
+    };
+    let kind = a.kind;
+    let op = op_name(a);
+    if kind == AExprKind::AexprOp as i32 {
+        let (f, value, flipped) = match (column_fields(l), column_fields(r)) {
+            (Some(lf), Some(rf)) => {
+                if op == Some("=") {
+                    if let (Some(ls), Some(rs)) = (slots.slot(lf), slots.slot(rf)) {
+                        b.union(ls, rs);
+                    }
+                }
+                return;
+            }
+            (Some(f), None) => (f, r, false),
+            (None, Some(f)) => (f, l, true),
+            (None, None) => return,
+        };
+        let Some(s) = slots.slot(f) else { return };
+        // `5 < k` is `k > 5`.
+        let (upper, inclusive) = match (op, flipped) {
+            (Some("="), _) => {
+                if let Some(v) = operand(value) {
+                    b.bind(s, vec![Value::One(v)]);
+                }
+                return;
+            }
+            (Some("<"), false) | (Some(">"), true) => (true, false),
+            (Some("<="), false) | (Some(">="), true) => (true, true),
+            (Some(">"), false) | (Some("<"), true) => (false, false),
+            (Some(">="), false) | (Some("<="), true) => (false, true),
+            _ => return,
+        };
+        if let Some(v) = range_operand(value, slots.column_type(s)) {
+            b.bound(
+                s,
+                RangeEnd {
+                    value: v,
+                    inclusive,
+                },
+                upper,
+            );
+        }
+    } else if kind == AExprKind::AexprIn as i32 && op == Some("=") {
+        let (Some(f), Some(NodeEnum::List(list))) = (column_fields(l), r.node.as_ref()) else {
+            return;
+        };
+        let values: Option<Vec<Value>> = list
+            .items
+            .iter()
+            .map(|n| operand(n).map(Value::One))
+            .collect();
+        if let (Some(s), Some(values)) = (slots.slot(f), values) {
+            b.bind(s, values);
+        }
+    } else if kind == AExprKind::AexprOpAny as i32 && op == Some("=") {
+        let (Some(f), Some(values)) = (column_fields(l), array_values(r)) else {
+            return;
+        };
+        if let Some(s) = slots.slot(f) {
+            b.bind(s, values);
+        }
+    } else if kind == AExprKind::AexprBetween as i32 {
+        // BETWEEN SYMMETRIC and NOT BETWEEN narrow nothing here.
+        let (Some(f), Some(NodeEnum::List(list))) = (column_fields(l), r.node.as_ref()) else {
+            return;
+        };
+        let (Some(s), [low, high]) = (slots.slot(f), list.items.as_slice()) else {
+            return;
+        };
+        let ty = slots.column_type(s);
+        if let Some(v) = range_operand(low, ty) {
+            b.bound(
+                s,
+                RangeEnd {
+                    value: v,
+                    inclusive: true,
+                },
+                false,
+            );
+        }
+        if let Some(v) = range_operand(high, ty) {
+            b.bound(
+                s,
+                RangeEnd {
+                    value: v,
+                    inclusive: true,
+                },
+                true,
+            );
+        }
+    }
+}
+
+/// The values of `= ANY(…)`'s array: `ARRAY[…]` of constants and parameters, or one array
+/// value (a `'{…}'` literal or a parameter, possibly cast) whose elements the router reads at
+/// Bind.
+fn array_values(node: &Node) -> Option<Vec<Value>> {
+    match node.node.as_ref()? {
+        NodeEnum::AArrayExpr(a) => a
+            .elements
+            .iter()
+            .map(|e| operand(e).map(Value::One))
+            .collect(),
+        NodeEnum::TypeCast(t) => {
+            if let Some(NodeEnum::AArrayExpr(_)) = t.arg.as_deref()?.node.as_ref() {
+                // ARRAY[…]::T[] converts each element to T: other than the key's type, it
+                // may change the values.
+                return None;
+            }
+            operand(node).map(|v| vec![Value::Elements(v)])
+        }
+        NodeEnum::AConst(c) if matches!(c.val, Some(a_const::Val::Sval(_))) => {
+            operand(node).map(|v| vec![Value::Elements(v)])
+        }
+        NodeEnum::ParamRef(_) => operand(node).map(|v| vec![Value::Elements(v)]),
+        _ => None,
+    }
+}
+
+/// A range condition's value, when it compares as the key column's own type would. An
+/// equality with a value of another type can only send the statement to a shard too many;
+/// an order comparison could drop a shard (`date_col < '2024-01-01 10:00'::timestamp` holds
+/// for 2024-01-01), so casts count only to the column's type.
+fn range_operand(node: &Node, column: Option<KeyType>) -> Option<Operand> {
+    let mut n = node;
+    while let Some(NodeEnum::TypeCast(t)) = n.node.as_ref() {
+        let cast = t.type_name.as_ref()?;
+        if !cast.array_bounds.is_empty() {
+            return None;
+        }
+        let name = cast.names.last().and_then(|n| match n.node.as_ref()? {
+            NodeEnum::String(s) => Some(s.sval.as_str()),
+            _ => None,
+        })?;
+        let cast_type = KeyType::from_pg_type_name(name).ok()?;
+        if !super::place::compares_as(cast_type, column?) {
+            return None;
+        }
+        n = t.arg.as_deref()?;
+    }
+    match n.node.as_ref()? {
+        // An integer cast to an integer type keeps its value (`10::int2`); casts of other
+        // constants may round it, and `operand` refuses them.
+        NodeEnum::AConst(c) if matches!(c.val, Some(a_const::Val::Ival(_))) => operand(n),
+        _ => operand(node),
     }
 }
 
@@ -949,15 +1165,39 @@ fn plan_filtered(
     let colocated = family
         .iter()
         .all(|&u| (0..width).all(|p| b.same((family[0], p), (u, p))));
-    // The first family table whose whole key is known.
+    // Joined on the whole key, the first family table whose whole key is known says where
+    // every table's rows are. Otherwise each table's rows are where its own key says: every
+    // table needs its whole key, and the statement goes to all of their shards (where, being
+    // several, it is refused rather than joined shard by shard).
     let mut keys = Keys::Any;
+    let mut all_tuples = Vec::new();
     for &u in &family {
         let per_slot: Option<Vec<Vec<Operand>>> = (0..width).map(|p| b.value_of((u, p))).collect();
-        if let Some(per_slot) = per_slot {
-            if let Some(t) = tuples(per_slot, slots.root_key) {
+        match per_slot.and_then(|per_slot| tuples(per_slot, slots.root_key)) {
+            Some(t) if colocated => {
                 keys = Keys::OneOf(t);
                 break;
             }
+            Some(t) => all_tuples.extend(t),
+            None if colocated => {}
+            None => {
+                all_tuples.clear();
+                break;
+            }
+        }
+    }
+    if !colocated && !all_tuples.is_empty() {
+        keys = Keys::OneOf(all_tuples);
+    }
+    // Short of whole keys, what the conditions say per column. Only when the family's tables
+    // are joined on the whole key: otherwise one table's conditions say nothing of where the
+    // other's rows are.
+    if keys == Keys::Any && colocated {
+        let per_slot: Vec<Constraint> = (0..width)
+            .map(|p| b.constraint_of((family[0], p)))
+            .collect();
+        if per_slot.iter().any(|c| !c.is_empty()) {
+            keys = Keys::Constrained(per_slot);
         }
     }
     let table = slots.uses[family[0]].table.map_or(sharded[0].id, |t| t.id);

@@ -253,3 +253,76 @@ pub(super) fn hash(value: &Numeric, seed: u64) -> u64 {
     // PostgreSQL XORs a C int into a uint64, which sign-extends negative weights.
     hash_bytes_extended(&bytes, seed) ^ (weight as u64)
 }
+
+/// A numeric value in PostgreSQL's sort order (`cmp_numerics`): -Infinity, negative values,
+/// zero, positive values, +Infinity, then NaN, which PostgreSQL sorts above everything and
+/// equal to itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumericKey {
+    /// -2 -Infinity, -1 negative, 0 zero, 1 positive, 2 +Infinity, 3 NaN.
+    class: i8,
+    /// The exponent of the most significant digit (finite non-zero values).
+    msd: i64,
+    /// Without leading or trailing zeros.
+    digits: Vec<u8>,
+}
+
+/// `value` (whose sign the parse drops, as the hash ignores it) with its sign, for ordering.
+pub(super) fn order_key(value: &Numeric, negative: bool) -> NumericKey {
+    let sign = if negative { -1 } else { 1 };
+    match value {
+        Numeric::NaN => NumericKey {
+            class: 3,
+            msd: 0,
+            digits: Vec::new(),
+        },
+        Numeric::Infinity => NumericKey {
+            class: 2 * sign,
+            msd: 0,
+            digits: Vec::new(),
+        },
+        Numeric::Finite { digits, exp } => match msd_exponent(digits, *exp) {
+            None => NumericKey {
+                class: 0,
+                msd: 0,
+                digits: Vec::new(),
+            },
+            Some(msd) => NumericKey {
+                class: sign,
+                msd,
+                digits: digits.clone(),
+            },
+        },
+    }
+}
+
+impl NumericKey {
+    pub fn order(&self, other: &NumericKey) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let by_class = self.class.cmp(&other.class);
+        if by_class != Ordering::Equal || self.class.abs() != 1 {
+            return by_class;
+        }
+        // Same sign: compare magnitudes (digit strings without trailing zeros compare as
+        // numbers once their leading digits' places agree), reversed for negatives.
+        let magnitude = self
+            .msd
+            .cmp(&other.msd)
+            .then_with(|| self.digits.cmp(&other.digits));
+        if self.class < 0 {
+            magnitude.reverse()
+        } else {
+            magnitude
+        }
+    }
+}
+
+/// Whether numeric input (text, or `numeric_send` output) is negative; the digits are read
+/// by [`parse_text`] / [`parse_binary`].
+pub(super) fn is_negative_text(input: &str) -> bool {
+    input.trim_matches(is_pg_space).starts_with('-')
+}
+
+pub(super) fn is_negative_binary(bytes: &[u8]) -> bool {
+    matches!(bytes.get(4..6), Some([0x40, 0x00] | [0xF0, 0x00]))
+}
