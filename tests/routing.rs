@@ -437,7 +437,15 @@ async fn multi_shard_reads_answer_as_one_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_spans_shards() {
     let proxy = start();
-    let client = proxy.connect().await;
+    // Its own application_name, which the proxy sets on every backend connection serving it, so
+    // the check below sees this session's connections only.
+    let (client, conn) = tokio_postgres::connect(
+        &format!("{} application_name=tx_spans", proxy.conn_string()),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect");
+    tokio::spawn(conn);
     create_customers(&client, "tx_cust").await;
     client
         .batch_execute(
@@ -480,7 +488,7 @@ async fn a_transaction_spans_shards() {
         let c = shards().connect(i).await;
         let open: i64 = c
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'shardwire' \
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tx_spans' \
                  AND state LIKE 'idle in transaction%'",
                 &[],
             )

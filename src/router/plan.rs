@@ -242,6 +242,8 @@ impl Plan {
                 return (0..literal_offsets.len()).collect()
             }
             Keys::Any => return used,
+            // Pruning bounds are kept as the planned text gave them.
+            Keys::Constrained(_) => return used,
             Keys::OneOf(t) | Keys::Rows(t) => t,
         };
         for op in tuples

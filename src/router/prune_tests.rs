@@ -43,6 +43,7 @@ fn table(id: i64, name: &str, method: ShardingMethod, key: &[(&str, &str)]) -> T
         chunks: Vec::new(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
+        generated: Vec::new(),
     }
 }
 
