@@ -1,0 +1,126 @@
+//! INSERT … VALUES: the sharding key of every row (constants, parameters, generated values).
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// INSERT: the key of every VALUES row.
+
+pub(super) fn plan_insert(
+    i: &pg_query::protobuf::InsertStmt,
+    snapshot: &Snapshot,
+    columns: &dyn ColumnSource,
+    shards: Vec<ShardId>,
+) -> Planned {
+    let Some(target) = i.relation.as_ref().and_then(|r| resolve(snapshot, r)) else {
+        return Planned::Plan(unsupported(
+            "INSERT into a table that reads sharded tables is not supported yet",
+        ));
+    };
+    if target.kind != TableKind::Sharded {
+        return Planned::Plan(unsupported(
+            "INSERT … SELECT from sharded tables into another table is not supported yet",
+        ));
+    }
+    let names: Vec<String> = if i.cols.is_empty() {
+        match columns.columns(target.id) {
+            Some(c) => c.as_ref().clone(),
+            None => return Planned::NeedColumns(target.id),
+        }
+    } else {
+        i.cols
+            .iter()
+            .filter_map(|c| match c.node.as_ref()? {
+                NodeEnum::ResTarget(r) => Some(r.name.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let Some(NodeEnum::SelectStmt(select)) = i.select_stmt.as_deref().and_then(|s| s.node.as_ref())
+    else {
+        return Planned::Plan(unsupported(format!(
+            "INSERT … DEFAULT VALUES into sharded table \"{}\" is not supported yet: give the \
+             sharding key",
+            target.qualified_name()
+        )));
+    };
+    if select.values_lists.is_empty() {
+        return insert_select::plan_insert_select(
+            i, target, &names, select, snapshot, columns, shards,
+        );
+    }
+    let key_names: Vec<&str> = target
+        .key_columns
+        .iter()
+        .chain(&target.partition_set_columns)
+        .map(|c| c.name.as_str())
+        .collect();
+    let positions: Vec<Option<usize>> = key_names
+        .iter()
+        .map(|k| names.iter().position(|n| n == k))
+        .collect();
+    let root_key = target.key_columns.len();
+    let generated_key = |k: &str| target.generated.iter().find(|g| g.column == k);
+    let mut generated: Option<GeneratedInsert> = None;
+    let mut rows = Vec::with_capacity(select.values_lists.len());
+    for (row_no, row) in select.values_lists.iter().enumerate() {
+        let Some(NodeEnum::List(list)) = row.node.as_ref() else {
+            return Planned::Plan(unsupported("unexpected VALUES row"));
+        };
+        let mut values = Vec::with_capacity(positions.len());
+        for (k, pos) in key_names.iter().zip(&positions) {
+            let expr = pos.and_then(|p| list.items.get(p));
+            let is_default =
+                expr.is_some_and(|e| matches!(e.node, Some(NodeEnum::SetToDefault(_))));
+            if expr.is_none() || is_default {
+                let Some(g) = generated_key(k) else {
+                    return Planned::Plan(unsupported(format!(
+                        "INSERT into sharded table \"{}\" must give sharding key column \"{k}\": \
+                         only a serial or identity key column makes its own values",
+                        target.qualified_name()
+                    )));
+                };
+                if generated.as_ref().is_some_and(|gi| gi.column != g.column) {
+                    return Planned::Plan(unsupported(
+                        "an INSERT that leaves two generated sharding-key columns to their \
+                         sequences is not supported yet",
+                    ));
+                }
+                generated = Some(GeneratedInsert {
+                    column: g.column.clone(),
+                    missing: expr.is_none(),
+                });
+                values.push(Operand::Generated(row_no));
+                continue;
+            }
+            let expr = expr.expect("checked above");
+            if generated_key(k).is_some_and(|g| g.always) {
+                return Planned::Plan(Plan::Refused(Refusal::GeneratedAlways(k.to_string())));
+            }
+            match operand(expr) {
+                Some(v) => values.push(v),
+                None => {
+                    return Planned::Plan(unsupported(format!(
+                        "the value of sharding key column \"{k}\" must be a constant or a \
+                         parameter, not an expression"
+                    )))
+                }
+            }
+        }
+        let set_key = values.split_off(root_key);
+        rows.push(KeyTuple {
+            key: values,
+            set_key,
+        });
+    }
+    Planned::Plan(Plan::Sharded(Arc::new(ShardedPlan {
+        table: target.id,
+        kind: StatementKind::Insert,
+        keys: Keys::Rows(rows),
+        shards,
+        merge: Merge::default(),
+        multi_shard_refusal: None,
+        returning: i.returning_clause.is_some(),
+        generated,
+        insert_select: None,
+    })))
+}
