@@ -984,3 +984,56 @@ async fn insert_select_routes_the_rows_or_runs_on_each_shard() {
         .await
         .expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_never_orders_text_by_another_collation() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    client
+        .batch_execute(
+            "CREATE SHARDED TABLE coll_t (id int PRIMARY KEY, name text, label text) \
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+        )
+        .await
+        .expect("create");
+    client
+        .batch_execute("ALTER TABLE coll_t ALTER COLUMN label TYPE text COLLATE \"und-x-icu\"")
+        .await
+        .expect("an ICU collation on one column");
+    client
+        .simple_query("INSERT INTO coll_t VALUES (1, 'b', 'b'), (2, 'a', 'B'), (3, 'C', 'a')")
+        .await
+        .expect("insert");
+    // The database's collation (C in the test clusters) is byte order: merged by the proxy.
+    let r = simple_rows(&client, "SELECT id FROM coll_t ORDER BY name").await;
+    assert_eq!(
+        r,
+        vec![
+            vec![Some("3".into())],
+            vec![Some("2".into())],
+            vec![Some("1".into())]
+        ]
+    );
+    // A column in another collation is refused rather than ordered wrongly, in both protocols.
+    let err = client
+        .simple_query("SELECT id FROM coll_t ORDER BY label")
+        .await
+        .expect_err("ICU order across shards");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+    let err = client
+        .query("SELECT id, label FROM coll_t ORDER BY label", &[])
+        .await
+        .expect_err("ICU order across shards, prepared");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+    // With the key it runs on one shard, which sorts as it always does.
+    let r = simple_rows(
+        &client,
+        "SELECT label FROM coll_t WHERE id = 1 ORDER BY label",
+    )
+    .await;
+    assert_eq!(r, vec![vec![Some("b".into())]]);
+    client
+        .batch_execute("DROP TABLE coll_t")
+        .await
+        .expect("drop");
+}

@@ -30,6 +30,84 @@ pub enum Combine {
     Copies,
 }
 
+/// Where the answers come from: the shards, in the order of the connections, and their control
+/// pools (to ask a shard how its text columns sort).
+pub struct Origin<'a> {
+    pub shards: &'a [crate::catalog::ShardId],
+    pub control: &'a crate::txn::ControlPools,
+}
+
+/// Text sorts by bytes in the proxy's merge: right for collations that order by code point.
+fn bytewise(collation: &str) -> bool {
+    matches!(
+        collation.to_ascii_lowercase().as_str(),
+        "c" | "posix" | "c.utf-8" | "c.utf8" | "ucs_basic"
+    )
+}
+
+/// Refuses a merge that would order text by a collation the proxy does not reproduce (the
+/// merge compares bytes): asks the shard that described the rows for each text sort column's
+/// collation (its table column's, else the database's).
+async fn check_text_order(
+    answers: &[Answer],
+    combine: &Combine,
+    origin: &Origin<'_>,
+) -> Result<(), String> {
+    let Combine::Union { merge, .. } = combine else {
+        return Ok(());
+    };
+    if merge.order.is_empty() {
+        return Ok(());
+    }
+    let Some((i, d)) = answers
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| a.description.as_ref().map(|d| (i, d)))
+    else {
+        return Ok(());
+    };
+    let fields = fields(d);
+    for k in &merge.order {
+        let Some(f) = fields.get(k.column) else {
+            continue;
+        };
+        if !matches!(f.type_oid, 25 | 1043 | 1042 | 19) {
+            continue;
+        }
+        let Some(&shard) = origin.shards.get(i) else {
+            continue;
+        };
+        let client = origin
+            .control
+            .shard(shard)
+            .pool
+            .get()
+            .await
+            .map_err(|e| format!("cannot ask the shard how the text column sorts: {e}"))?;
+        let row = client
+            .query_one(
+                "SELECT CASE WHEN c.collname IS NULL OR c.collname = 'default' \
+                        THEN d.datcollate::text ELSE c.collname::text END \
+                 FROM pg_catalog.pg_database d \
+                 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = $1::bigint::oid AND a.attnum = $2 \
+                 LEFT JOIN pg_catalog.pg_collation c ON c.oid = a.attcollation \
+                 WHERE d.datname = current_database()",
+                &[&i64::from(f.table_oid), &f.column],
+            )
+            .await
+            .map_err(|e| format!("cannot ask the shard how the text column sorts: {e}"))?;
+        let collation: String = row.get(0);
+        if !bytewise(&collation) {
+            return Err(format!(
+                "ORDER BY a text column in collation \"{collation}\" over several shards is not \
+                 supported yet: add the full sharding key to the WHERE clause, or sort with \
+                 COLLATE \"C\""
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What one shard answered.
 #[derive(Default)]
 struct Answer {
@@ -50,10 +128,11 @@ pub async fn run(
     conns: &mut [&mut BackendConn],
     sql: &[String],
     combine: &Combine,
+    origin: &Origin<'_>,
     session_status: u8,
     out: &mut BytesMut,
 ) -> Result<Vec<u8>, BackendError> {
-    let (combined, statuses) = run_simple(conns, sql, combine).await?;
+    let (combined, statuses) = run_simple(conns, sql, combine, origin).await?;
     write(&combined, out);
     protocol::ready_for_query(out, combined_status(&statuses, session_status));
     Ok(statuses)
@@ -65,6 +144,7 @@ pub async fn run_simple(
     conns: &mut [&mut BackendConn],
     sql: &[String],
     combine: &Combine,
+    origin: &Origin<'_>,
 ) -> Result<(Combined, Vec<u8>), BackendError> {
     for (conn, sql) in conns.iter_mut().zip(sql) {
         let mut msg = BytesMut::new();
@@ -76,7 +156,7 @@ pub async fn run_simple(
         answers.push(read_answer(conn, Until::Ready).await?);
     }
     let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
-    Ok((combined(&mut answers, combine), statuses))
+    Ok((combined(&mut answers, combine, origin).await, statuses))
 }
 
 /// Sends `messages[i]` (an extended-protocol batch ending with Sync) to `conns[i]` and
@@ -85,6 +165,7 @@ pub async fn run_batches(
     conns: &mut [&mut BackendConn],
     messages: &[BytesMut],
     combine: &Combine,
+    origin: &Origin<'_>,
 ) -> Result<(Combined, Vec<u8>), BackendError> {
     for (conn, msg) in conns.iter_mut().zip(messages) {
         conn.stream.write_all(msg).await?;
@@ -94,7 +175,7 @@ pub async fn run_batches(
         answers.push(read_answer(conn, Until::Ready).await?);
     }
     let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
-    Ok((combined(&mut answers, combine), statuses))
+    Ok((combined(&mut answers, combine, origin).await, statuses))
 }
 
 /// Writes a combined answer as a simple query's (without its ReadyForQuery).
@@ -144,6 +225,7 @@ pub async fn run_extended(
     conns: &mut [&mut BackendConn],
     messages: &[BytesMut],
     combine: &Combine,
+    origin: &Origin<'_>,
 ) -> Result<Combined, BackendError> {
     for (conn, msg) in conns.iter_mut().zip(messages) {
         conn.stream.write_all(msg).await?;
@@ -152,7 +234,7 @@ pub async fn run_extended(
     for conn in conns.iter_mut() {
         answers.push(read_answer(conn, Until::Executed).await?);
     }
-    Ok(combined(&mut answers, combine))
+    Ok(combined(&mut answers, combine, origin).await)
 }
 
 /// The combined answer of several shards.
@@ -176,7 +258,7 @@ pub struct Rows {
     pub empty: bool,
 }
 
-fn combined(answers: &mut [Answer], combine: &Combine) -> Combined {
+async fn combined(answers: &mut [Answer], combine: &Combine, origin: &Origin<'_>) -> Combined {
     let mut notices = BytesMut::new();
     for a in answers.iter() {
         for n in &a.notices {
@@ -186,7 +268,11 @@ fn combined(answers: &mut [Answer], combine: &Combine) -> Combined {
     if let Some(error) = answers.iter().find_map(|a| a.error.clone()) {
         return Combined::Failed { notices, error };
     }
-    match combine_rows(answers, combine) {
+    let rows = match check_text_order(answers, combine, origin).await {
+        Ok(()) => combine_rows(answers, combine),
+        Err(message) => Err(message),
+    };
+    match rows {
         Ok(mut rows) => {
             rows.notices = notices;
             Combined::Rows(rows)
@@ -353,6 +439,33 @@ fn in_values_order(answers: &mut [Answer], row_shards: &[usize]) -> Vec<Bytes> {
             r
         })
         .collect()
+}
+
+/// A RowDescription field, as far as the merge looks at it.
+struct Field {
+    table_oid: u32,
+    column: i16,
+    type_oid: u32,
+}
+
+fn fields(frame: &[u8]) -> Vec<Field> {
+    let mut b = &frame[5..];
+    let n = protocol::take_i16(&mut b, "RowDescription")
+        .unwrap_or(0)
+        .max(0);
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        if protocol::take_cstr(&mut b, "RowDescription").is_err() || b.len() < 18 {
+            break;
+        }
+        out.push(Field {
+            table_oid: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+            column: i16::from_be_bytes([b[4], b[5]]),
+            type_oid: u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
+        });
+        b = &b[18..];
+    }
+    out
 }
 
 /// The type OID and format code (0 text, 1 binary) of each column of a RowDescription.

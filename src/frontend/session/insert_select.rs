@@ -158,9 +158,13 @@ impl Session {
                 conns.push(&mut *p.conn.conn);
             }
         }
+        let origin = gather::Origin {
+            shards,
+            control: &self.ctx.control,
+        };
         let result = match work {
-            Work::Simple(sql) => gather::run_simple(&mut conns, sql, combine).await,
-            Work::Batches(messages) => gather::run_batches(&mut conns, messages, combine).await,
+            Work::Simple(sql) => gather::run_simple(&mut conns, sql, combine, &origin).await,
+            Work::Batches(m) => gather::run_batches(&mut conns, m, combine, &origin).await,
         };
         drop(conns);
         match result {

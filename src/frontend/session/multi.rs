@@ -122,10 +122,15 @@ impl Session {
                 }
             }
         }
+        let origin = gather::Origin {
+            shards: &multi.shards,
+            control: &self.ctx.control,
+        };
         let result = gather::run(
             &mut conns,
             &multi.sql,
             &multi.combine,
+            &origin,
             session_status,
             &mut self.cout,
         )
@@ -170,7 +175,11 @@ impl Session {
             }
         }
         let messages = vec![m.messages; conns.len()];
-        let result = gather::run_extended(&mut conns, &messages, &m.combine).await;
+        let origin = gather::Origin {
+            shards: &m.shards,
+            control: &self.ctx.control,
+        };
+        let result = gather::run_extended(&mut conns, &messages, &m.combine, &origin).await;
         drop(conns);
         match result {
             Ok(gather::Combined::Rows(rows)) => {
