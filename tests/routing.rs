@@ -1037,3 +1037,48 @@ async fn a_merge_never_orders_text_by_another_collation() {
         .await
         .expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_every_shard_of_a_multi_shard_statement() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "cancel_t").await;
+    let values: Vec<String> = (1..=40).map(|i| format!("({i}, 'c', 0)")).collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO cancel_t VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .expect("insert");
+    assert!(counts("cancel_t").await.iter().all(|&n| n > 0));
+    let token = client.cancel_token();
+    let started = std::time::Instant::now();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        token
+            .cancel_query(tokio_postgres::NoTls)
+            .await
+            .expect("cancel request");
+    });
+    // Every shard sleeps 20 s; only a cancel that reaches all of them ends it early.
+    let err = client
+        .simple_query(
+            "SELECT cust_id FROM cancel_t WHERE pg_sleep(20) IS NOT NULL AND cust_id = cust_id",
+        )
+        .await
+        .expect_err("cancelled");
+    canceller.await.expect("canceller");
+    assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let one = simple_rows(&client, "SELECT 1").await;
+    assert_eq!(one, vec![vec![Some("1".into())]]);
+    client
+        .batch_execute("DROP TABLE cancel_t")
+        .await
+        .expect("drop");
+}

@@ -17,6 +17,9 @@ pub struct CancelSlot {
     pub secret: i32,
     shard: AtomicU32,
     key: AtomicU64,
+    /// The other shards' processes while a statement runs on several shards (rare, hence a
+    /// mutex rather than atomics).
+    others: std::sync::Mutex<Vec<(ShardId, CancelKey)>>,
 }
 
 impl CancelSlot {
@@ -29,6 +32,12 @@ impl CancelSlot {
             }
             None => self.shard.store(NOT_RUNNING, Ordering::Release),
         }
+    }
+
+    /// Names every shard process running the session's multi-shard statement; cleared with
+    /// an empty list once it has finished.
+    pub fn set_others(&self, running: Vec<(ShardId, CancelKey)>) {
+        *self.others.lock().unwrap_or_else(|e| e.into_inner()) = running;
     }
 
     fn running(&self) -> Option<(ShardId, CancelKey)> {
@@ -61,6 +70,7 @@ impl CancelRegistry {
             secret: rng.gen(),
             shard: AtomicU32::new(NOT_RUNNING),
             key: AtomicU64::new(0),
+            others: Default::default(),
         });
         loop {
             let pid: i32 = rng.gen_range(1..i32::MAX);
@@ -85,6 +95,28 @@ impl CancelRegistry {
             .get(&pid)
             .filter(|s| s.secret == secret)
             .and_then(|s| s.running())
+    }
+
+    /// Every shard process running the session's statement: one, or several while it runs on
+    /// several shards.
+    pub fn targets(&self, pid: i32, secret: i32) -> Vec<(ShardId, CancelKey)> {
+        let Some(slot) = self
+            .slots
+            .get(&pid)
+            .filter(|s| s.secret == secret)
+            .map(|s| s.clone())
+        else {
+            return Vec::new();
+        };
+        let mut all: Vec<(ShardId, CancelKey)> = slot.running().into_iter().collect();
+        all.extend(
+            slot.others
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .copied(),
+        );
+        all
     }
 }
 

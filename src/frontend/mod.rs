@@ -56,14 +56,15 @@ pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64)
 
 async fn forward_cancel(ctx: &ServerCtx, pid: i32, secret: i32) {
     ctx.metrics.cancels.increment(1);
-    match ctx.cancels.target(pid, secret) {
-        Some((shard, key)) => {
-            let ep = &ctx.pools.shard(shard).endpoint;
-            if let Err(e) = crate::backend::conn::send_cancel(ep, key).await {
-                tracing::warn!(error = %e, "forwarding a cancel request failed");
-            }
+    let targets = ctx.cancels.targets(pid, secret);
+    if targets.is_empty() {
+        tracing::debug!(pid, "cancel request for no running statement");
+    }
+    for (shard, key) in targets {
+        let ep = &ctx.pools.shard(shard).endpoint;
+        if let Err(e) = crate::backend::conn::send_cancel(ep, key).await {
+            tracing::warn!(error = %e, "forwarding a cancel request failed");
         }
-        None => tracing::debug!(pid, "cancel request for no running statement"),
     }
 }
 

@@ -151,6 +151,7 @@ impl Session {
         combine: &Combine,
     ) -> Result<Combined, SessionError> {
         let order = self.connections_for(shards).await?;
+        self.announce_running();
         let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
         let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::with_capacity(order.len());
         for &i in &order {
@@ -167,6 +168,7 @@ impl Session {
             Work::Batches(m) => gather::run_batches(&mut conns, m, combine, &origin).await,
         };
         drop(conns);
+        self.cancel.slot.set_others(Vec::new());
         match result {
             Ok((combined, statuses)) => {
                 for (&i, status) in order.iter().zip(statuses) {

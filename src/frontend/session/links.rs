@@ -43,6 +43,17 @@ fn starts_block(sql: &[u8]) -> bool {
 }
 
 impl Session {
+    /// A CancelRequest for the client reaches every shard connection the session holds while
+    /// a statement runs on several of them (an idle one ignores it).
+    pub(super) fn announce_running(&self) {
+        self.cancel.slot.set_others(
+            self.parked
+                .iter()
+                .map(|p| (p.conn.shard, p.conn.conn.cancel))
+                .collect(),
+        );
+    }
+
     pub(super) fn current_shard(&self) -> Option<ShardId> {
         self.backend.as_ref().map(|b| b.shard)
     }

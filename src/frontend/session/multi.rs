@@ -109,6 +109,7 @@ impl Session {
         let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::new();
         let mut order: Vec<usize> = Vec::new();
         // In the order of `multi.shards`, which the SQL and the row assignment follow.
+        self.announce_running();
         let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
         for shard in &multi.shards {
             if let Some(i) = parked
@@ -136,6 +137,7 @@ impl Session {
         )
         .await;
         drop(conns);
+        self.cancel.slot.set_others(Vec::new());
         match result {
             Ok(statuses) => {
                 for (i, status) in order.into_iter().zip(statuses) {
@@ -165,6 +167,7 @@ impl Session {
     pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
         let conns_of = self.connections_for(&m.shards).await?;
         let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::with_capacity(conns_of.len());
+        self.announce_running();
         let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
         for &i in &conns_of {
             if let Some(p) = parked[i].take() {
@@ -181,6 +184,7 @@ impl Session {
         };
         let result = gather::run_extended(&mut conns, &messages, &m.combine, &origin).await;
         drop(conns);
+        self.cancel.slot.set_others(Vec::new());
         match result {
             Ok(gather::Combined::Rows(rows)) => {
                 self.pipeline.push(
