@@ -5,8 +5,9 @@
 #
 #   bench/routed.sh [seconds-per-run] [rounds] [clients]
 #
-# The two shards are two databases (app, app2) of the one PostgreSQL cluster bench/setup.sh
-# starts, so the comparison is about the proxies, not about spreading load over machines. Prints
+# The second shard is a second PostgreSQL cluster on this machine (two databases of one cluster
+# cannot both take part in a two-phase commit under one gid, which CREATE SHARDED TABLE uses).
+# PgBouncer's table lives on the first. Prints
 # median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
 # proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
 set -euo pipefail
@@ -20,7 +21,12 @@ cd "$(dirname "$0")/.."
 
 source bench/setup.sh
 
-psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE app2" >/dev/null
+PG2PORT=$(free_port)
+as_pg "$PGBIN/initdb" -D "$WORK/pg2" -U postgres -A trust >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg2" -l "$WORK/pg2.log" -w \
+    -o "-p $PG2PORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c max_prepared_transactions=64 -c fsync=off" start >/dev/null
+on_exit 'as_pg "$PGBIN/pg_ctl" -D "$WORK/pg2" -m immediate stop >/dev/null 2>&1'
+psql -qX -h 127.0.0.1 -p "$PG2PORT" -U postgres -c "CREATE DATABASE app" >/dev/null
 METRICS=$(free_port)
 cat >"$WORK/sw.toml" <<TOML
 [proxy]
@@ -36,7 +42,7 @@ name = "s1"
 url = "postgres://postgres@127.0.0.1:$PGPORT/app"
 [[shards]]
 name = "s2"
-url = "postgres://postgres@127.0.0.1:$PGPORT/app2"
+url = "postgres://postgres@127.0.0.1:$PG2PORT/app"
 [pool]
 size = $POOL
 TOML
@@ -48,7 +54,7 @@ sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalan
        filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
 sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, $ROWS) g" >/dev/null
 psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres app -c "SELECT count(*) AS s1_rows FROM bench_accounts"
-psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres app2 -c "SELECT count(*) AS s2_rows FROM bench_accounts"
+psql -qX -h 127.0.0.1 -p "$PG2PORT" -U postgres app -c "SELECT count(*) AS s2_rows FROM bench_accounts"
 
 cat >"$WORK/routed.sql" <<SQL
 \set aid random(1, $ROWS)
@@ -59,7 +65,7 @@ cat >"$WORK/plain.sql" <<SQL
 SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 SQL
 
-parses() { curl -s "http://127.0.0.1:$METRICS/metrics" | awk '/^shardwire_statement_parses_total / {print $2}'; }
+parses() { { curl -s "http://127.0.0.1:$METRICS/metrics" || true; } | awk '/^shardwire_statement_parses_total / {print $2} END {}' | head -1; }
 cpu_ticks() { awk '{print $14, $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
 per_tx() { awk -v b="$1" -v a="$2" -v t="$3" -v k="$TICK" 'BEGIN {printf "%.2f", (a-b)/k/t*1e6}'; }
@@ -97,5 +103,5 @@ for mode in simple extended; do
         -v sc="$(median <<<"${CPU[shardwire.$mode]}")" -v pc="$(median <<<"${CPU[pgbouncer.$mode]}")" -v m="$mode" \
         'BEGIN {printf "%s: routed shardwire/pgbouncer TPS %.2fx, CPU per tx %.2fx\n\n", m, s/p, sc/pc}'
 done
-echo "router parses during the runs: $(awk -v a="$parses_after" -v b="$parses_before" 'BEGIN {print a-b}')"
+echo "router parses during the runs: $(awk -v a="${parses_after:-0}" -v b="${parses_before:-0}" 'BEGIN {print a-b}') (before: ${parses_before:-none}, after: ${parses_after:-none})"
 echo "clients=$CLIENTS seconds=$SECS rounds=$ROUNDS pool=$POOL rows=$ROWS shards=2 cores=$(nproc)"

@@ -30,7 +30,7 @@ trap cleanup EXIT
 
 as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres -A trust >/dev/null
 as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
-    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off" start >/dev/null
+    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c max_prepared_transactions=64 -c fsync=off" start >/dev/null
 psql -qX -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE app" >/dev/null
 pgbench -q -i -s 10 -h 127.0.0.1 -p "$PGPORT" -U postgres app >/dev/null 2>&1
 

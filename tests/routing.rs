@@ -1082,3 +1082,58 @@ async fn a_cancel_reaches_every_shard_of_a_multi_shard_statement() {
         .await
         .expect("drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_statement_survives_its_connection_running_the_proxys_own_queries() {
+    let proxy = start();
+    let setup = proxy.connect().await;
+    create_customers(&setup, "held_cust").await;
+    setup
+        .simple_query("INSERT INTO held_cust VALUES (5, 'five', 0), (6, 'six', 0), (7, 'seven', 0)")
+        .await
+        .expect("insert");
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP)
+        .await
+        .expect("raw");
+    let five = Reply::Row(vec![Some("five".into())]);
+    let keyed = |raw: &mut RawClient| {
+        raw.parse("", "SELECT name FROM held_cust WHERE cust_id = $1")
+            .bind("", "", &["5"])
+            .execute("")
+            .sync();
+    };
+    keyed(&mut raw);
+    let r = raw.round_trip().await;
+    assert!(r.contains(&five), "{r:?}");
+    // A statement over every shard takes the same pooled connections and runs a simple query
+    // there, which drops their unnamed statements.
+    let r = raw
+        .query("SELECT cust_id FROM held_cust")
+        .round_trip()
+        .await;
+    assert_eq!(r.last(), Some(&Reply::Ready(b'I')), "{r:?}");
+    keyed(&mut raw);
+    let r = raw.round_trip().await;
+    assert!(r.contains(&five), "after a multi-shard read: {r:?}");
+    // So does the end of a transaction across shards, which reaches the others by simple query.
+    let r = raw.query("BEGIN").round_trip().await;
+    assert_eq!(r.last(), Some(&Reply::Ready(b'T')));
+    keyed(&mut raw);
+    let r = raw.round_trip().await;
+    assert!(r.contains(&five), "{r:?}");
+    for k in ["6", "7"] {
+        let sql = format!("UPDATE held_cust SET score = score + 1 WHERE cust_id = {k}");
+        let r = raw.query(&sql).round_trip().await;
+        assert!(r.contains(&Reply::Complete("UPDATE 1".into())), "{r:?}");
+    }
+    let r = raw.query("COMMIT").round_trip().await;
+    assert_eq!(r.last(), Some(&Reply::Ready(b'I')));
+    keyed(&mut raw);
+    let r = raw.round_trip().await;
+    assert!(r.contains(&five), "after a COMMIT: {r:?}");
+    raw.terminate().await;
+    setup
+        .batch_execute("DROP TABLE held_cust")
+        .await
+        .expect("drop");
+}

@@ -231,6 +231,8 @@ impl BackendConn {
     /// Runs one simple query for the proxy's own purposes, discarding its results; the first
     /// error, if any, is returned as its message.
     pub async fn run_internal(&mut self, sql: &str) -> Result<Result<(), String>, BackendError> {
+        // A simple query drops the backend's unnamed statement.
+        self.unnamed = None;
         let mut out = BytesMut::new();
         protocol::query(&mut out, sql);
         self.stream.write_all(&out).await?;

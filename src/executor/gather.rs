@@ -147,6 +147,8 @@ pub async fn run_simple(
     origin: &Origin<'_>,
 ) -> Result<(Combined, Vec<u8>), BackendError> {
     for (conn, sql) in conns.iter_mut().zip(sql) {
+        // A simple query drops the backend's unnamed statement.
+        conn.unnamed = None;
         let mut msg = BytesMut::new();
         protocol::query(&mut msg, sql);
         conn.stream.write_all(&msg).await?;
@@ -168,6 +170,8 @@ pub async fn run_batches(
     origin: &Origin<'_>,
 ) -> Result<(Combined, Vec<u8>), BackendError> {
     for (conn, msg) in conns.iter_mut().zip(messages) {
+        // The messages parse into the backend's unnamed statement.
+        conn.unnamed = None;
         conn.stream.write_all(msg).await?;
     }
     let mut answers = Vec::with_capacity(conns.len());
@@ -228,6 +232,8 @@ pub async fn run_extended(
     origin: &Origin<'_>,
 ) -> Result<Combined, BackendError> {
     for (conn, msg) in conns.iter_mut().zip(messages) {
+        // The messages parse into the backend's unnamed statement.
+        conn.unnamed = None;
         conn.stream.write_all(msg).await?;
     }
     let mut answers = Vec::with_capacity(conns.len());

@@ -246,6 +246,8 @@ impl Session {
         // Every shard starts at once; each waits on its socket until its turn to be read.
         for &shard in &job.shards {
             if let Some(p) = self.parked_on(shard) {
+                // A simple query drops the backend's unnamed statement.
+                p.conn.conn.unnamed = None;
                 if let Err(e) = p.conn.conn.stream.write_all(&query).await {
                     p.conn.conn.broken = true;
                     return Err(SessionError::Backend(BackendError::Io(e)));
@@ -473,6 +475,7 @@ impl Session {
         }
         let mut query = BytesMut::new();
         protocol::query(&mut query, &st.sql);
+        conn.unnamed = None;
         conn.stream
             .write_all(&query)
             .await

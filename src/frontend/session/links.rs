@@ -96,6 +96,10 @@ impl Session {
         self.tx_status = b'I';
         if in_block {
             let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
+            if let Some(b) = self.backend.as_mut() {
+                // A simple query drops the backend's unnamed statement.
+                b.conn.unnamed = None;
+            }
             protocol::query(&mut self.bout, &begin);
             self.pipeline.push(Pending::Internal, &mut self.cout);
             // The block is open there once BEGIN answers; until then it counts as open.
