@@ -133,6 +133,8 @@ pub struct Catalog {
     /// Whether the current snapshot records any table: read on every statement, so that a
     /// proxy without sharded tables routes nothing and takes no lock.
     has_tables: std::sync::atomic::AtomicBool,
+    /// The current snapshot's version, so a session can tell its copy is current without a lock.
+    version: std::sync::atomic::AtomicI64,
 }
 
 impl Catalog {
@@ -154,6 +156,7 @@ impl Catalog {
             client: Mutex::new(None),
             current: RwLock::new(Arc::default()),
             has_tables: Default::default(),
+            version: Default::default(),
         };
         store::migrate_and_sync(&mut *catalog.client().await?, config).await?;
         let snapshot = catalog.reload().await?;
@@ -180,6 +183,23 @@ impl Catalog {
         self.has_tables.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The current snapshot's version (a relaxed read, like [`Catalog::has_tables`]).
+    pub fn version(&self) -> i64 {
+        self.version.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `held` when it is still current, else the current snapshot: no lock in the common case.
+    pub fn refresh_snapshot(&self, held: &mut Option<Arc<Snapshot>>) -> Arc<Snapshot> {
+        match held {
+            Some(s) if s.version() == self.version() => s.clone(),
+            _ => {
+                let fresh = self.snapshot();
+                *held = Some(fresh.clone());
+                fresh
+            }
+        }
+    }
+
     /// Reads the catalog again and makes it current (unless a newer snapshot already is).
     pub async fn reload(&self) -> Result<Arc<Snapshot>, CatalogError> {
         let loaded = Arc::new(load::load(&mut *self.client().await?, &self.shards).await?);
@@ -190,6 +210,8 @@ impl Catalog {
                 !loaded.tables().is_empty(),
                 std::sync::atomic::Ordering::Relaxed,
             );
+            self.version
+                .store(loaded.version(), std::sync::atomic::Ordering::Relaxed);
             *current = loaded;
         }
         Ok(current.clone())

@@ -150,6 +150,10 @@ pub struct Session {
     portal: Option<Portal>,
     /// Generated key values taken for the INSERT being routed.
     pending_keys: Vec<i64>,
+    /// The catalog snapshot last routed with (refreshed when the catalog's version moves).
+    snapshot: Option<Arc<crate::catalog::Snapshot>>,
+    /// The last prepared statement text planned, at a catalog version, and its plan.
+    last_plan: Option<(Box<[u8]>, i64, Arc<crate::router::Plan>)>,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
     /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
@@ -187,6 +191,8 @@ impl Session {
             round_robin: 0,
             portal: None,
             pending_keys: Vec::new(),
+            snapshot: None,
+            last_plan: None,
             span,
             copy: None,
         }
@@ -487,6 +493,11 @@ impl Session {
             },
             Dest::Shard(s) if self.current_shard() == Some(s) => None,
             Dest::Shard(s) if self.backend.is_none() => Some(s),
+            // Needs no connection at all.
+            Dest::Hold => {
+                self.hold_parse(frame)?;
+                return Ok(true);
+            }
             _ => return Ok(false),
         };
         if let Some(shard) = shard {
@@ -498,6 +509,22 @@ impl Session {
         self.note_block_start(frame);
         self.forward(frame)?;
         Ok(true)
+    }
+
+    /// Records a Parse whose shard its Bind will decide, answering it in its turn.
+    fn hold_parse(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
+        if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(frame)? {
+            let held = self
+                .statements
+                .hold(name, query, types, &mut self.pipeline, &mut self.cout);
+            if held.is_err() {
+                self.skip_until_sync = true;
+            }
+            if self.backend.is_some() {
+                self.unsynced = true;
+            }
+        }
+        Ok(())
     }
 
     /// Sends a client frame to the held backend connection, noting what it does to the session.

@@ -145,7 +145,7 @@ impl Session {
         if !self.ctx.catalog.has_tables() {
             return Ok(Dest::Here);
         }
-        let snapshot = self.ctx.catalog.snapshot();
+        let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
         let parsed = ClientFrame::parse(frame)?;
         let text = match parsed {
             ClientFrame::Query(sql) => sql,
@@ -245,10 +245,20 @@ impl Session {
         })
     }
 
-    fn plan(&self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
-        self.ctx
+    /// The plan of a statement text; the session keeps the last one, so a prepared statement
+    /// executed again and again finds its plan without the shared cache's lock.
+    fn plan(&mut self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
+        if let Some((text, version, plan)) = &self.last_plan {
+            if *version == snapshot.version() && **text == *sql {
+                return Ok(plan.clone());
+            }
+        }
+        let plan = self
+            .ctx
             .plans
-            .plan(sql, snapshot, &self.ctx.metrics.statement_parses)
+            .plan(sql, snapshot, &self.ctx.metrics.statement_parses)?;
+        self.last_plan = Some((sql.into(), snapshot.version(), plan.clone()));
+        Ok(plan)
     }
 
     /// Where a planned statement goes; `source` says whether and how it may run on several

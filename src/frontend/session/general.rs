@@ -93,21 +93,7 @@ impl Session {
                 .or_else(|| self.parked.first().map(|p| p.conn.shard))
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
-            Dest::Hold => {
-                if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(&frame)? {
-                    if self
-                        .statements
-                        .hold(name, query, types, &mut self.pipeline, &mut self.cout)
-                        .is_err()
-                    {
-                        self.skip_until_sync = true;
-                    }
-                    if self.backend.is_some() {
-                        self.unsynced = true;
-                    }
-                }
-                return Ok(());
-            }
+            Dest::Hold => return self.hold_parse(&frame),
             Dest::Refuse(code, message) => {
                 self.drain_current().await?;
                 self.refuse(&frame, &code, &message);
