@@ -196,7 +196,19 @@ impl KeyColumn {
     }
 
     pub fn key_type(&self) -> Result<KeyType, HashError> {
-        KeyType::from_pg_type_name(&self.pg_type)
+        // The names the catalog usually records, told without the general parser's
+        // allocations: routing asks this for every keyed statement.
+        Ok(match self.pg_type.as_str() {
+            "smallint" | "int2" => KeyType::Int2,
+            "integer" | "int" | "int4" => KeyType::Int4,
+            "bigint" | "int8" => KeyType::Int8,
+            "text" => KeyType::Text,
+            "uuid" => KeyType::Uuid,
+            "date" => KeyType::Date,
+            "boolean" | "bool" => KeyType::Bool,
+            "numeric" => KeyType::Numeric(None),
+            _ => return KeyType::from_pg_type_name(&self.pg_type),
+        })
     }
 }
 

@@ -152,6 +152,8 @@ pub struct Session {
     pending_keys: Vec<i64>,
     /// The catalog snapshot last routed with (refreshed when the catalog's version moves).
     snapshot: Option<Arc<crate::catalog::Snapshot>>,
+    /// How much of `cout` is the proxy's answers to held Parses and nothing else (0: none).
+    deferred_parse_len: usize,
     /// The last prepared statement text planned, at a catalog version, and its plan.
     last_plan: Option<(Box<[u8]>, i64, Arc<crate::router::Plan>)>,
     /// The session's tracing span, for the events of the session and its rare slow paths.
@@ -192,6 +194,7 @@ impl Session {
             portal: None,
             pending_keys: Vec::new(),
             snapshot: None,
+            deferred_parse_len: 0,
             last_plan: None,
             span,
             copy: None,
@@ -246,6 +249,7 @@ impl Session {
                 Event::ClientWrote(r) => {
                     let n = r.map_err(SessionError::Client)?;
                     consume(&mut self.cout, n);
+                    self.deferred_parse_len = 0;
                 }
                 Event::BackendRead(r) => {
                     if r.map_err(|e| self.backend_lost(e))? == 0 {
@@ -351,7 +355,7 @@ impl Session {
         cx: &mut std::task::Context<'_>,
         client: &mut C,
     ) -> Poll<Event> {
-        if !self.cout.is_empty() {
+        if self.client_output_due() {
             if let Poll::Ready(r) = client.poll_write(cx, &self.cout) {
                 return Poll::Ready(Event::ClientWrote(r));
             }
@@ -394,9 +398,10 @@ impl Session {
                 }
             }
         }
-        if !self.cout.is_empty() {
+        if self.client_output_due() {
             let n = client.write_now(&self.cout).map_err(SessionError::Client)?;
             consume(&mut self.cout, n);
+            self.deferred_parse_len = 0;
         }
         Ok(())
     }
@@ -511,12 +516,26 @@ impl Session {
         Ok(true)
     }
 
+    /// Whether the client should be sent what is queued for it now. The proxy's own
+    /// ParseComplete for a held Parse waits for the backend's answers to the rest of the batch,
+    /// so the client gets them in one write, as PostgreSQL sends a batch's answers (it flushes
+    /// at Sync): an extra write and wake-up per transaction would cost more than routing.
+    fn client_output_due(&self) -> bool {
+        let only_held_parses = self.cout.len() == self.deferred_parse_len
+            && self.backend.is_some()
+            && !self.pipeline.is_empty();
+        !self.cout.is_empty() && !only_held_parses
+    }
+
     /// Records a Parse whose shard its Bind will decide, answering it in its turn.
     fn hold_parse(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
         if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(frame)? {
+            let only_held = self.cout.len() == self.deferred_parse_len;
             let held = self
                 .statements
                 .hold(name, query, types, &mut self.pipeline, &mut self.cout);
+            // Only answers of held Parses in the buffer: they may wait (client_output_due).
+            self.deferred_parse_len = if only_held { self.cout.len() } else { 0 };
             if held.is_err() {
                 self.skip_until_sync = true;
             }
