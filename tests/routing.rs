@@ -681,6 +681,13 @@ async fn multi_shard_prepared_statements_answer_in_binary_as_one_postgres() {
         let want = binary_rows(&plain, &q.replace("bin_t", "bin_t_ref"), &params).await;
         assert_eq!(got, want, "{q}");
     }
+    // An array of keys over several shards runs on exactly those, merged.
+    let ids: Vec<i32> = (1..=12).collect();
+    let q = "SELECT id, v FROM bin_t WHERE id = ANY($1) ORDER BY id DESC";
+    let got = binary_rows(&client, q, &[&ids]).await;
+    let want = binary_rows(&plain, &q.replace("bin_t", "bin_t_ref"), &[&ids]).await;
+    assert_eq!(got, want, "{q}");
+    assert_eq!(got.len(), 12);
     // A prepared statement executed again and again keeps answering.
     let stmt = client
         .prepare("SELECT id, v FROM bin_t WHERE grp = $1 ORDER BY id DESC LIMIT 3")
