@@ -358,10 +358,15 @@ async fn a_table_created_through_one_proxy_is_usable_through_another() {
     )
     .await;
     let created = Instant::now();
-    while listed(&b, &["tp_t"]).await.is_empty() {
+    // Statements on a table run once the second proxy sees it ACTIVE (a moment after CREATING).
+    while !listed(&b, &["tp_t"])
+        .await
+        .first()
+        .is_some_and(|r| r.last().is_some_and(|state| state == "active"))
+    {
         assert!(
             created.elapsed() < Duration::from_secs(1),
-            "the second proxy did not see tp_t within 1 s"
+            "the second proxy did not see tp_t active within 1 s"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
