@@ -359,11 +359,15 @@ async fn a_table_created_through_one_proxy_is_usable_through_another() {
     .await;
     let created = Instant::now();
     // Statements on a table run once the second proxy sees it ACTIVE (a moment after CREATING).
-    while !listed(&b, &["tp_t"])
-        .await
-        .first()
-        .is_some_and(|r| r.last().is_some_and(|state| state == "active"))
-    {
+    loop {
+        let seen = listed(&b, &["tp_t"]).await;
+        if seen
+            .first()
+            .and_then(|r| r.last())
+            .is_some_and(|state| state == "active")
+        {
+            break;
+        }
         assert!(
             created.elapsed() < Duration::from_secs(1),
             "the second proxy did not see tp_t active within 1 s"
