@@ -20,6 +20,11 @@ use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRout
 use crate::router::plan::CopyPlan;
 use crate::router::route::{self as routing, Params};
 
+mod frames;
+mod out;
+
+use frames::*;
+
 /// Rows are sent to a shard once this much has collected for it.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -228,88 +233,6 @@ impl Session {
             self.backend_arm = ReadArm::default();
         }
         self.release_parked_if_idle();
-    }
-
-    /// COPY … TO STDOUT from every shard holding the table: one CopyOutResponse, the shards'
-    /// rows one shard after the other (a CSV header once), one CopyDone, the counts added up.
-    async fn copy_out(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
-        let header = CopyFormat::from_options(&job.plan.options)
-            .map(|f| f.header != Header::None)
-            .unwrap_or(false);
-        for &shard in &job.shards {
-            self.switch_to(shard).await?;
-            self.drain_current().await?;
-            self.park_current();
-        }
-        let mut query = BytesMut::new();
-        protocol::query(&mut query, &job.sql);
-        // Every shard starts at once; each waits on its socket until its turn to be read.
-        for &shard in &job.shards {
-            if let Some(p) = self.parked_on(shard) {
-                // A simple query drops the backend's unnamed statement.
-                p.conn.conn.unnamed = None;
-                if let Err(e) = p.conn.conn.stream.write_all(&query).await {
-                    p.conn.conn.broken = true;
-                    return Err(SessionError::Backend(BackendError::Io(e)));
-                }
-            }
-        }
-        let mut total = 0u64;
-        let mut error: Option<Bytes> = None;
-        let mut started = false;
-        for (i, &shard) in job.shards.iter().enumerate() {
-            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
-                continue;
-            };
-            let conn = &mut p.conn.conn;
-            let mut first_row = true;
-            loop {
-                let f = match conn.read_frame().await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        conn.broken = true;
-                        return Err(e.into());
-                    }
-                };
-                match f.tag {
-                    b'H' if !started && error.is_none() => {
-                        self.cout.extend_from_slice(&f.raw);
-                        started = true;
-                    }
-                    b'd' => {
-                        // Each shard writes the header as its first CopyData.
-                        let repeated_header = header && i > 0 && first_row;
-                        first_row = false;
-                        if !repeated_header && error.is_none() {
-                            self.cout.extend_from_slice(&f.raw);
-                        }
-                    }
-                    b'C' => total += tag_count(f.body()),
-                    b'E' => {
-                        error.get_or_insert(f.raw);
-                    }
-                    b'N' => self.cout.extend_from_slice(&f.raw),
-                    b'S' => conn.note_parameter_status(f.body()),
-                    b'Z' => {
-                        p.tx_status = f.body().first().copied().unwrap_or(b'I');
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let failed = error.is_some();
-        match error {
-            Some(e) => self.cout.extend_from_slice(&e),
-            None => {
-                if started {
-                    MessageBuilder::new(&mut self.cout, b'c').finish();
-                }
-                protocol::command_complete(&mut self.cout, &format!("COPY {total}"));
-            }
-        }
-        self.end_copy(extended, failed);
-        Ok(())
     }
 
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
@@ -832,113 +755,4 @@ impl Session {
         self.end_copy(st.extended, true);
         Ok(())
     }
-}
-
-/// One row of a COPY FROM into a sharded table, to its shard's buffer.
-#[allow(clippy::too_many_arguments)]
-fn take_row(
-    row: &[u8],
-    router: Option<&RowRouter>,
-    header: Header,
-    header_line: &mut Option<Vec<u8>>,
-    header_seen: &mut bool,
-    ended: &mut bool,
-    line: &mut u64,
-    outs: &mut Vec<Out>,
-) -> Result<(), CopyError> {
-    *line += 1;
-    if *ended {
-        return Ok(());
-    }
-    if header != Header::None && !*header_seen {
-        *header_seen = true;
-        if header == Header::Match {
-            for out in outs.iter_mut().filter(|o| o.started) {
-                out.buf.extend_from_slice(row);
-            }
-            *header_line = Some(row.to_vec());
-        }
-        return Ok(());
-    }
-    if rows::is_end_marker(row) {
-        *ended = true;
-        return Ok(());
-    }
-    let Some(router) = router else {
-        return Ok(());
-    };
-    let shard = router.shard_of(row, *line)?;
-    let i = match outs.iter().position(|o| o.shard == shard) {
-        Some(i) => i,
-        None => {
-            outs.push(Out {
-                shard,
-                buf: header_line.clone().unwrap_or_default(),
-                rows: 0,
-                started: false,
-                ready: None,
-                error: None,
-                count: 0,
-            });
-            outs.len() - 1
-        }
-    };
-    let out = &mut outs[i];
-    out.buf.extend_from_slice(row);
-    out.rows += 1;
-    Ok(())
-}
-
-/// Reads whatever the shard has sent without waiting: an error it raised mid-COPY.
-fn early_answer(
-    conn: &mut crate::backend::BackendConn,
-    out: &mut Out,
-    cout: &mut BytesMut,
-) -> Result<(), Stop> {
-    loop {
-        match conn.stream.try_read_buf(&mut conn.read_buf) {
-            Ok(0) => {
-                conn.broken = true;
-                return Err(BackendError::Closed.into());
-            }
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(BackendError::Io(e).into()),
-        }
-    }
-    while let Some(f) = protocol::split_frame(&mut conn.read_buf).map_err(BackendError::from)? {
-        note_frame(conn, out, f, cout);
-    }
-    Ok(())
-}
-
-fn note_frame(
-    conn: &mut crate::backend::BackendConn,
-    out: &mut Out,
-    f: protocol::Frame,
-    cout: &mut BytesMut,
-) {
-    match f.tag {
-        b'C' => out.count = tag_count(f.body()),
-        b'E' => {
-            out.error.get_or_insert(f.raw);
-        }
-        b'N' => cout.extend_from_slice(&f.raw),
-        b'S' => conn.note_parameter_status(f.body()),
-        b'Z' => out.ready = Some(f.body().first().copied().unwrap_or(b'I')),
-        _ => {}
-    }
-}
-
-/// Reads the shard's answer to the end of its COPY, up to its ReadyForQuery.
-async fn read_answer(
-    conn: &mut crate::backend::BackendConn,
-    out: &mut Out,
-    cout: &mut BytesMut,
-) -> Result<(), BackendError> {
-    while out.ready.is_none() {
-        let f = conn.read_frame().await?;
-        note_frame(conn, out, f, cout);
-    }
-    Ok(())
 }

@@ -1,0 +1,113 @@
+//! The pieces of COPY FROM that read no session state: taking one row to its shard's buffer,
+//! and what a shard's first answer and later frames mean.
+
+use super::*;
+
+/// One row of a COPY FROM into a sharded table, to its shard's buffer.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn take_row(
+    row: &[u8],
+    router: Option<&RowRouter>,
+    header: Header,
+    header_line: &mut Option<Vec<u8>>,
+    header_seen: &mut bool,
+    ended: &mut bool,
+    line: &mut u64,
+    outs: &mut Vec<Out>,
+) -> Result<(), CopyError> {
+    *line += 1;
+    if *ended {
+        return Ok(());
+    }
+    if header != Header::None && !*header_seen {
+        *header_seen = true;
+        if header == Header::Match {
+            for out in outs.iter_mut().filter(|o| o.started) {
+                out.buf.extend_from_slice(row);
+            }
+            *header_line = Some(row.to_vec());
+        }
+        return Ok(());
+    }
+    if rows::is_end_marker(row) {
+        *ended = true;
+        return Ok(());
+    }
+    let Some(router) = router else {
+        return Ok(());
+    };
+    let shard = router.shard_of(row, *line)?;
+    let i = match outs.iter().position(|o| o.shard == shard) {
+        Some(i) => i,
+        None => {
+            outs.push(Out {
+                shard,
+                buf: header_line.clone().unwrap_or_default(),
+                rows: 0,
+                started: false,
+                ready: None,
+                error: None,
+                count: 0,
+            });
+            outs.len() - 1
+        }
+    };
+    let out = &mut outs[i];
+    out.buf.extend_from_slice(row);
+    out.rows += 1;
+    Ok(())
+}
+
+/// Reads whatever the shard has sent without waiting: an error it raised mid-COPY.
+pub(super) fn early_answer(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    cout: &mut BytesMut,
+) -> Result<(), Stop> {
+    loop {
+        match conn.stream.try_read_buf(&mut conn.read_buf) {
+            Ok(0) => {
+                conn.broken = true;
+                return Err(BackendError::Closed.into());
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(BackendError::Io(e).into()),
+        }
+    }
+    while let Some(f) = protocol::split_frame(&mut conn.read_buf).map_err(BackendError::from)? {
+        note_frame(conn, out, f, cout);
+    }
+    Ok(())
+}
+
+pub(super) fn note_frame(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    f: protocol::Frame,
+    cout: &mut BytesMut,
+) {
+    match f.tag {
+        b'C' => out.count = tag_count(f.body()),
+        b'E' => {
+            out.error.get_or_insert(f.raw);
+        }
+        b'N' => cout.extend_from_slice(&f.raw),
+        b'S' => conn.note_parameter_status(f.body()),
+        b'Z' => out.ready = Some(f.body().first().copied().unwrap_or(b'I')),
+        _ => {}
+    }
+}
+
+/// Reads the shard's answer to the end of its COPY, up to its ReadyForQuery.
+pub(super) async fn read_answer(
+    conn: &mut crate::backend::BackendConn,
+    out: &mut Out,
+    cout: &mut BytesMut,
+) -> Result<(), BackendError> {
+    while out.ready.is_none() {
+        let f = conn.read_frame().await?;
+        note_frame(conn, out, f, cout);
+    }
+    Ok(())
+}
