@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common::{shards, use_shards, TestProxy};
+use futures::future::try_join_all;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 pub const SHARDS: usize = 4;
@@ -143,4 +145,136 @@ pub async fn binary_rows(
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect()
+}
+
+// Placement and pruning tests: tables over tablespaces, bulk inserts, where rows belong.
+
+/// Runs each `;`-ended statement of `sql` on its own (sharding DDL takes one at a time).
+pub async fn exec(client: &Client, sql: &str) {
+    for stmt in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        client.batch_execute(stmt).await.unwrap_or_else(|e| {
+            let why = e
+                .as_db_error()
+                .map_or(e.to_string(), |d| d.message().to_string());
+            panic!("{stmt}: {why}")
+        });
+    }
+}
+
+/// `SELECT count(*) … <filter>` on each shard, directly; 0 where the table is not.
+pub async fn counts_where(table: &str, filter: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        if !has_table(i, table).await {
+            out.push(0);
+            continue;
+        }
+        let c = shards().connect(i).await;
+        let sql = format!("SELECT count(*) FROM {table} {filter}");
+        let n: i64 = c
+            .query_one(&sql, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql} on shard {i}: {e}"))
+            .get(0);
+        out.push(n);
+    }
+    out
+}
+
+/// Whether shard `i` has a table of that name.
+pub async fn has_table(i: usize, table: &str) -> bool {
+    let c = shards().connect(i).await;
+    c.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .expect("to_regclass")
+        .get(0)
+}
+
+/// Tablespaces `{prefix}_t1`…`_t4` on s1…s4, and tablespace sets `{prefix}_tsa` = (s1, s2),
+/// `{prefix}_tsb` = (s3, s4).
+pub async fn tablespaces(client: &Client, prefix: &str) {
+    for i in 1..=SHARDS {
+        exec(
+            client,
+            &format!("CREATE TABLESPACE {prefix}_t{i} ON SHARD s{i}"),
+        )
+        .await;
+    }
+    exec(
+        client,
+        &format!("CREATE TABLESPACE SET {prefix}_tsa USING SHARDS (s1, s2)"),
+    )
+    .await;
+    exec(
+        client,
+        &format!("CREATE TABLESPACE SET {prefix}_tsb USING SHARDS (s3, s4)"),
+    )
+    .await;
+}
+
+/// Multi-row INSERTs of `rows` (each a parenthesised VALUES row), 500 per statement.
+pub async fn insert_rows(client: &Client, table: &str, columns: &str, rows: &[String]) {
+    for chunk in rows.chunks(500) {
+        let sql = format!(
+            "INSERT INTO {table} ({columns}) VALUES {}",
+            chunk.join(", ")
+        );
+        let msgs = client
+            .simple_query(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("INSERT INTO {table}: {e}"));
+        let n = msgs.iter().find_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(n) => Some(*n),
+            _ => None,
+        });
+        assert_eq!(n, Some(chunk.len() as u64), "INSERT INTO {table}");
+    }
+}
+
+/// A prepared single-row INSERT run once per parameter row (binary parameters), pipelined
+/// 100 at a time.
+pub async fn insert_prepared(
+    client: &Client,
+    sql: &str,
+    rows: Vec<Vec<Box<dyn ToSql + Sync + Send>>>,
+) {
+    let stmt = client
+        .prepare(sql)
+        .await
+        .unwrap_or_else(|e| panic!("prepare {sql}: {e}"));
+    for chunk in rows.chunks(100) {
+        let runs = chunk.iter().map(|row| {
+            let params: Vec<&(dyn ToSql + Sync)> = row
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            let stmt = &stmt;
+            async move { client.execute(stmt, &params).await }
+        });
+        let done = try_join_all(runs)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert!(done.iter().all(|&n| n == 1), "{sql}");
+    }
+}
+
+pub fn boxed<T: ToSql + Sync + Send + 'static>(v: T) -> Box<dyn ToSql + Sync + Send> {
+    Box::new(v)
+}
+
+pub const REGIONS: [&str; 7] = ["OR", "WA", "AZ", "UT", "NY", "TX", "FL"];
+
+/// The LIST table's partition (= shard) of a region.
+pub fn region_shard(region: &str) -> usize {
+    match region {
+        "OR" | "WA" => 0,
+        "AZ" | "UT" => 1,
+        "NY" => 2,
+        _ => 3,
+    }
+}
+
+/// The RANGE table's partition (= shard) of a key: < 2500, < 5000, < 7500, < MAXVALUE.
+pub fn range_shard(k: i64) -> usize {
+    (k / 2500).clamp(0, 3) as usize
 }
