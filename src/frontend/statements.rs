@@ -150,18 +150,7 @@ impl StatementNames {
         cout: &mut BytesMut,
     ) -> Result<(), Refused> {
         if !name.is_empty() && self.by_name.contains_key(name) {
-            let mut err = BytesMut::new();
-            protocol::error_response(
-                &mut err,
-                Severity::Error,
-                &SqlState::DUPLICATE_PSTATEMENT,
-                &format!(
-                    "prepared statement \"{}\" already exists",
-                    String::from_utf8_lossy(name)
-                ),
-            );
-            pipeline.push(Pending::composed(err.freeze()), cout);
-            return Err(Refused);
+            return Err(refuse_duplicate(name, pipeline, cout));
         }
         let statement = match &self.unnamed {
             Some(s) if name.is_empty() && s.is(query, types) => s.clone(),
@@ -253,18 +242,7 @@ impl StatementNames {
                     return Ok(());
                 }
                 if self.by_name.contains_key(name) {
-                    let mut err = BytesMut::new();
-                    protocol::error_response(
-                        &mut err,
-                        Severity::Error,
-                        &SqlState::DUPLICATE_PSTATEMENT,
-                        &format!(
-                            "prepared statement \"{}\" already exists",
-                            String::from_utf8_lossy(name)
-                        ),
-                    );
-                    pipeline.push(Pending::composed(err.freeze()), cout);
-                    return Err(Refused);
+                    return Err(refuse_duplicate(name, pipeline, cout));
                 }
                 let statement = new_statement();
                 self.by_name.insert(name.into(), statement.clone());
@@ -390,6 +368,22 @@ impl StatementNames {
         );
         Some(name)
     }
+}
+
+/// PostgreSQL's answer to a Parse of a name the client already uses, in its turn.
+fn refuse_duplicate(name: &[u8], pipeline: &mut Pipeline, cout: &mut BytesMut) -> Refused {
+    let mut err = BytesMut::new();
+    protocol::error_response(
+        &mut err,
+        Severity::Error,
+        &SqlState::DUPLICATE_PSTATEMENT,
+        &format!(
+            "prepared statement \"{}\" already exists",
+            String::from_utf8_lossy(name)
+        ),
+    );
+    pipeline.push(Pending::composed(err.freeze()), cout);
+    Refused
 }
 
 /// Whether the message goes on exactly as sent whatever the client's statements are, which its
