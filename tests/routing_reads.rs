@@ -240,3 +240,114 @@ async fn a_merge_never_orders_text_by_another_collation() {
         .await
         .expect("drop");
 }
+
+/// Rows of a read over several shards reach the client while a later shard is still working:
+/// the proxy streams them rather than waiting for every shard. The last shard is held up by an
+/// advisory lock taken on it directly; the first rows must arrive before the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_rows_reach_the_client_while_a_shard_still_works() {
+    use futures::{pin_mut, StreamExt};
+    use std::time::Duration;
+    use tokio_postgres::SimpleQueryMessage;
+
+    let proxy = start();
+    let client = proxy.connect().await;
+    create_customers(&client, "stream_t").await;
+    let rows: Vec<String> = (1..=400).map(|i| format!("({i}, 'n{i}', {i})")).collect();
+    insert_rows(&client, "stream_t", "cust_id, name, score", &rows).await;
+    let per_shard = counts("stream_t").await;
+    assert!(per_shard.iter().all(|&n| n > 0), "{per_shard:?}");
+    let last = common::shards().connect(SHARDS - 1).await;
+    // Each row waits for a shared lock the last shard cannot give while this one holds it.
+    let q = "SELECT cust_id, pg_advisory_xact_lock_shared(4242)::text AS waited FROM stream_t";
+    let patience = Duration::from_secs(60);
+
+    last.batch_execute("SELECT pg_advisory_lock(4242)")
+        .await
+        .expect("lock");
+    let messages = client.simple_query_raw(q).await.expect("simple query");
+    pin_mut!(messages);
+    let first = tokio::time::timeout(patience, messages.next())
+        .await
+        .expect("no row arrived while the last shard waited: the read is not streamed");
+    assert!(matches!(
+        first,
+        Some(Ok(SimpleQueryMessage::RowDescription(_)))
+    ));
+    let row = tokio::time::timeout(patience, messages.next())
+        .await
+        .expect("no row arrived while the last shard waited");
+    assert!(matches!(row, Some(Ok(SimpleQueryMessage::Row(_)))));
+    last.batch_execute("SELECT pg_advisory_unlock(4242)")
+        .await
+        .expect("unlock");
+    let mut n = 1;
+    let mut tag = None;
+    while let Some(m) = messages.next().await {
+        match m.expect("rest of the rows") {
+            SimpleQueryMessage::Row(_) => n += 1,
+            SimpleQueryMessage::CommandComplete(c) => tag = Some(c),
+            _ => {}
+        }
+    }
+    assert_eq!((n, tag), (400, Some(400)));
+
+    // The same through the extended protocol (an Execute without a row limit), binary results.
+    last.batch_execute("SELECT pg_advisory_lock(4242)")
+        .await
+        .expect("lock");
+    let none: [&(dyn tokio_postgres::types::ToSql + Sync); 0] = [];
+    let rows = client.query_raw(q, none).await.expect("extended query");
+    pin_mut!(rows);
+    let row = tokio::time::timeout(patience, rows.next())
+        .await
+        .expect("no row arrived while the last shard waited: the portal is not streamed");
+    let first_id: i64 = row.expect("a row").expect("row").get(0);
+    assert!(first_id > 0);
+    last.batch_execute("SELECT pg_advisory_unlock(4242)")
+        .await
+        .expect("unlock");
+    let mut n = 1;
+    while let Some(r) = rows.next().await {
+        r.expect("rest of the rows");
+        n += 1;
+    }
+    assert_eq!(n, 400);
+    assert_eq!(rows.rows_affected(), Some(400));
+    // The session goes on.
+    let r = simple_rows(&client, "SELECT name FROM stream_t WHERE cust_id = 7").await;
+    assert_eq!(r, vec![vec![Some("n7".into())]]);
+}
+
+/// A multi-shard portal read a few rows at a time inside a transaction block (a driver's fetch
+/// size), with other statements run between the fetches, returns what one PostgreSQL returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_shard_portal_is_read_a_few_rows_at_a_time() {
+    let proxy = start();
+    let mut client = proxy.connect().await;
+    let plain = twin_tables(&client, "fetch_t").await;
+    let q = "SELECT id, v FROM fetch_t ORDER BY v NULLS FIRST, id DESC";
+    let want = binary_rows(&plain, &q.replace("fetch_t", "fetch_t_ref"), &[]).await;
+    let tx = client.transaction().await.expect("begin");
+    let portal = tx.bind(q, &[]).await.expect("bind");
+    let mut got: Vec<(i32, Option<String>)> = Vec::new();
+    loop {
+        let batch = tx.query_portal(&portal, 70).await.expect("fetch");
+        if batch.is_empty() {
+            break;
+        }
+        assert!(batch.len() <= 70);
+        got.extend(batch.iter().map(|r| (r.get(0), r.get(1))));
+        // Another statement between fetches, on one shard and on all of them.
+        let one = tx
+            .query_one("SELECT v FROM fetch_t WHERE id = $1", &[&5i32])
+            .await
+            .expect("keyed read between fetches");
+        let _: Option<String> = one.get(0);
+        tx.query("SELECT id FROM fetch_t WHERE grp = 2", &[])
+            .await
+            .expect("multi-shard read between fetches");
+    }
+    assert_eq!(got, want);
+    tx.commit().await.expect("commit");
+}

@@ -6,14 +6,24 @@
 //! their rows are kept until all have answered (a read bounded by LIMIT keeps at most
 //! `limit + offset` rows per shard).
 
-use std::cmp::Ordering;
-
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 
 use crate::backend::{BackendConn, BackendError};
-use crate::protocol::{self, MessageBuilder};
-use crate::router::plan::{Merge, SortKey, StatementKind};
+use crate::protocol;
+use crate::router::plan::{Merge, StatementKind};
+
+mod frames;
+mod order;
+mod stream;
+
+pub use frames::values;
+use frames::{columns, cstr, fields, tag_count, without_hidden_fields, without_hidden_values};
+use order::RowOrder;
+pub use stream::{
+    describe_portal, skip_to_end, stream_portal, stream_simple, Described, Sink, Spec, StreamError,
+    Streamed,
+};
 
 /// How the shards' answers combine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,27 +56,15 @@ fn bytewise(collation: &str) -> bool {
 }
 
 /// Refuses a merge that would order text by a collation the proxy does not reproduce (the
-/// merge compares bytes): asks the shard that described the rows for each text sort column's
-/// collation (its table column's, else the database's).
+/// merge compares bytes): asks `shard`, which described the rows as `description`, for each
+/// text sort column's collation (its table column's, else the database's).
 async fn check_text_order(
-    answers: &[Answer],
-    combine: &Combine,
-    origin: &Origin<'_>,
+    description: &[u8],
+    shard: crate::catalog::ShardId,
+    merge: &Merge,
+    control: &crate::txn::ControlPools,
 ) -> Result<(), String> {
-    let Combine::Union { merge, .. } = combine else {
-        return Ok(());
-    };
-    if merge.order.is_empty() {
-        return Ok(());
-    }
-    let Some((i, d)) = answers
-        .iter()
-        .enumerate()
-        .find_map(|(i, a)| a.description.as_ref().map(|d| (i, d)))
-    else {
-        return Ok(());
-    };
-    let fields = fields(d);
+    let fields = fields(description);
     for k in &merge.order {
         let Some(f) = fields.get(k.column) else {
             continue;
@@ -74,11 +72,7 @@ async fn check_text_order(
         if !matches!(f.type_oid, 25 | 1043 | 1042 | 19) {
             continue;
         }
-        let Some(&shard) = origin.shards.get(i) else {
-            continue;
-        };
-        let client = origin
-            .control
+        let client = control
             .shard(shard)
             .pool
             .get()
@@ -106,6 +100,28 @@ async fn check_text_order(
         }
     }
     Ok(())
+}
+
+/// [`check_text_order`] for a merge of buffered answers, by the first that described its rows.
+async fn check_answers_text_order(
+    answers: &[Answer],
+    combine: &Combine,
+    origin: &Origin<'_>,
+) -> Result<(), String> {
+    let Combine::Union { merge, .. } = combine else {
+        return Ok(());
+    };
+    if merge.order.is_empty() {
+        return Ok(());
+    }
+    let described = answers
+        .iter()
+        .zip(origin.shards)
+        .find_map(|(a, s)| a.description.as_ref().map(|d| (d, *s)));
+    match described {
+        Some((d, shard)) => check_text_order(d, shard, merge, origin.control).await,
+        None => Ok(()),
+    }
 }
 
 /// What one shard answered.
@@ -243,6 +259,37 @@ pub async fn run_extended(
     Ok(combined(&mut answers, combine, origin).await)
 }
 
+/// The rest of a portal's rows on every connection, read up to each Execute's end after
+/// [`describe_portal`] read up to the description, combined.
+pub async fn finish_portal(
+    conns: &mut [&mut BackendConn],
+    combine: &Combine,
+    origin: &Origin<'_>,
+    description: Option<(Bytes, usize)>,
+) -> Result<Combined, BackendError> {
+    let mut answers = Vec::with_capacity(conns.len());
+    for conn in conns.iter_mut() {
+        answers.push(read_answer(conn, Until::Executed).await?);
+    }
+    if let Some((d, by)) = description {
+        if let Some(a) = answers.get_mut(by) {
+            a.description = Some(d);
+        }
+    }
+    Ok(combined(&mut answers, combine, origin).await)
+}
+
+/// The RowDescription the client gets for shards' `description`: without the sort columns the
+/// proxy added.
+pub fn client_description(description: &Bytes, combine: &Combine) -> Bytes {
+    match combine {
+        Combine::Union { merge, .. } if merge.hidden > 0 => {
+            without_hidden_fields(description, merge.hidden)
+        }
+        _ => description.clone(),
+    }
+}
+
 /// The combined answer of several shards.
 pub enum Combined {
     Rows(Rows),
@@ -274,7 +321,7 @@ async fn combined(answers: &mut [Answer], combine: &Combine, origin: &Origin<'_>
     if let Some(error) = answers.iter().find_map(|a| a.error.clone()) {
         return Combined::Failed { notices, error };
     }
-    let rows = match check_text_order(answers, combine, origin).await {
+    let rows = match check_answers_text_order(answers, combine, origin).await {
         Ok(()) => combine_rows(answers, combine),
         Err(message) => Err(message),
     };
@@ -301,7 +348,7 @@ async fn combined(answers: &mut [Answer], combine: &Combine, origin: &Origin<'_>
 
 /// Where a shard's answer ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Until {
+pub(crate) enum Until {
     /// ReadyForQuery: a simple query.
     Ready,
     /// The Execute's completion (or the error that skips the rest of the batch).
@@ -348,15 +395,6 @@ async fn read_answer(conn: &mut BackendConn, until: Until) -> Result<Answer, Bac
     }
 }
 
-fn cstr(b: &[u8]) -> &[u8] {
-    b.split(|&c| c == 0).next().unwrap_or(b)
-}
-
-/// The count at the end of a command tag (`INSERT 0 3`, `UPDATE 2`, `SELECT 5`).
-fn tag_count(tag: &str) -> Option<u64> {
-    tag.rsplit(' ').next()?.parse().ok()
-}
-
 fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, String> {
     let (kind, merge, row_shards) = match combine {
         Combine::Copies => {
@@ -380,7 +418,10 @@ fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, Strin
     let description = answers.iter().find_map(|a| a.description.clone());
     let layout = description.as_deref().map(columns).unwrap_or_default();
     let mut rows: Vec<Bytes> = if !merge.order.is_empty() {
-        sorted(answers, &merge.order, &layout)?
+        let order = RowOrder::new(&merge.order, &layout)?;
+        let mut rows: Vec<Bytes> = answers.iter_mut().flat_map(|a| a.rows.drain(..)).collect();
+        order.sort(&mut rows)?;
+        rows
     } else if !row_shards.is_empty() && kind == StatementKind::Insert {
         in_values_order(answers, row_shards)
     } else {
@@ -445,340 +486,4 @@ fn in_values_order(answers: &mut [Answer], row_shards: &[usize]) -> Vec<Bytes> {
             r
         })
         .collect()
-}
-
-/// A RowDescription field, as far as the merge looks at it.
-struct Field {
-    table_oid: u32,
-    column: i16,
-    type_oid: u32,
-}
-
-fn fields(frame: &[u8]) -> Vec<Field> {
-    let mut b = &frame[5..];
-    let n = protocol::take_i16(&mut b, "RowDescription")
-        .unwrap_or(0)
-        .max(0);
-    let mut out = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        if protocol::take_cstr(&mut b, "RowDescription").is_err() || b.len() < 18 {
-            break;
-        }
-        out.push(Field {
-            table_oid: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-            column: i16::from_be_bytes([b[4], b[5]]),
-            type_oid: u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
-        });
-        b = &b[18..];
-    }
-    out
-}
-
-/// The type OID and format code (0 text, 1 binary) of each column of a RowDescription.
-fn columns(frame: &[u8]) -> Vec<(u32, i16)> {
-    let mut b = &frame[5..];
-    let n = protocol::take_i16(&mut b, "RowDescription")
-        .unwrap_or(0)
-        .max(0);
-    let mut types = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        if protocol::take_cstr(&mut b, "RowDescription").is_err() || b.len() < 18 {
-            break;
-        }
-        types.push((
-            u32::from_be_bytes([b[6], b[7], b[8], b[9]]),
-            i16::from_be_bytes([b[16], b[17]]),
-        ));
-        b = &b[18..];
-    }
-    types
-}
-
-/// A RowDescription without its last `hidden` fields.
-fn without_hidden_fields(frame: &[u8], hidden: usize) -> Bytes {
-    let mut b = &frame[5..];
-    let n = protocol::take_i16(&mut b, "RowDescription")
-        .unwrap_or(0)
-        .max(0) as usize;
-    let keep = n.saturating_sub(hidden);
-    let mut body = BytesMut::new();
-    let mut rest = b;
-    for _ in 0..keep {
-        let start = rest;
-        if protocol::take_cstr(&mut rest, "RowDescription").is_err() || rest.len() < 18 {
-            break;
-        }
-        rest = &rest[18..];
-        body.extend_from_slice(&start[..start.len() - rest.len()]);
-    }
-    let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'T')
-        .i16(keep as i16)
-        .bytes(&body)
-        .finish();
-    out.freeze()
-}
-
-/// The column values of a DataRow (`None` for NULL).
-pub fn values(frame: &[u8]) -> Vec<Option<&[u8]>> {
-    let mut b = &frame[5..];
-    let n = protocol::take_i16(&mut b, "DataRow").unwrap_or(0).max(0);
-    let mut v = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let Ok(len) = protocol::take_i32(&mut b, "DataRow") else {
-            break;
-        };
-        if len < 0 {
-            v.push(None);
-        } else {
-            let len = (len as usize).min(b.len());
-            v.push(Some(&b[..len]));
-            b = &b[len..];
-        }
-    }
-    v
-}
-
-fn without_hidden_values(frame: &[u8], hidden: usize) -> Bytes {
-    let vals = values(frame);
-    let keep = vals.len().saturating_sub(hidden);
-    let mut out = BytesMut::new();
-    let mut m = MessageBuilder::new(&mut out, b'D');
-    m.i16(keep as i16);
-    for v in &vals[..keep] {
-        match v {
-            None => {
-                m.i32(-1);
-            }
-            Some(v) => {
-                m.i32(v.len() as i32).bytes(v);
-            }
-        }
-    }
-    m.finish();
-    out.freeze()
-}
-
-/// How a sort column's values compare.
-#[derive(Clone, Copy)]
-enum Order {
-    Integer,
-    Float,
-    Numeric,
-    /// Byte order: text in the C collation, ISO dates and timestamps, uuids, booleans.
-    Bytes,
-    /// Binary format: big-endian two's complement (int2/4/8, date, timestamp).
-    BinaryInteger,
-    /// Binary format: IEEE float4/float8.
-    BinaryFloat,
-}
-
-fn order_of(oid: u32, format: i16) -> Option<Order> {
-    const INTEGERS: [u32; 4] = [20, 21, 23, 26];
-    const FLOATS: [u32; 2] = [700, 701];
-    // text, varchar, bpchar, name (C collation); uuid; bool (f < t, 0 < 1)
-    const BYTES: [u32; 6] = [25, 1043, 1042, 19, 2950, 16];
-    // date, timestamp: ISO text output sorts by bytes; binary is an integer
-    const TIMES: [u32; 2] = [1082, 1114];
-    Some(match (format, oid) {
-        (0, o) if INTEGERS.contains(&o) => Order::Integer,
-        (0, o) if FLOATS.contains(&o) => Order::Float,
-        (0, 1700) => Order::Numeric,
-        (0, o) if BYTES.contains(&o) || TIMES.contains(&o) => Order::Bytes,
-        (1, o) if INTEGERS.contains(&o) || TIMES.contains(&o) => Order::BinaryInteger,
-        (1, o) if FLOATS.contains(&o) => Order::BinaryFloat,
-        (1, o) if BYTES.contains(&o) => Order::Bytes,
-        _ => return None,
-    })
-}
-
-fn sorted(
-    answers: &mut [Answer],
-    keys: &[SortKey],
-    columns: &[(u32, i16)],
-) -> Result<Vec<Bytes>, String> {
-    let mut orders = Vec::with_capacity(keys.len());
-    for k in keys {
-        let (oid, format) = columns.get(k.column).copied().unwrap_or((0, 0));
-        orders.push(order_of(oid, format).ok_or_else(|| {
-            format!(
-                "ORDER BY a column of type OID {oid} over several shards is not supported yet: \
-                 add the full sharding key to the WHERE clause, or order by a number, text, \
-                 date or timestamp column"
-            )
-        })?);
-    }
-    let mut rows: Vec<Bytes> = answers.iter_mut().flat_map(|a| a.rows.drain(..)).collect();
-    let mut bad = None;
-    // A stable sort of the concatenation equals a merge of the shards' sorted runs.
-    rows.sort_by(|a, b| {
-        let (va, vb) = (values(a), values(b));
-        for (k, o) in keys.iter().zip(&orders) {
-            let (x, y) = (
-                va.get(k.column).copied().flatten(),
-                vb.get(k.column).copied().flatten(),
-            );
-            let ord = match (x, y) {
-                (None, None) => Ordering::Equal,
-                (None, Some(_)) => {
-                    if k.nulls_first {
-                        Ordering::Less
-                    } else {
-                        Ordering::Greater
-                    }
-                }
-                (Some(_), None) => {
-                    if k.nulls_first {
-                        Ordering::Greater
-                    } else {
-                        Ordering::Less
-                    }
-                }
-                (Some(x), Some(y)) => {
-                    let c = compare(*o, x, y).unwrap_or_else(|e| {
-                        bad.get_or_insert(e);
-                        Ordering::Equal
-                    });
-                    if k.descending {
-                        c.reverse()
-                    } else {
-                        c
-                    }
-                }
-            };
-            if ord != Ordering::Equal {
-                return ord;
-            }
-        }
-        Ordering::Equal
-    });
-    match bad {
-        Some(e) => Err(e),
-        None => Ok(rows),
-    }
-}
-
-fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
-    fn text(b: &[u8]) -> Result<&str, String> {
-        std::str::from_utf8(b).map_err(|_| "a sort value is not text".to_string())
-    }
-    Ok(match o {
-        Order::Bytes => x.cmp(y),
-        Order::BinaryInteger => {
-            let p = |b: &[u8]| -> Result<i64, String> {
-                Ok(match b.len() {
-                    2 => i64::from(i16::from_be_bytes([b[0], b[1]])),
-                    4 => i64::from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                    8 => i64::from_be_bytes(b.try_into().map_err(|_| "bad integer")?),
-                    n => return Err(format!("a binary integer of {n} bytes")),
-                })
-            };
-            p(x)?.cmp(&p(y)?)
-        }
-        Order::BinaryFloat => {
-            let p = |b: &[u8]| -> Result<f64, String> {
-                Ok(match b.len() {
-                    4 => f64::from(f32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                    8 => f64::from_be_bytes(b.try_into().map_err(|_| "bad float")?),
-                    n => return Err(format!("a binary float of {n} bytes")),
-                })
-            };
-            float_order(p(x)?, p(y)?)
-        }
-        Order::Integer => {
-            let p = |b: &[u8]| text(b)?.parse::<i64>().map_err(|e| e.to_string());
-            p(x)?.cmp(&p(y)?)
-        }
-        Order::Float => {
-            // PostgreSQL sorts NaN above every other value.
-            let p = |b: &[u8]| -> Result<f64, String> {
-                match text(b)? {
-                    "NaN" => Ok(f64::NAN),
-                    "Infinity" => Ok(f64::INFINITY),
-                    "-Infinity" => Ok(f64::NEG_INFINITY),
-                    s => s.parse::<f64>().map_err(|e| e.to_string()),
-                }
-            };
-            float_order(p(x)?, p(y)?)
-        }
-        Order::Numeric => compare_numeric(text(x)?, text(y)?),
-    })
-}
-
-/// PostgreSQL's float order: NaN above every other value, equal to itself.
-fn float_order(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-    }
-}
-
-/// Orders numeric output text exactly: `-Infinity` < numbers < `Infinity` < `NaN`.
-fn compare_numeric(a: &str, b: &str) -> Ordering {
-    fn rank(s: &str) -> i8 {
-        match s {
-            "-Infinity" => 0,
-            "Infinity" => 2,
-            "NaN" => 3,
-            _ => 1,
-        }
-    }
-    let (ra, rb) = (rank(a), rank(b));
-    if ra != 1 || rb != 1 {
-        return ra.cmp(&rb);
-    }
-    let neg = |s: &str| s.starts_with('-');
-    let magnitude = |s: &str| {
-        let s = s.trim_start_matches(['-', '+']);
-        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-        let int = int.trim_start_matches('0').to_string();
-        let frac = frac.trim_end_matches('0').to_string();
-        (int, frac)
-    };
-    let (ia, fa) = magnitude(a);
-    let (ib, fb) = magnitude(b);
-    let zero = |i: &str, f: &str| i.is_empty() && f.is_empty();
-    let (na, nb) = (neg(a) && !zero(&ia, &fa), neg(b) && !zero(&ib, &fb));
-    let mag = ia
-        .len()
-        .cmp(&ib.len())
-        .then_with(|| ia.cmp(&ib))
-        .then_with(|| fa.cmp(&fb));
-    match (na, nb) {
-        (false, false) => mag,
-        (true, true) => mag.reverse(),
-        (true, false) => Ordering::Less,
-        (false, true) => Ordering::Greater,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::compare_numeric;
-    use std::cmp::Ordering::*;
-
-    #[test]
-    fn numeric_text_orders_exactly() {
-        let cases = [
-            ("1", "2", Less),
-            ("10", "9", Greater),
-            ("-10", "-9", Less),
-            ("1.50", "1.5", Equal),
-            ("0.001", "0.01", Less),
-            ("-0", "0", Equal),
-            ("-1", "0.5", Less),
-            ("NaN", "Infinity", Greater),
-            ("-Infinity", "-1e9", Less),
-            (
-                "123456789012345678901234567890",
-                "123456789012345678901234567889",
-                Greater,
-            ),
-        ];
-        for (a, b, want) in cases {
-            assert_eq!(compare_numeric(a, b), want, "{a} vs {b}");
-        }
-    }
 }

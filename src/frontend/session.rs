@@ -40,7 +40,7 @@ mod multi;
 
 use dest::Dest;
 use links::Parked;
-use multi::Portal;
+use multi::{ClientSink, Portals};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -146,8 +146,8 @@ pub struct Session {
     begin_sql: Option<String>,
     /// Spreads reads of duplicated tables over their shards.
     round_robin: usize,
-    /// The result of a Bind that ran on several shards, read by the client's Execute.
-    portal: Option<Portal>,
+    /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
+    portals: Portals,
     /// Generated key values taken for the INSERT being routed.
     pending_keys: Vec<i64>,
     /// The catalog snapshot last routed with (refreshed when the catalog's version moves).
@@ -191,7 +191,7 @@ impl Session {
             parked: Vec::new(),
             begin_sql: None,
             round_robin: 0,
-            portal: None,
+            portals: Portals::default(),
             pending_keys: Vec::new(),
             snapshot: None,
             deferred_parse_len: 0,
@@ -208,7 +208,7 @@ impl Session {
 
     /// Serves the client until it disconnects. The backend connection is given back or closed
     /// when the session drops (see `Drop`).
-    pub async fn run<C: ClientSocket>(mut self, mut client: C) -> Next {
+    pub async fn run<C: ClientSocket + Send>(mut self, mut client: C) -> Next {
         if let Err(e) = self.run_loop(&mut client).await {
             tracing::debug!(parent: &self.span, error = %e, "session ended with an error");
         }
@@ -216,7 +216,10 @@ impl Session {
         Next::Done
     }
 
-    async fn run_loop<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
+    async fn run_loop<C: ClientSocket + Send>(
+        &mut self,
+        client: &mut C,
+    ) -> Result<(), SessionError> {
         loop {
             if self.client_unread {
                 let said = match self.on_client_data_now()? {
@@ -227,7 +230,7 @@ impl Session {
                     // the rare case).
                     ClientStep::General(len) => {
                         let general: Pin<Box<dyn Future<Output = _> + Send + '_>> =
-                            Box::pin(self.on_client_data(len));
+                            Box::pin(self.on_client_data(len, client));
                         general.await?
                     }
                 };
@@ -270,10 +273,16 @@ impl Session {
     /// Handles the client frames from one `len` bytes long that needs the general path (a
     /// connection to wait for, a statement the proxy answers: [`Session::on_client_frame`]);
     /// those after it go the plain way again where they can.
-    async fn on_client_data(&mut self, mut len: usize) -> Result<ClientSaid, SessionError> {
+    async fn on_client_data(
+        &mut self,
+        mut len: usize,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<ClientSaid, SessionError> {
         loop {
             let mut cin = std::mem::take(&mut self.cin);
-            let handled = self.on_client_frame(Frame::borrowed(&cin[..len])).await;
+            let handled = self
+                .on_client_frame(Frame::borrowed(&cin[..len]), client)
+                .await;
             consume(&mut cin, len);
             self.cin = cin;
             handled?;

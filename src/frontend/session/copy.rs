@@ -185,7 +185,12 @@ impl Session {
 
     /// Runs a COPY the client sent as a simple query (`tag` `Q`), or answers its Bind (`B`)
     /// and waits for its Execute.
-    pub(super) async fn run_copy(&mut self, job: CopyJob, tag: u8) -> Result<(), SessionError> {
+    pub(super) async fn run_copy(
+        &mut self,
+        job: CopyJob,
+        tag: u8,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         // Whatever the client is still owed comes first.
         self.drain_current().await?;
         if tag == b'B' {
@@ -193,14 +198,19 @@ impl Session {
             self.copy = Some(Box::new(CopyState::Portal(job)));
             return Ok(());
         }
-        self.start_copy(job, false).await
+        self.start_copy(job, false, client).await
     }
 
-    async fn start_copy(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
+    async fn start_copy(
+        &mut self,
+        job: CopyJob,
+        extended: bool,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         if job.plan.from {
             self.start_copy_in(job, extended).await
         } else {
-            self.copy_out(job, extended).await
+            self.copy_out(job, extended, client).await
         }
     }
 
@@ -435,6 +445,7 @@ impl Session {
     pub(super) async fn on_copy_frame(
         &mut self,
         frame: &Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
     ) -> Result<bool, SessionError> {
         let Some(state) = self.copy.take() else {
             return Ok(false);
@@ -443,7 +454,7 @@ impl Session {
             CopyState::In(st) => *st,
             CopyState::Portal(job) => {
                 return match frame.tag {
-                    b'E' => self.start_copy(job, true).await.map(|()| true),
+                    b'E' => self.start_copy(job, true, client).await.map(|()| true),
                     b'D' => {
                         // A COPY returns no rows.
                         MessageBuilder::new(&mut self.cout, b'n').finish();

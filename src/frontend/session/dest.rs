@@ -100,6 +100,9 @@ fn portal_messages(
         .u8(b'P')
         .cstr(b"")
         .finish();
+    // The description comes back before the Execute has run: a slow shard must not hold up
+    // the BindComplete the client waits for.
+    protocol::flush(&mut out);
     MessageBuilder::new(&mut out, b'E')
         .cstr(b"")
         .i32(0)
@@ -112,25 +115,27 @@ impl Session {
     /// Where `frame` goes. Cheap when the catalog records no table (everything goes where it
     /// always went) and when the statement's plan is cached.
     pub(super) fn decide(&mut self, frame: &Frame<&[u8]>) -> Result<Dest, SessionError> {
-        if let Some(portal) = &self.portal {
+        if !self.portals.is_empty() {
             let named = match ClientFrame::parse(frame)? {
                 ClientFrame::Describe { kind: b'P', name }
                 | ClientFrame::Close { kind: b'P', name } => Some(name),
                 ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
-                // A Sync ends the portal, a new Bind of its name replaces it.
+                // A Sync ends the portals unless a transaction block keeps them, as
+                // PostgreSQL's portals live until their transaction ends; a new Bind of a
+                // portal's name replaces it.
                 ClientFrame::Sync => {
-                    self.portal = None;
+                    if self.session_status() != b'T' {
+                        self.portals.clear();
+                    }
                     None
                 }
                 ClientFrame::Bind { portal: name, .. } => {
-                    if *name == *portal.name {
-                        self.portal = None;
-                    }
+                    self.portals.forget(name);
                     None
                 }
                 _ => None,
             };
-            if named.is_some_and(|n| self.portal.as_ref().is_some_and(|p| *n == *p.name)) {
+            if named.is_some_and(|n| self.portals.has(n)) {
                 return Ok(Dest::Portal);
             }
         }

@@ -9,16 +9,28 @@ impl Session {
     pub(super) async fn on_client_frame(
         &mut self,
         frame: Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        if self.copy.is_some() && self.on_copy_frame(&frame).await? {
+        if self.copy.is_some() && self.on_copy_frame(&frame, client).await? {
             return Ok(());
+        }
+        if let Some(name) = self.portals.on_shards() {
+            if !reads_portal(&frame, name)? {
+                // The portal's connections must be free for what comes now.
+                if frame.tag == b'S' && self.session_status() != b'T' {
+                    let name = name.to_vec();
+                    self.drop_portal(&name).await?;
+                } else {
+                    self.buffer_portal().await?;
+                }
+            }
         }
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
             }
             self.skip_until_sync = false;
-            self.portal = None;
+            self.drop_portals().await?;
             self.sync_parked().await?;
             if self.backend.is_none() {
                 let status = self.session_status();
@@ -100,14 +112,14 @@ impl Session {
                 return Ok(());
             }
             Dest::Multi(multi) => {
-                self.run_multi(multi).await?;
+                self.run_multi(multi, client).await?;
                 return Ok(());
             }
             Dest::MultiPortal(m) => {
                 self.run_multi_portal(m).await?;
                 return Ok(());
             }
-            Dest::Portal => return self.answer_portal(&frame),
+            Dest::Portal => return self.answer_portal(&frame, client).await,
             Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
             Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
             Dest::InsertSelect(plan) => {
@@ -117,7 +129,7 @@ impl Session {
                 return Ok(());
             }
             Dest::Copy(job) => {
-                self.run_copy(job, frame.tag).await?;
+                self.run_copy(job, frame.tag, client).await?;
                 return Ok(());
             }
             Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
@@ -138,15 +150,28 @@ impl Session {
             }
         }
         if frame.tag == b'S' {
-            self.portal = None;
+            if self.session_status() != b'T' {
+                self.drop_portals().await?;
+            }
             self.sync_parked().await?;
         } else if let Some(text) = self.block_end_text(&frame) {
+            // The block's portals end with it.
+            self.drop_portals().await?;
             self.end_parked_blocks(&text).await?;
             self.begin_sql = None;
         } else {
             self.note_block_start(&frame);
         }
         self.forward(&frame)
+    }
+
+    /// Closes every multi-shard portal (their transaction, or batch, ended).
+    async fn drop_portals(&mut self) -> Result<(), SessionError> {
+        if let Some(name) = self.portals.on_shards().map(<[u8]>::to_vec) {
+            self.drop_portal(&name).await?;
+        }
+        self.portals.clear();
+        Ok(())
     }
 
     /// Statements the proxy answers itself: admin SHOWs and DDL that needs the catalog. The
@@ -186,4 +211,16 @@ impl Session {
         protocol::ready_for_query(&mut out, self.tx_status);
         Some(out)
     }
+}
+
+/// Whether the frame is a Describe, Execute or Close of portal `name`, or a Flush.
+fn reads_portal(frame: &Frame<&[u8]>, name: &[u8]) -> Result<bool, SessionError> {
+    let named = match ClientFrame::parse(frame)? {
+        ClientFrame::Describe { kind: b'P', name } | ClientFrame::Close { kind: b'P', name } => {
+            name
+        }
+        ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute")?,
+        _ => return Ok(frame.tag == b'H'),
+    };
+    Ok(named == name)
 }

@@ -3,12 +3,130 @@
 
 use super::dest::{Multi, MultiPortal};
 use super::*;
-use crate::executor::gather;
+use crate::executor::gather::{self, Combine};
 
-/// A multi-shard portal's result, answered by the proxy.
+/// A multi-shard portal, answered by the proxy.
 pub(super) struct Portal {
     pub(super) name: Box<[u8]>,
-    rows: gather::Rows,
+    rows: PortalRows,
+}
+
+enum PortalRows {
+    /// Read in full: a statement the proxy answered itself, or rows an Execute with a row limit
+    /// (or a message for another shard) made the proxy read.
+    Buffered(gather::Rows),
+    /// Still on the shards, each read up to the portal's description: the client's Execute
+    /// streams them.
+    OnShards {
+        shards: Vec<ShardId>,
+        combine: Combine,
+        description: Option<(bytes::Bytes, usize)>,
+    },
+}
+
+impl Portal {
+    /// Whether the portal's rows are still on its shards' connections, which then can take no
+    /// other statement until they are read.
+    fn on_shards(&self) -> bool {
+        matches!(self.rows, PortalRows::OnShards { .. })
+    }
+}
+
+/// The session's multi-shard portals, by name. At most one has its rows still on its shards:
+/// any message that needs those connections has the proxy read them first.
+#[derive(Default)]
+pub(super) struct Portals(Vec<Portal>);
+
+impl Portals {
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(super) fn has(&self, name: &[u8]) -> bool {
+        self.0.iter().any(|p| *p.name == *name)
+    }
+
+    /// The portal whose rows are still on its shards.
+    pub(super) fn on_shards(&self) -> Option<&[u8]> {
+        self.0.iter().find(|p| p.on_shards()).map(|p| &*p.name)
+    }
+
+    /// Forgets a portal whose rows the proxy holds (a new Bind of its name replaces it).
+    pub(super) fn forget(&mut self, name: &[u8]) {
+        self.0.retain(|p| *p.name != *name || p.on_shards());
+    }
+
+    /// Forgets every portal (their transaction ended); none may have rows on its shards.
+    pub(super) fn clear(&mut self) {
+        debug_assert!(
+            self.on_shards().is_none(),
+            "a portal's rows left on its shards"
+        );
+        self.0.clear();
+    }
+
+    fn put(&mut self, portal: Portal) {
+        self.0.retain(|p| p.name != portal.name);
+        self.0.push(portal);
+    }
+
+    fn take(&mut self, name: &[u8]) -> Option<Portal> {
+        let i = self.0.iter().position(|p| *p.name == *name)?;
+        Some(self.0.swap_remove(i))
+    }
+
+    fn get_mut(&mut self, name: &[u8]) -> Option<&mut Portal> {
+        self.0.iter_mut().find(|p| *p.name == *name)
+    }
+}
+
+/// The client's output while the proxy streams a multi-shard answer into it: written to the
+/// client whenever a high-water mark's worth has gathered, which bounds the memory a large
+/// result takes.
+pub(super) struct ClientSink<'a> {
+    pub(super) cout: &'a mut BytesMut,
+    pub(super) client: &'a mut (dyn ClientSocket + Send),
+}
+
+impl gather::Sink for ClientSink<'_> {
+    fn out(&mut self) -> &mut BytesMut {
+        self.cout
+    }
+
+    async fn written(&mut self) -> std::io::Result<()> {
+        if self.cout.len() < HIGH_WATER {
+            return Ok(());
+        }
+        while !self.cout.is_empty() {
+            let n = std::future::poll_fn(|cx| self.client.poll_write(cx, self.cout)).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            consume(self.cout, n);
+        }
+        Ok(())
+    }
+
+    fn waiting(&mut self) -> std::io::Result<()> {
+        if !self.cout.is_empty() {
+            let n = self.client.write_now(self.cout)?;
+            consume(self.cout, n);
+        }
+        Ok(())
+    }
+}
+
+/// The connections of `parked` at `order`'s indexes, in that order.
+pub(super) fn conns_at<'a>(
+    parked: &'a mut [Parked],
+    order: &[usize],
+) -> Vec<&'a mut crate::backend::BackendConn> {
+    let mut slots: Vec<Option<&mut Parked>> = parked.iter_mut().map(Some).collect();
+    order
+        .iter()
+        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+        .map(|p| &mut *p.conn.conn)
+        .collect()
 }
 
 /// A simple-protocol reply the proxy composed, as a portal's result; its ErrorResponse if it
@@ -57,7 +175,10 @@ impl Session {
                     Pending::composed(protocol::empty_message(b'2')),
                     &mut self.cout,
                 );
-                self.portal = Some(Portal { name: portal, rows });
+                self.portals.put(Portal {
+                    name: portal,
+                    rows: PortalRows::Buffered(rows),
+                });
             }
             Err(error) => {
                 self.pipeline.push(Pending::composed(error), &mut self.cout);
@@ -91,176 +212,354 @@ impl Session {
         Ok(())
     }
 
-    /// Runs a simple query on several shards and answers the client with the combined result.
-    pub(super) async fn run_multi(&mut self, multi: Multi) -> Result<(), SessionError> {
+    /// Runs a simple query on several shards and answers the client with the combined result,
+    /// streamed as the rows arrive where the answer is a union of the shards' rows.
+    pub(super) async fn run_multi(
+        &mut self,
+        multi: Multi,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         // Every shard's connection, with the client's settings applied, parked.
-        for &shard in &multi.shards {
-            self.switch_to(shard).await?;
-            self.drain_current().await?;
-            self.park_current();
-        }
-        let session_status = if self.parked.iter().any(|p| p.tx_status == b'E') {
-            b'E'
-        } else if self.parked.iter().any(|p| p.tx_status == b'T') {
-            b'T'
-        } else {
-            b'I'
-        };
-        let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::new();
-        let mut order: Vec<usize> = Vec::new();
-        // In the order of `multi.shards`, which the SQL and the row assignment follow.
+        let order = self.connections_for(&multi.shards).await?;
+        let session_status = self.session_status();
         self.announce_running();
-        let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
-        for shard in &multi.shards {
-            if let Some(i) = parked
-                .iter()
-                .position(|p| p.as_ref().is_some_and(|p| p.conn.shard == *shard))
-            {
-                let p = parked[i].take().map(|p| &mut *p.conn.conn);
-                if let Some(c) = p {
-                    conns.push(c);
-                    order.push(i);
-                }
-            }
-        }
         let origin = gather::Origin {
             shards: &multi.shards,
             control: &self.ctx.control,
         };
-        let result = gather::run(
-            &mut conns,
-            &multi.sql,
-            &multi.combine,
-            &origin,
-            session_status,
-            &mut self.cout,
-        )
-        .await;
-        drop(conns);
-        self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok(statuses) => {
-                for (i, status) in order.into_iter().zip(statuses) {
-                    self.parked[i].tx_status = status;
-                }
-                // A failed block is answered from the shard that failed it.
-                if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
-                    let p = self.parked.swap_remove(i);
-                    self.tx_status = p.tx_status;
-                    self.backend = Some(p.conn);
-                    self.backend_arm = ReadArm::default();
-                }
-                self.release_parked_if_idle();
-                Ok(())
+        let mut conns = conns_at(&mut self.parked, &order);
+        let result = match &multi.combine {
+            Combine::Union { kind, merge, rows } if rows.is_empty() => {
+                let spec = gather::Spec {
+                    kind: *kind,
+                    merge,
+                    describe: true,
+                    description: None,
+                };
+                let mut sink = ClientSink {
+                    cout: &mut self.cout,
+                    client,
+                };
+                gather::stream_simple(&mut conns, &multi.sql, &spec, &origin, &mut sink)
+                    .await
+                    .map(|streamed| streamed.statuses)
             }
+            // Rows returned in VALUES order, or one copy's answer of a duplicated table: small,
+            // and combined once every shard has answered.
+            combine => gather::run_simple(&mut conns, &multi.sql, combine, &origin)
+                .await
+                .map(|(combined, statuses)| {
+                    gather::write(&combined, &mut self.cout);
+                    statuses
+                })
+                .map_err(gather::StreamError::Backend),
+        };
+        drop(conns);
+        self.deferred_parse_len = 0;
+        self.cancel.slot.set_others(Vec::new());
+        let statuses = self.after_multi(&order, result)?;
+        protocol::ready_for_query(
+            &mut self.cout,
+            gather::combined_status(&statuses, session_status),
+        );
+        for (&i, status) in order.iter().zip(statuses) {
+            self.parked[i].tx_status = status;
+        }
+        // A failed block is answered from the shard that failed it.
+        if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
+            let p = self.parked.swap_remove(i);
+            self.tx_status = p.tx_status;
+            self.backend = Some(p.conn);
+            self.backend_arm = ReadArm::default();
+        }
+        self.release_parked_if_idle();
+        Ok(())
+    }
+
+    /// The outcome of work on the parked connections at `order`: a lost shard breaks every
+    /// connection of the statement (their answers are out of step now), a lost client ends the
+    /// session.
+    fn after_multi<T>(
+        &mut self,
+        order: &[usize],
+        result: Result<T, gather::StreamError>,
+    ) -> Result<T, SessionError> {
+        match result {
+            Ok(t) => Ok(t),
             Err(e) => {
-                for p in &mut self.parked {
-                    p.conn.conn.broken = true;
+                for &i in order {
+                    self.parked[i].conn.conn.broken = true;
                 }
-                Err(e.into())
+                Err(match e {
+                    gather::StreamError::Backend(e) => e.into(),
+                    gather::StreamError::Client(e) => SessionError::Client(e),
+                })
             }
         }
     }
 
-    /// Executes a Bind on every shard of its route; the client's Describe and Execute of the
-    /// portal are then answered from the combined result ([`Session::answer_portal`]).
+    /// Executes a Bind on every shard of its route and reads each shard's answers up to the
+    /// portal's description; the client's Describe is answered from it, its Execute streams the
+    /// rows ([`Session::answer_portal`]).
     pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
-        let conns_of = self.connections_for(&m.shards).await?;
-        let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::with_capacity(conns_of.len());
+        let order = self.connections_for(&m.shards).await?;
         self.announce_running();
-        let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
-        for &i in &conns_of {
-            if let Some(p) = parked[i].take() {
-                // The shard's part of the batch stays open until the client's Sync.
-                p.unsynced = true;
-                p.conn.conn.unnamed = None;
-                conns.push(&mut *p.conn.conn);
-            }
+        for &i in &order {
+            // The shard's part of the batch stays open until the client's Sync.
+            self.parked[i].unsynced = true;
         }
-        let messages = vec![m.messages; conns.len()];
-        let origin = gather::Origin {
-            shards: &m.shards,
-            control: &self.ctx.control,
-        };
-        let result = gather::run_extended(&mut conns, &messages, &m.combine, &origin).await;
+        let messages = vec![m.messages; order.len()];
+        let mut conns = conns_at(&mut self.parked, &order);
+        let result = gather::describe_portal(&mut conns, &messages).await;
         drop(conns);
         self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok(gather::Combined::Rows(rows)) => {
-                self.pipeline.push(
-                    Pending::composed(protocol::empty_message(b'2')),
-                    &mut self.cout,
-                );
-                self.portal = Some(Portal {
+        let described = self.after_multi(&order, result.map_err(gather::StreamError::Backend))?;
+        let mut reply = described.notices;
+        match described.error {
+            None => {
+                reply.extend_from_slice(&protocol::empty_message(b'2'));
+                self.portals.put(Portal {
                     name: m.portal,
-                    rows,
+                    rows: PortalRows::OnShards {
+                        shards: m.shards,
+                        combine: m.combine,
+                        description: described.description,
+                    },
                 });
-                Ok(())
             }
-            Ok(gather::Combined::Failed { mut notices, error }) => {
+            Some(error) => {
+                reply.extend_from_slice(&error);
+                self.skip_until_sync = true;
+            }
+        }
+        self.pipeline
+            .push(Pending::composed(reply.freeze()), &mut self.cout);
+        Ok(())
+    }
+
+    /// Reads the rows of a portal still on its shards into the proxy, so those connections can
+    /// take other work (a message for another statement came first, or an Execute with a row
+    /// limit will read the rows a few at a time).
+    pub(super) async fn buffer_portal(&mut self) -> Result<(), SessionError> {
+        let Some(name) = self.portals.on_shards().map(<[u8]>::to_vec) else {
+            return Ok(());
+        };
+        let Some(portal) = self.portals.take(&name) else {
+            return Ok(());
+        };
+        let PortalRows::OnShards {
+            shards,
+            combine,
+            description,
+        } = portal.rows
+        else {
+            return Ok(());
+        };
+        let order = self.parked_order(&shards);
+        let origin = gather::Origin {
+            shards: &shards,
+            control: &self.ctx.control,
+        };
+        let mut conns = conns_at(&mut self.parked, &order);
+        let result = gather::finish_portal(&mut conns, &combine, &origin, description).await;
+        drop(conns);
+        let combined = self.after_multi(&order, result.map_err(gather::StreamError::Backend))?;
+        match combined {
+            gather::Combined::Rows(rows) => self.portals.put(Portal {
+                name: portal.name,
+                rows: PortalRows::Buffered(rows),
+            }),
+            gather::Combined::Failed { mut notices, error } => {
+                // The client hears the failure at the next message it sent, as from a shard.
                 notices.extend_from_slice(&error);
                 self.pipeline
                     .push(Pending::composed(notices.freeze()), &mut self.cout);
                 self.skip_until_sync = true;
-                Ok(())
-            }
-            Err(e) => {
-                for p in &mut self.parked {
-                    p.conn.conn.broken = true;
-                }
-                Err(e.into())
             }
         }
+        Ok(())
     }
 
-    /// Answers a Describe, Execute or Close of the multi-shard portal.
-    pub(super) fn answer_portal(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
-        let Some(portal) = self.portal.as_mut() else {
-            return Ok(());
+    /// Indexes into `self.parked` of the connections on `shards`, in that order.
+    fn parked_order(&self, shards: &[ShardId]) -> Vec<usize> {
+        shards
+            .iter()
+            .filter_map(|s| self.parked.iter().position(|p| p.conn.shard == *s))
+            .collect()
+    }
+
+    /// Answers a Describe, Execute or Close of a multi-shard portal.
+    pub(super) async fn answer_portal(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        let name: Box<[u8]> = match ClientFrame::parse(frame)? {
+            ClientFrame::Describe { name, .. } | ClientFrame::Close { name, .. } => name.into(),
+            ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute")?.into(),
+            _ => return Ok(()),
         };
         let mut out = BytesMut::new();
         match frame.tag {
-            b'D' => match &portal.rows.description {
-                Some(d) => out.extend_from_slice(d),
-                None => out.extend_from_slice(&protocol::empty_message(b'n')),
-            },
+            b'D' => {
+                let description = match self.portals.get_mut(&name).map(|p| &p.rows) {
+                    Some(PortalRows::OnShards {
+                        combine,
+                        description: Some((d, _)),
+                        ..
+                    }) => Some(gather::client_description(d, combine)),
+                    Some(PortalRows::Buffered(rows)) => rows.description.clone(),
+                    _ => None,
+                };
+                match description {
+                    Some(d) => out.extend_from_slice(&d),
+                    None => out.extend_from_slice(&protocol::empty_message(b'n')),
+                }
+            }
             b'E' => {
                 let mut body = &frame.raw[5..];
                 protocol::take_cstr(&mut body, "Execute")?;
                 let max = protocol::take_i32(&mut body, "Execute")?;
-                let rows = &mut portal.rows;
-                out.extend_from_slice(&std::mem::take(&mut rows.notices));
-                if rows.empty {
-                    out.extend_from_slice(&protocol::empty_message(b'I'));
-                } else {
-                    let n = if max > 0 {
-                        (max as usize).min(rows.rows.len())
-                    } else {
-                        rows.rows.len()
-                    };
-                    for r in rows.rows.drain(..n) {
-                        out.extend_from_slice(&r);
+                if self.portals.get_mut(&name).is_some_and(|p| p.on_shards()) {
+                    if max <= 0 {
+                        return self.stream_portal(&name, client).await;
                     }
-                    if max > 0 && !rows.rows.is_empty() {
-                        out.extend_from_slice(&protocol::empty_message(b's'));
-                    } else {
-                        let tag = rows.tag.clone().unwrap_or_default();
-                        let tag = match tag.split_once(' ') {
-                            // A SELECT's tag counts the rows of this Execute.
-                            Some(("SELECT", _)) => format!("SELECT {n}"),
-                            _ => tag,
-                        };
-                        protocol::command_complete(&mut out, &tag);
-                    }
+                    self.buffer_portal().await?;
                 }
+                let Some(Portal {
+                    rows: PortalRows::Buffered(rows),
+                    ..
+                }) = self.portals.get_mut(&name)
+                else {
+                    return Ok(());
+                };
+                execute_buffered(rows, max, &mut out);
             }
             _ => {
-                self.portal = None;
+                self.drop_portal(&name).await?;
                 out.extend_from_slice(&protocol::empty_message(b'3'));
             }
         }
         self.pipeline
             .push(Pending::composed(out.freeze()), &mut self.cout);
         Ok(())
+    }
+
+    /// An Execute without a row limit of a portal still on its shards: the rows go to the
+    /// client as they arrive; the portal is then spent.
+    async fn stream_portal(
+        &mut self,
+        name: &[u8],
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        let Some(Portal {
+            name,
+            rows:
+                PortalRows::OnShards {
+                    shards,
+                    combine,
+                    description,
+                },
+        }) = self.portals.take(name)
+        else {
+            return Ok(());
+        };
+        let Combine::Union { kind, merge, .. } = &combine else {
+            return Ok(());
+        };
+        // Every answer owed before this one has been written: the rows go straight out.
+        self.drain_current().await?;
+        let order = self.parked_order(&shards);
+        let origin = gather::Origin {
+            shards: &shards,
+            control: &self.ctx.control,
+        };
+        let spec = gather::Spec {
+            kind: *kind,
+            merge,
+            describe: false,
+            description,
+        };
+        let mut conns = conns_at(&mut self.parked, &order);
+        let mut sink = ClientSink {
+            cout: &mut self.cout,
+            client,
+        };
+        let result = gather::stream_portal(&mut conns, &spec, &origin, &mut sink).await;
+        drop(conns);
+        self.deferred_parse_len = 0;
+        let streamed = self.after_multi(&order, result)?;
+        if streamed.failed {
+            self.skip_until_sync = true;
+        } else {
+            // Executed again, a spent portal returns no more rows.
+            self.portals.put(Portal {
+                name,
+                rows: PortalRows::Buffered(gather::Rows {
+                    tag: Some(spent_tag(&streamed.tag)),
+                    ..Default::default()
+                }),
+            });
+        }
+        Ok(())
+    }
+
+    /// Closes a portal; rows still on its shards are read and dropped.
+    pub(super) async fn drop_portal(&mut self, name: &[u8]) -> Result<(), SessionError> {
+        let Some(portal) = self.portals.take(name) else {
+            return Ok(());
+        };
+        let PortalRows::OnShards { shards, .. } = portal.rows else {
+            return Ok(());
+        };
+        let order = self.parked_order(&shards);
+        let mut conns = conns_at(&mut self.parked, &order);
+        let mut result = Ok(());
+        for conn in conns.iter_mut() {
+            result = gather::skip_to_end(conn).await;
+            if result.is_err() {
+                break;
+            }
+        }
+        drop(conns);
+        self.after_multi(&order, result.map_err(gather::StreamError::Backend))
+    }
+}
+
+/// A spent portal's tag: its command's, counting no rows.
+fn spent_tag(tag: &str) -> String {
+    match tag.split(' ').next() {
+        Some("INSERT") => "INSERT 0 0".into(),
+        Some(verb) if !verb.is_empty() => format!("{verb} 0"),
+        _ => "SELECT 0".into(),
+    }
+}
+
+/// An Execute of a buffered portal: up to `max` rows (all for 0), then PortalSuspended, or the
+/// command's completion once every row is out.
+fn execute_buffered(rows: &mut gather::Rows, max: i32, out: &mut BytesMut) {
+    out.extend_from_slice(&std::mem::take(&mut rows.notices));
+    if rows.empty {
+        out.extend_from_slice(&protocol::empty_message(b'I'));
+        return;
+    }
+    let n = if max > 0 {
+        (max as usize).min(rows.rows.len())
+    } else {
+        rows.rows.len()
+    };
+    for r in rows.rows.drain(..n) {
+        out.extend_from_slice(&r);
+    }
+    if max > 0 && !rows.rows.is_empty() {
+        out.extend_from_slice(&protocol::empty_message(b's'));
+    } else {
+        let tag = rows.tag.clone().unwrap_or_default();
+        let tag = match tag.split_once(' ') {
+            // A SELECT's tag counts the rows of this Execute.
+            Some(("SELECT", _)) => format!("SELECT {n}"),
+            _ => tag,
+        };
+        protocol::command_complete(out, &tag);
     }
 }

@@ -1,6 +1,7 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
 use super::*;
+use crate::executor::gather;
 
 impl Session {
     /// COPY … TO STDOUT from every shard holding the table: one CopyOutResponse, the shards'
@@ -9,6 +10,7 @@ impl Session {
         &mut self,
         job: CopyJob,
         extended: bool,
+        client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
         let header = CopyFormat::from_options(&job.plan.options)
             .map(|f| f.header != Header::None)
@@ -59,6 +61,14 @@ impl Session {
                         first_row = false;
                         if !repeated_header && error.is_none() {
                             self.cout.extend_from_slice(&f.raw);
+                            let mut sink = ClientSink {
+                                cout: &mut self.cout,
+                                client: &mut *client,
+                            };
+                            if let Err(e) = gather::Sink::written(&mut sink).await {
+                                conn.broken = true;
+                                return Err(SessionError::Client(e));
+                            }
                         }
                     }
                     b'C' => total += tag_count(f.body()),
