@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, IsolationLevel, Row};
 
 use super::model::{
-    GeneratedKey, KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod,
-    Table, TableId, TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    GeneratedKey, KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardingMethod, Table,
+    TableKind, TableState, Tablespace, TablespaceSet,
 };
 use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
 use super::CatalogError;
+use crate::model::{ShardId, TableId, TablespaceSetId};
 
 /// Loads a snapshot; `shards` are this proxy's configured shards, which every shard the catalog
 /// places something on must be among.

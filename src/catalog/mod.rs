@@ -20,10 +20,13 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 pub use model::{
-    BoundValue, ChunkId, GeneratedKey, KeyColumn, NewPartition, NewTable, Partition,
-    PartitionBound, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table, TableId,
-    TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    BoundValue, GeneratedKey, KeyColumn, NewPartition, NewTable, Partition, PartitionBound,
+    PartitionSet, RowMovement, Shard, ShardingMethod, Table, TableKind, TableState, Tablespace,
+    TablespaceSet,
 };
+// The ids live in the leaf `model`; re-exported because much of the crate still names them
+// through the catalog, and those files are being edited concurrently.
+pub use crate::model::{ChunkId, ShardId, TableId, TablespaceSetId};
 pub use snapshot::Snapshot;
 pub use store::NOTIFY_CHANNEL;
 

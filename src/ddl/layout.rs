@@ -6,7 +6,7 @@ use super::ast::*;
 use super::render::{bound_sql, partition_relation};
 use super::rewrite::*;
 use super::rules::{self, RewriteError};
-use crate::catalog::ShardId;
+use crate::model::ShardId;
 
 /// A foreign key with its target resolved.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use super::ast::*;
 use super::layout::{Resolved, ResolvedFk};
 use super::rewrite::*;
 use super::rules::RewriteError;
-use crate::catalog::ShardId;
+use crate::model::ShardId;
 
 /// PostgreSQL's NAMEDATALEN - 1.
 const MAX_IDENTIFIER_BYTES: usize = 63;

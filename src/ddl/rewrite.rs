@@ -50,7 +50,7 @@ use super::ast::{CreateTable, PartitionBound, RowMovement, SetMethod, Ttl};
 use super::layout;
 pub use super::rules::RewriteError;
 use super::types::TypeOptions;
-use crate::catalog::ShardId;
+use crate::model::ShardId;
 
 /// A table's schema and name, as PostgreSQL stores them (already folded).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -17,7 +17,7 @@ use tokio_postgres::error::SqlState;
 use super::ast::ConstraintBody;
 use super::layout::{Resolved, ResolvedFk};
 use super::rewrite::{DistributionKind, KeyColumn, RewriteContext, ShardingMethod, TableLayout};
-use crate::router::hash::{HashError, KeyType};
+use crate::model::{KeyType, KeyTypeError};
 
 /// Errors of the rewrite; each names the rule and the columns involved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,7 +100,7 @@ pub enum RewriteError {
     #[error("sharding key column \"{column}\": {source}")]
     UnhashableKey {
         column: String,
-        source: Box<HashError>,
+        source: KeyTypeError,
     },
     #[error("partition \"{partition}\": {reason}")]
     InvalidBound {
@@ -151,26 +151,13 @@ fn may_reference(kind: DistributionKind) -> &'static str {
     }
 }
 
-/// Types whose hash-partitioning hashes agree on every value both can hold.
-fn hash_class(ty: KeyType) -> KeyType {
-    match ty {
-        KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => KeyType::Int8,
-        KeyType::Numeric(_) => KeyType::Numeric(None),
-        KeyType::Varchar(_) | KeyType::Text => KeyType::Text,
-        KeyType::Bpchar(_) => KeyType::Bpchar(None),
-        KeyType::Timestamp(_) => KeyType::Timestamp(None),
-        KeyType::Timestamptz(_) => KeyType::Timestamptz(None),
-        other => other,
-    }
-}
-
 /// A child's key column must place rows where the root's column does.
 pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), RewriteError> {
     let same = match (
         KeyType::from_pg_type_name(&child.pg_type),
         KeyType::from_pg_type_name(&root.pg_type),
     ) {
-        (Ok(a), Ok(b)) => hash_class(a) == hash_class(b),
+        (Ok(a), Ok(b)) => a.hash_class() == b.hash_class(),
         _ => child.pg_type.eq_ignore_ascii_case(&root.pg_type),
     };
     if same {
@@ -285,7 +272,7 @@ fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
     for c in &layout.key {
         KeyType::from_pg_type_name(&c.pg_type).map_err(|source| RewriteError::UnhashableKey {
             column: c.name.clone(),
-            source: Box::new(source),
+            source,
         })?;
     }
     Ok(())

@@ -15,9 +15,7 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{
-    CatalogError, RowMovement, ShardId, Snapshot, Table, TableId, TableKind, TableState,
-};
+use crate::catalog::{CatalogError, RowMovement, Snapshot, Table, TableKind, TableState};
 use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
     DropTablespaceSet,
@@ -27,6 +25,7 @@ use crate::ddl::rewrite::{
 };
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
+use crate::model::{ShardId, TableId};
 use crate::server::ServerCtx;
 use crate::txn::TxnError;
 

@@ -9,8 +9,9 @@ use super::array;
 use super::*;
 use crate::catalog::{
     BoundValue as B, KeyColumn, Partition, PartitionBound, PartitionSet, RowMovement, Shard,
-    ShardingMethod, Table, TableId, TableKind, TableState, TablespaceSetId,
+    ShardingMethod, Table, TableKind, TableState,
 };
+use crate::model::{TableId, TablespaceSetId};
 use crate::router::plan::{self, ColumnSource, Plan, Planned};
 
 struct NoColumns;
