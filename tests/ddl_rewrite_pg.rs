@@ -8,7 +8,8 @@ mod seeds_004;
 use seeds_004::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-use shardwire::ddl::rewrite::{rewrite_create, CreateOutcome, RewriteContext, TableLayout};
+use shardwire::ddl::model::{RewriteContext, TableLayout};
+use shardwire::ddl::rewrite::{rewrite_create, CreateOutcome};
 use shardwire::ddl::types::TypeOptions;
 use shardwire::ddl::{parse, parse_script, Statement};
 use shardwire::model::ShardId;

@@ -3,33 +3,12 @@
 //! [`super::rules`].
 
 use super::ast::*;
-use super::render::{bound_sql, partition_relation};
-use super::rewrite::*;
-use super::rules::{self, RewriteError};
+use super::error::RewriteError;
+use super::model::*;
+use super::naming::partition_relation;
+use super::render::bound_sql;
+use super::rules;
 use crate::model::ShardId;
-
-/// A foreign key with its target resolved.
-#[derive(Debug)]
-pub(super) struct ResolvedFk<'a> {
-    pub constraint: &'a TableConstraint,
-    pub columns: Vec<String>,
-    pub target: QualifiedName,
-    /// The referenced columns: as written, or the target's primary key.
-    pub ref_columns: Vec<String>,
-    pub on_delete: Option<ReferentialAction>,
-    pub on_update: Option<ReferentialAction>,
-}
-
-/// A CREATE TABLE with everything around it settled.
-#[derive(Debug)]
-pub(super) struct Resolved<'a> {
-    pub layout: TableLayout,
-    pub table: &'a CreateTable,
-    /// An Oracle NoSQL child: the parent's primary-key columns, which come first in its column
-    /// list and its primary key; its schema is created if missing.
-    pub nosql_parent: Option<TableLayout>,
-    pub foreign_keys: Vec<ResolvedFk<'a>>,
-}
 
 fn column_type(
     table: &CreateTable,

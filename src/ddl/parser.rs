@@ -1,9 +1,9 @@
 //! Recursive-descent parser for the grammar in the module doc of [`super`].
 
 use super::ast::*;
+use super::error::DdlError;
 use super::lexer::{tokenize, Token, TokenKind};
 use super::validate::validate_create_table;
-use super::DdlError;
 
 /// Parses one statement, optionally followed by `;`.
 pub fn parse(sql: &str) -> Result<Statement, DdlError> {

@@ -4,6 +4,9 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 use crate::ddl::ast::SetMethod;
+use crate::ddl::error::RewriteError;
+use crate::ddl::model::*;
+use crate::ddl::naming;
 use crate::ddl::types::TypeOptions;
 use crate::ddl::{parse, render, Statement};
 
@@ -569,11 +572,11 @@ fn drop_refuses_a_parent_with_children_and_index_goes_where_the_table_is() {
 fn long_partition_names_stay_within_63_bytes_and_distinct() {
     let a = "a".repeat(60) + "x";
     let b = "a".repeat(60) + "y";
-    let na = render::partition_relation(&a, "c12");
-    let nb = render::partition_relation(&b, "c12");
+    let na = naming::partition_relation(&a, "c12");
+    let nb = naming::partition_relation(&b, "c12");
     assert!(na.len() <= 63 && nb.len() <= 63);
     assert!(na.ends_with("_c12"));
     assert_ne!(na, nb);
-    assert_eq!(render::partition_relation("t", "c1"), "t_c1");
+    assert_eq!(naming::partition_relation("t", "c1"), "t_c1");
     assert_eq!(render::quote_ident("We\"ird"), "\"We\"\"ird\"");
 }

@@ -20,9 +20,9 @@ use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
     DropTablespaceSet,
 };
-use crate::ddl::rewrite::{
-    self, CreateOutcome, QualifiedName, RewriteError, ShardStatements, TablePlan,
-};
+use crate::ddl::error::RewriteError;
+use crate::ddl::model::{QualifiedName, ShardStatements};
+use crate::ddl::rewrite::{self, CreateOutcome, TablePlan};
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
 use crate::model::{ShardId, TableId};

@@ -15,11 +15,13 @@ use std::collections::BTreeMap;
 use crate::catalog::{self, NewPartition, NewTable, PartitionSet, Snapshot, Table};
 use crate::config::Config;
 use crate::ddl::ast::{self, SetMethod};
-use crate::ddl::render::{bound_sql, partition_relation};
-use crate::ddl::rewrite::{
+use crate::ddl::model::{
     ChunkMap, DistributionKind, FamilyLink, KeyColumn, PartitionPlacement, PartitionPlan,
-    QualifiedName, RewriteContext, ShardingMethod, TableLayout, TablePlan,
+    QualifiedName, RewriteContext, ShardingMethod, TableLayout,
 };
+use crate::ddl::naming::partition_relation;
+use crate::ddl::render::bound_sql;
+use crate::ddl::rewrite::TablePlan;
 
 use super::ddl::ExecError;
 
