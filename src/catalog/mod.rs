@@ -20,13 +20,15 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 pub use model::{
-    BoundValue, GeneratedKey, KeyColumn, NewPartition, NewTable, Partition, PartitionBound,
-    PartitionSet, RowMovement, Shard, ShardingMethod, Table, TableKind, TableState, Tablespace,
+    GeneratedKey, NewPartition, NewTable, Partition, PartitionSet, Shard, Table, Tablespace,
     TablespaceSet,
 };
-// The ids live in the leaf `model`; re-exported because much of the crate still names them
-// through the catalog, and those files are being edited concurrently.
-pub use crate::model::{ChunkId, ShardId, TableId, TablespaceSetId};
+// These live in the leaf `model`; re-exported because files being edited concurrently (the
+// frontend, the router's planner, admin) still name them through the catalog.
+pub use crate::model::{
+    BoundValue, ChunkId, KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId,
+    TableKind, TableState, TablespaceSetId,
+};
 pub use snapshot::Snapshot;
 pub use store::NOTIFY_CHANNEL;
 

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::model::{Shard, Table, TableKind, Tablespace, TablespaceSet};
-use crate::model::{ChunkId, ShardId, TableId, TablespaceSetId};
+use super::model::{Shard, Table, Tablespace, TablespaceSet};
+use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId};
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {

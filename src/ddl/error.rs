@@ -4,8 +4,7 @@
 
 use tokio_postgres::error::SqlState;
 
-use super::model::DistributionKind;
-use crate::model::KeyTypeError;
+use crate::model::{KeyTypeError, TableKind};
 
 /// Where a key column was named, for PostgreSQL's wording of a missing column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,16 +184,16 @@ pub enum RewriteError {
         constraint: String,
         columns: Vec<String>,
         target: String,
-        target_kind: DistributionKind,
+        target_kind: TableKind,
     },
     #[error("foreign key {constraint} ({}) of {kind} table {table} references {target_kind} table {target}: a {kind} table may reference only {} tables", columns.join(", "), may_reference(*kind))]
     ReferenceAcrossKinds {
         table: String,
-        kind: DistributionKind,
+        kind: TableKind,
         constraint: String,
         columns: Vec<String>,
         target: String,
-        target_kind: DistributionKind,
+        target_kind: TableKind,
     },
     #[error("a child table cannot declare a shard key: {table} is sharded by its parent's key, so remove SHARD(...)")]
     NoSqlChildShardKey { table: String },
@@ -265,10 +264,10 @@ impl RewriteError {
 }
 
 /// What a table of `kind` may hold a foreign key to, besides its own family.
-fn may_reference(kind: DistributionKind) -> &'static str {
+fn may_reference(kind: TableKind) -> &'static str {
     match kind {
-        DistributionKind::Sharded => "sharded tables of its family",
-        DistributionKind::Duplicated => "duplicated",
-        DistributionKind::Unsharded => "unsharded and duplicated",
+        TableKind::Sharded => "sharded tables of its family",
+        TableKind::Duplicated => "duplicated",
+        TableKind::Unsharded => "unsharded and duplicated",
     }
 }

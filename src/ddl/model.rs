@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::ast::{CreateTable, PartitionBound, ReferentialAction, SetMethod, TableConstraint};
+use super::ast::{CreateTable, PartitionBound, ReferentialAction, TableConstraint};
 use super::types::TypeOptions;
-use crate::model::ShardId;
+use crate::model::{KeyColumn, ShardId, ShardingMethod, TableKind};
 use crate::sql::quote::quote_ident;
 
 /// A table's schema and name, as PostgreSQL stores them (already folded).
@@ -36,44 +36,6 @@ impl fmt::Display for QualifiedName {
             quote_ident(&self.name)
         )
     }
-}
-
-/// How a table is spread over the shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DistributionKind {
-    Sharded,
-    /// A full copy on every shard.
-    Duplicated,
-    /// On the first shard only.
-    Unsharded,
-}
-
-impl fmt::Display for DistributionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DistributionKind::Sharded => "sharded",
-            DistributionKind::Duplicated => "duplicated",
-            DistributionKind::Unsharded => "unsharded",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShardingMethod {
-    ConsistentHash,
-    /// User-defined `PARTITION BY LIST`.
-    List,
-    /// User-defined `PARTITION BY RANGE`.
-    Range,
-    /// `PARTITIONSET BY LIST|RANGE … PARTITION BY CONSISTENT HASH`.
-    Composite(SetMethod),
-}
-
-/// A key column and its PostgreSQL type name (as `PgType` prints it, e.g. `numeric(10,2)`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyColumn {
-    pub name: String,
-    pub pg_type: String,
 }
 
 /// Chunk k of a hash-partitioned table (or partition set) lives on `self.0[k]`; the modulus is
@@ -141,8 +103,10 @@ pub struct FamilyLink {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableLayout {
     pub name: QualifiedName,
-    pub kind: DistributionKind,
-    /// `None` for duplicated and unsharded tables.
+    pub kind: TableKind,
+    /// `None` for duplicated and unsharded tables. A family child has its root's method, never
+    /// `Reference` (which is how the catalog stores a child): the child is partitioned exactly
+    /// like its root, and this says how.
     pub method: Option<ShardingMethod>,
     /// The sharding key: hash columns, or the list/range columns of user-defined sharding. A
     /// child's are its own columns mapped to the root's key.

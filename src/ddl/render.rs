@@ -7,7 +7,7 @@ use super::ast::*;
 use super::error::RewriteError;
 use super::model::*;
 use super::naming::{chunk_suffix, partition_relation};
-use crate::model::ShardId;
+use crate::model::{KeyColumn, ShardId, ShardingMethod};
 
 pub use crate::sql::quote::{quote_ident, quote_literal};
 
@@ -277,12 +277,15 @@ fn top_table_sql(resolved: &Resolved<'_>) -> String {
             .map(|c| constraint_sql(resolved, c, c.name.as_ref())),
     );
     let partitioning = match layout.method {
-        None => String::new(),
+        // A layout never holds `Reference` (a child carries its root's method); were one to
+        // slip through, the table would be unpartitioned and its PARTITION OF statements fail
+        // on the shard, so no row is placed by a wrong method.
+        None | Some(ShardingMethod::Reference) => String::new(),
         Some(ShardingMethod::ConsistentHash) => partition_by("HASH", &layout.key),
         Some(ShardingMethod::List) => partition_by("LIST", &layout.key),
-        Some(ShardingMethod::Composite(SetMethod::List)) => partition_by("LIST", &layout.set_key),
+        Some(ShardingMethod::CompositeList) => partition_by("LIST", &layout.set_key),
         Some(ShardingMethod::Range) => partition_by("RANGE", &layout.key),
-        Some(ShardingMethod::Composite(SetMethod::Range)) => partition_by("RANGE", &layout.set_key),
+        Some(ShardingMethod::CompositeRange) => partition_by("RANGE", &layout.set_key),
     };
     format!(
         "CREATE TABLE {} ({}){partitioning}",

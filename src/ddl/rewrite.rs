@@ -43,11 +43,11 @@
 //! `parent.child` means the same on a shard; it inherits the parent's primary-key columns, which
 //! open its own primary key, and is placed with the parent.
 
-use super::ast::{CreateTable, RowMovement, Ttl};
+use super::ast::{CreateTable, Ttl};
 use super::error::RewriteError;
 use super::layout;
 use super::model::{QualifiedName, RewriteContext, ShardStatements, TableLayout};
-use crate::model::ShardId;
+use crate::model::{RowMovement, ShardId};
 
 /// The result of rewriting a CREATE statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +88,7 @@ pub fn rewrite_create(
     let per_shard = super::render::create_statements(&resolved);
     Ok(CreateOutcome::Create(Box::new(TablePlan {
         layout: resolved.layout,
-        row_movement: table.row_movement.unwrap_or(RowMovement::Disable),
+        row_movement: table.row_movement.unwrap_or(RowMovement::Disabled),
         ttl: table.ttl,
         per_shard,
     })))

@@ -14,10 +14,8 @@
 
 use super::ast::ConstraintBody;
 use super::error::RewriteError;
-use super::model::{
-    DistributionKind, KeyColumn, Resolved, ResolvedFk, RewriteContext, ShardingMethod, TableLayout,
-};
-use crate::model::KeyType;
+use super::model::{Resolved, ResolvedFk, RewriteContext, TableLayout};
+use crate::model::{KeyColumn, KeyType, ShardingMethod, TableKind};
 
 /// A child's key column must place rows where the root's column does.
 pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), RewriteError> {
@@ -42,7 +40,7 @@ pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), 
 
 pub(super) fn check(ctx: &RewriteContext, resolved: &Resolved<'_>) -> Result<(), RewriteError> {
     let layout = &resolved.layout;
-    if layout.kind == DistributionKind::Sharded {
+    if layout.kind == TableKind::Sharded {
         check_hashable(layout)?;
         check_unique_constraints(resolved)?;
     }
@@ -65,7 +63,7 @@ fn check_foreign_key(
     fk: &ResolvedFk<'_>,
     target: &TableLayout,
 ) -> Result<(), RewriteError> {
-    use DistributionKind::*;
+    use TableKind::*;
     let constraint = fk.constraint.name.as_ref().map_or_else(
         || format!("({})", fk.columns.join(", ")),
         |n| format!("\"{}\"", n.value),
@@ -132,7 +130,11 @@ fn colocated(
 fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
     let hashed = matches!(
         layout.method,
-        Some(ShardingMethod::ConsistentHash | ShardingMethod::Composite(_))
+        Some(
+            ShardingMethod::ConsistentHash
+                | ShardingMethod::CompositeList
+                | ShardingMethod::CompositeRange
+        )
     );
     if !hashed || layout.family.is_some() {
         return Ok(());

@@ -5,10 +5,8 @@
 use std::cmp::Ordering;
 
 use super::hash::{self, Comparable, HashError, KeyType, KeyValue};
-use crate::catalog::{
-    BoundValue, KeyColumn, PartitionBound, ShardingMethod, Snapshot, Table, TableKind,
-};
-use crate::model::ShardId;
+use crate::catalog::{Snapshot, Table};
+use crate::model::{BoundValue, KeyColumn, PartitionBound, ShardId, ShardingMethod, TableKind};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlaceError {
