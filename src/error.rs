@@ -65,9 +65,11 @@ pub enum StartError {
 
 impl ClientError for crate::router::hash::HashError {
     fn sqlstate(&self) -> SqlState {
+        use crate::model::KeyTypeError;
         use crate::router::hash::HashError as H;
         match self {
-            H::UnsupportedType { .. } | H::InvalidTypeModifier { .. } => {
+            H::KeyType(KeyTypeError::UnsupportedType { .. })
+            | H::KeyType(KeyTypeError::InvalidTypeModifier { .. }) => {
                 SqlState::FEATURE_NOT_SUPPORTED
             }
             H::InvalidInput { .. } => SqlState::INVALID_TEXT_REPRESENTATION,

@@ -17,6 +17,8 @@
 //! - [`sql`]: cheap lexical classification of statements (what pins a session, what drops the
 //!   backend's prepared statements).
 //! - [`router`]: where a statement goes ([`router::Route`]).
+//! - [`model`]: what `ddl`, `catalog` and `router` share (typed ids, key types); it imports
+//!   none of them.
 //! - [`catalog`]: the shard catalog in schema `shardwire_catalog`, cached as immutable snapshots.
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8, with a stack
 //!   of just-returned connections in front for the per-transaction checkout.
@@ -39,6 +41,7 @@ pub mod error;
 pub mod executor;
 pub mod frontend;
 pub mod metrics;
+pub mod model;
 pub mod pgcluster;
 pub mod protocol;
 pub mod router;

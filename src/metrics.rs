@@ -112,7 +112,7 @@ impl Metrics {
         }
     }
 
-    pub fn backend_error(&self, shard: crate::catalog::ShardId) {
+    pub fn backend_error(&self, shard: crate::model::ShardId) {
         if let Some(c) = self.backend_errors.get(shard.index()) {
             c.increment(1);
         }

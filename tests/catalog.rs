@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use common::shards;
 use shardwire::catalog::{
-    BoundValue, Catalog, CatalogError, ChunkId, KeyColumn, NewPartition, NewTable, PartitionBound,
-    PartitionSet, RowMovement, ShardId, ShardingMethod, Snapshot, TableId, TableKind, TableState,
-    TablespaceSetId,
+    BoundValue, Catalog, CatalogError, KeyColumn, NewPartition, NewTable, PartitionBound,
+    PartitionSet, RowMovement, ShardingMethod, Snapshot, TableKind, TableState,
 };
 use shardwire::config::Config;
+use shardwire::model::{ChunkId, ShardId, TableId, TablespaceSetId};
 use tokio_postgres::error::SqlState;
 
 const S1: ShardId = ShardId(0);

@@ -6,9 +6,9 @@ mod ddl_common;
 use ddl_common::{create, names};
 use shardwire::ddl::{
     is_sharding_ddl, parse, ColumnConstraintBody, ConstraintBody, DdlError, Distribution, Ident,
-    PartitionBound, PartitionCount, Placement, ReferentialAction, RowMovement, Statement,
-    TableKind, Value,
+    PartitionBound, PartitionCount, Placement, ReferentialAction, Statement, TableKind, Value,
 };
+use shardwire::model::RowMovement;
 use tokio_postgres::error::SqlState;
 
 fn mapped(sql_type: &str) -> String {
@@ -149,7 +149,7 @@ fn family_with_parent_clause_and_foreign_key_actions() {
          ENABLE ROW MOVEMENT",
     );
     assert_eq!(t.parent.as_ref().unwrap().name().as_str(), "orders");
-    assert_eq!(t.row_movement, Some(RowMovement::Enable));
+    assert_eq!(t.row_movement, Some(RowMovement::Enabled));
     let target = t
         .constraints
         .iter()

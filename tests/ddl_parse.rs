@@ -8,8 +8,9 @@ use ddl_common::{create, key, names, pg_types};
 use seeds_004::*;
 use shardwire::ddl::{
     is_sharding_ddl, parse, parse_script, AlterRowMovement, ConstraintBody, Distribution,
-    PartitionBound, PartitionCount, Placement, RowMovement, SetMethod, Statement, TableKind, Value,
+    PartitionBound, PartitionCount, Placement, SetMethod, Statement, TableKind, Value,
 };
+use shardwire::model::RowMovement;
 use tokio_postgres::error::SqlState;
 
 fn string(s: &str) -> Value {
@@ -241,27 +242,27 @@ fn seed_alter_table_row_movement() {
         (
             "ALTER TABLE tablename ENABLE ROW MOVEMENT;",
             "tablename",
-            RowMovement::Enable,
+            RowMovement::Enabled,
         ),
         (
             "ALTER TABLE tablename DISABLE ROW MOVEMENT;",
             "tablename",
-            RowMovement::Disable,
+            RowMovement::Disabled,
         ),
         (
             "ALTER TABLE lineitems ENABLE ROW MOVEMENT;",
             "lineitems",
-            RowMovement::Enable,
+            RowMovement::Enabled,
         ),
         (
             "ALTER TABLE orders ENABLE ROW MOVEMENT;",
             "orders",
-            RowMovement::Enable,
+            RowMovement::Enabled,
         ),
         (
             "ALTER TABLE accounts ENABLE ROW MOVEMENT;",
             "accounts",
-            RowMovement::Enable,
+            RowMovement::Enabled,
         ),
     ];
     for (sql, table, movement) in cases {

@@ -8,10 +8,11 @@ mod seeds_004;
 use seeds_004::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-use shardwire::catalog::ShardId;
-use shardwire::ddl::rewrite::{rewrite_create, CreateOutcome, RewriteContext, TableLayout};
+use shardwire::ddl::model::{RewriteContext, TableLayout};
+use shardwire::ddl::rewrite::{rewrite_create, CreateOutcome};
 use shardwire::ddl::types::TypeOptions;
 use shardwire::ddl::{parse, parse_script, Statement};
+use shardwire::model::ShardId;
 use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
 use shardwire::router::hash::{partition_hash, remainder, KeyType, KeyValue};
 use tokio_postgres::error::SqlState;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shardwire::catalog::ShardId;
 use shardwire::config::Config;
+use shardwire::model::ShardId;
 use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
 use shardwire::txn::coordinator::Commit;
 use shardwire::txn::{

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{BackendConn, BackendError};
-use crate::catalog::ShardId;
 use crate::config::{Config, Endpoint};
+use crate::model::ShardId;
 
 /// A pooled connection whose idle time is short is trusted without a round trip; an older one
 /// is checked with an empty query before a client gets it.

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Catalog, CatalogError, TableId};
+use super::{Catalog, CatalogError};
+use crate::model::TableId;
 
 /// Values taken from the catalog per round trip, at least.
 const BLOCK: i64 = 1000;

@@ -6,12 +6,15 @@ use std::collections::HashMap;
 use tokio_postgres::{Client, IsolationLevel, Row};
 
 use super::model::{
-    GeneratedKey, KeyColumn, Partition, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod,
-    Table, TableId, TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    GeneratedKey, Partition, PartitionSet, Shard, Table, Tablespace, TablespaceSet,
 };
 use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
 use super::CatalogError;
+use crate::model::{
+    KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState,
+    TablespaceSetId,
+};
 
 /// Loads a snapshot; `shards` are this proxy's configured shards, which every shard the catalog
 /// places something on must be among.

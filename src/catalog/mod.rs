@@ -20,9 +20,14 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 pub use model::{
-    BoundValue, ChunkId, GeneratedKey, KeyColumn, NewPartition, NewTable, Partition,
-    PartitionBound, PartitionSet, RowMovement, Shard, ShardId, ShardingMethod, Table, TableId,
-    TableKind, TableState, Tablespace, TablespaceSet, TablespaceSetId,
+    GeneratedKey, NewPartition, NewTable, Partition, PartitionSet, Shard, Table, Tablespace,
+    TablespaceSet,
+};
+// These live in the leaf `model`; re-exported because files being edited concurrently (the
+// frontend, the router's planner, admin) still name them through the catalog.
+pub use crate::model::{
+    BoundValue, ChunkId, KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId,
+    TableKind, TableState, TablespaceSetId,
 };
 pub use snapshot::Snapshot;
 pub use store::NOTIFY_CHANNEL;

@@ -3,9 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::model::{
-    ChunkId, Shard, ShardId, Table, TableId, TableKind, Tablespace, TablespaceSet, TablespaceSetId,
-};
+use super::model::{Shard, Table, Tablespace, TablespaceSet};
+use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId};
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {

@@ -8,12 +8,12 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, GenericClient, NoTls, Transaction};
 
-use super::model::{
-    BoundValue, NewTable, PartitionBound, RowMovement, ShardId, TableId, TableState,
-    TablespaceSetId,
-};
+use super::model::NewTable;
 use super::CatalogError;
 use crate::config::{Config, Endpoint};
+use crate::model::{
+    BoundValue, PartitionBound, RowMovement, ShardId, TableId, TableState, TablespaceSetId,
+};
 
 /// The channel every catalog write notifies; the payload is the new `catalog_version`.
 pub const NOTIFY_CHANNEL: &str = "shardwire_catalog";

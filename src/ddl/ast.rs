@@ -3,6 +3,7 @@
 //! the rewrite can hand them to PostgreSQL unchanged.
 
 use super::types::{DataType, PgType, TypeOptions};
+use crate::model::RowMovement;
 
 /// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
 /// their case. `quoted` is kept so the rewrite can tell `"Orders"` from `orders` when it quotes.
@@ -59,12 +60,6 @@ pub enum TableKind {
     Duplicated,
     /// A plain `CREATE TABLE` in Oracle NoSQL syntax without a shard key.
     Plain,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowMovement {
-    Enable,
-    Disable,
 }
 
 #[derive(Debug, Clone, PartialEq)]

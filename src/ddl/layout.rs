@@ -2,34 +2,13 @@
 //! statement and the [`RewriteContext`]. The rules that need the finished layout are in
 //! [`super::rules`].
 
-use super::ast::*;
-use super::render::{bound_sql, partition_relation};
-use super::rewrite::*;
-use super::rules::{self, RewriteError};
-use crate::catalog::ShardId;
-
-/// A foreign key with its target resolved.
-#[derive(Debug)]
-pub(super) struct ResolvedFk<'a> {
-    pub constraint: &'a TableConstraint,
-    pub columns: Vec<String>,
-    pub target: QualifiedName,
-    /// The referenced columns: as written, or the target's primary key.
-    pub ref_columns: Vec<String>,
-    pub on_delete: Option<ReferentialAction>,
-    pub on_update: Option<ReferentialAction>,
-}
-
-/// A CREATE TABLE with everything around it settled.
-#[derive(Debug)]
-pub(super) struct Resolved<'a> {
-    pub layout: TableLayout,
-    pub table: &'a CreateTable,
-    /// An Oracle NoSQL child: the parent's primary-key columns, which come first in its column
-    /// list and its primary key; its schema is created if missing.
-    pub nosql_parent: Option<TableLayout>,
-    pub foreign_keys: Vec<ResolvedFk<'a>>,
-}
+use super::ast::{self, *};
+use super::error::RewriteError;
+use super::model::*;
+use super::naming::partition_relation;
+use super::render::bound_sql;
+use super::rules;
+use crate::model::{KeyColumn, ShardId, ShardingMethod, TableKind};
 
 fn column_type(
     table: &CreateTable,
@@ -72,7 +51,7 @@ pub(super) fn table_name<'c>(
     let has_shard_key = table
         .primary_key()
         .is_some_and(|pk| pk.shard_key_len.is_some());
-    let nosql_form = table.kind == TableKind::Plain || has_shard_key;
+    let nosql_form = table.kind == ast::TableKind::Plain || has_shard_key;
     if let [qualifier, child] = table.name.parts.as_slice() {
         let parent = ctx.table(&QualifiedName::new(&ctx.default_schema, &qualifier.value));
         if let (Some(parent), true) = (parent, nosql_form) {
@@ -139,7 +118,7 @@ pub(super) fn resolve<'a>(
 
     let base = TableLayout {
         name: name.clone(),
-        kind: DistributionKind::Unsharded,
+        kind: TableKind::Unsharded,
         method: None,
         key: vec![],
         set_key: vec![],
@@ -157,7 +136,7 @@ pub(super) fn resolve<'a>(
             .map(|c| (c.name.clone(), c.name.clone()))
             .collect();
         match parent.kind {
-            DistributionKind::Sharded => child_layout(base, parent, &pairs, None, &key_column)?,
+            TableKind::Sharded => child_layout(base, parent, &pairs, None, &key_column)?,
             kind => TableLayout {
                 kind,
                 shards: parent.shards.clone(),
@@ -166,23 +145,25 @@ pub(super) fn resolve<'a>(
         }
     } else {
         match table.kind {
-            TableKind::Duplicated => {
+            ast::TableKind::Duplicated => {
                 check_tablespace(ctx, table.tablespace.as_ref())?;
                 TableLayout {
-                    kind: DistributionKind::Duplicated,
+                    kind: TableKind::Duplicated,
                     shards: ctx.all_shards(),
                     ..base
                 }
             }
-            TableKind::Plain => {
+            ast::TableKind::Plain => {
                 check_tablespace(ctx, table.tablespace.as_ref())?;
                 TableLayout {
-                    kind: DistributionKind::Unsharded,
+                    kind: TableKind::Unsharded,
                     shards: vec![ShardId(0)],
                     ..base
                 }
             }
-            TableKind::Sharded => sharded_layout(ctx, table, base, &foreign_keys, &key_column)?,
+            ast::TableKind::Sharded => {
+                sharded_layout(ctx, table, base, &foreign_keys, &key_column)?
+            }
         }
     };
     Ok(Resolved {
@@ -271,7 +252,7 @@ fn sharded_layout(
         idents.iter().map(|i| key_column(&i.value)).collect()
     };
     let base = TableLayout {
-        kind: DistributionKind::Sharded,
+        kind: TableKind::Sharded,
         ..base
     };
     if let Some(parent_name) = &table.parent {
@@ -401,7 +382,10 @@ fn sharded_layout(
                 previous = Some(&set.bound);
             }
             Ok(TableLayout {
-                method: Some(ShardingMethod::Composite(*set_method)),
+                method: Some(match set_method {
+                    SetMethod::List => ShardingMethod::CompositeList,
+                    SetMethod::Range => ShardingMethod::CompositeRange,
+                }),
                 key: columns(&hash_columns.iter().collect::<Vec<_>>()),
                 set_key: columns(&set_columns.iter().collect::<Vec<_>>()),
                 shards: placed_shards(None, &sets),
@@ -459,7 +443,7 @@ fn child_layout(
     tablespace: Option<&Placement>,
     key_column: &dyn Fn(&str) -> KeyColumn,
 ) -> Result<TableLayout, RewriteError> {
-    if parent.kind != DistributionKind::Sharded {
+    if parent.kind != TableKind::Sharded {
         return Err(RewriteError::ParentNotSharded {
             table: base.name.to_string(),
             parent: parent.name.to_string(),
@@ -513,7 +497,7 @@ fn child_layout(
         })
         .collect();
     Ok(TableLayout {
-        kind: DistributionKind::Sharded,
+        kind: TableKind::Sharded,
         method: parent.method,
         key: key.into_iter().map(|(c, _)| c).collect(),
         set_key: set_key.into_iter().map(|(c, _)| c).collect(),

@@ -5,7 +5,7 @@
 //! Besides PostgreSQL's `--` and `/* */` comments (nested, as PostgreSQL nests them), the lexer
 //! accepts Oracle NoSQL's `//` line comments, because the NoSQL examples users copy contain them.
 
-use super::DdlError;
+use super::error::DdlError;
 
 /// PostgreSQL truncates identifiers to NAMEDATALEN - 1 bytes; the catalog must agree with the
 /// names the shards end up with.

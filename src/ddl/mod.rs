@@ -71,157 +71,26 @@
 //! - `REFERENCE (fk)` must name a foreign key constraint of the same table.
 
 pub mod ast;
+pub mod error;
 mod layout;
 pub mod lexer;
+pub mod model;
+pub mod naming;
 mod parser;
 mod partition;
 pub mod render;
 pub mod rewrite;
 mod rules;
+mod type_parser;
 pub mod types;
 mod validate;
 
-use tokio_postgres::error::SqlState;
-
 pub use ast::*;
+pub use error::{DdlError, KeyKind};
 pub use parser::{parse, parse_script};
 pub use types::{DataType, PgType};
 
 use lexer::{Lexer, TokenKind};
-
-/// Where a key column was named, for PostgreSQL's wording of a missing column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyKind {
-    Constraint,
-    Partition,
-}
-
-impl KeyKind {
-    fn describe(self) -> &'static str {
-        match self {
-            KeyKind::Constraint => "key",
-            KeyKind::Partition => "partition key",
-        }
-    }
-}
-
-/// Errors of the sharding DDL parser. Positions are byte offsets into the statement text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DdlError {
-    #[error("syntax error at or near \"{near}\"")]
-    Syntax { near: String, position: usize },
-    #[error("syntax error at end of input")]
-    SyntaxAtEnd { position: usize },
-    #[error("unterminated quoted string at or near \"{near}\"")]
-    UnterminatedString { near: String, position: usize },
-    #[error("unterminated quoted identifier at or near \"{near}\"")]
-    UnterminatedIdentifier { near: String, position: usize },
-    #[error("unterminated /* comment at or near \"{near}\"")]
-    UnterminatedComment { near: String, position: usize },
-    #[error("zero-length delimited identifier at or near \"{near}\"")]
-    ZeroLengthIdentifier { near: String, position: usize },
-    #[error("ORA-02514: list PARTITIONSET method expects a single partitioning column")]
-    ListPartitionSetColumns { position: usize },
-    #[error(
-        "ORA-03813: list partition method expects a single partitioning column in user-defined sharding"
-    )]
-    ListPartitionColumns { position: usize },
-    #[error("the shard key must be a prefix of the primary key, in order: write PRIMARY KEY (SHARD(a, b), c) with SHARD(...) first and only once")]
-    ShardKeyNotPrefix { position: usize },
-    #[error("SHARD(...) in the primary key and the PARTITION BY clause both give a sharding key; keep one")]
-    ShardKeyWithPartitioning { position: usize },
-    #[error("a child table cannot declare a shard key; it is sharded by its parent's key, so remove SHARD(...)")]
-    ShardKeyInChild { position: usize },
-    #[error("a {kind} table is not partitioned across shards; use CREATE SHARDED TABLE, or remove the PARTITION BY/PARENT clause")]
-    PartitioningOnUnsharded { kind: &'static str, position: usize },
-    #[error("sharded table \"{table}\" has no sharding key: add PARTITION BY CONSISTENT HASH (columns) or a PRIMARY KEY")]
-    NoShardingKey { table: String, position: usize },
-    #[error("PARENT needs a PARTITION BY CONSISTENT HASH (columns) clause naming the columns that hold the parent's sharding key")]
-    ParentWithoutKey { position: usize },
-    #[error("PARENT and PARTITION BY REFERENCE both name the parent table; keep one")]
-    ParentAndReference { position: usize },
-    #[error("PARTITION BY REFERENCE (\"{constraint}\") must name a FOREIGN KEY constraint of this table")]
-    ReferenceNotForeignKey { constraint: String, position: usize },
-    #[error("column \"{column}\" named in {} does not exist", kind.describe())]
-    UndefinedKeyColumn {
-        column: String,
-        kind: KeyKind,
-        position: usize,
-    },
-    #[error("partition \"{partition}\" has {found} value(s) in a bound where {expected} (one per partitioning column) are expected")]
-    BoundArity {
-        partition: String,
-        expected: usize,
-        found: usize,
-        position: usize,
-    },
-    #[error(
-        "partition \"{partition}\" needs a {clause} clause: it decides where the partition lives"
-    )]
-    MissingPlacement {
-        partition: String,
-        clause: &'static str,
-        position: usize,
-    },
-}
-
-impl DdlError {
-    pub fn sqlstate(&self) -> SqlState {
-        match self {
-            DdlError::Syntax { .. }
-            | DdlError::SyntaxAtEnd { .. }
-            | DdlError::UnterminatedString { .. }
-            | DdlError::UnterminatedIdentifier { .. }
-            | DdlError::UnterminatedComment { .. }
-            | DdlError::ZeroLengthIdentifier { .. } => SqlState::SYNTAX_ERROR,
-            DdlError::UndefinedKeyColumn { .. } => SqlState::UNDEFINED_COLUMN,
-            DdlError::ListPartitionSetColumns { .. }
-            | DdlError::ListPartitionColumns { .. }
-            | DdlError::ShardKeyNotPrefix { .. }
-            | DdlError::ShardKeyWithPartitioning { .. }
-            | DdlError::ShardKeyInChild { .. }
-            | DdlError::PartitioningOnUnsharded { .. }
-            | DdlError::NoShardingKey { .. }
-            | DdlError::ParentWithoutKey { .. }
-            | DdlError::ParentAndReference { .. }
-            | DdlError::ReferenceNotForeignKey { .. }
-            | DdlError::BoundArity { .. }
-            | DdlError::MissingPlacement { .. } => SqlState::INVALID_TABLE_DEFINITION,
-        }
-    }
-
-    /// The byte offset in the statement the error points at.
-    pub fn position(&self) -> Option<usize> {
-        match self {
-            DdlError::Syntax { position, .. }
-            | DdlError::SyntaxAtEnd { position }
-            | DdlError::UnterminatedString { position, .. }
-            | DdlError::UnterminatedIdentifier { position, .. }
-            | DdlError::UnterminatedComment { position, .. }
-            | DdlError::ZeroLengthIdentifier { position, .. }
-            | DdlError::ListPartitionSetColumns { position }
-            | DdlError::ListPartitionColumns { position }
-            | DdlError::ShardKeyNotPrefix { position }
-            | DdlError::ShardKeyWithPartitioning { position }
-            | DdlError::ShardKeyInChild { position }
-            | DdlError::PartitioningOnUnsharded { position, .. }
-            | DdlError::NoShardingKey { position, .. }
-            | DdlError::ParentWithoutKey { position }
-            | DdlError::ParentAndReference { position }
-            | DdlError::ReferenceNotForeignKey { position, .. }
-            | DdlError::UndefinedKeyColumn { position, .. }
-            | DdlError::BoundArity { position, .. }
-            | DdlError::MissingPlacement { position, .. } => Some(*position),
-        }
-    }
-
-    /// The position as PostgreSQL's ErrorResponse `P` field carries it: 1-based, in characters.
-    pub fn error_position(&self, sql: &str) -> Option<u32> {
-        let byte = self.position()?.min(sql.len());
-        let chars = sql.get(..byte)?.chars().count();
-        u32::try_from(chars + 1).ok()
-    }
-}
 
 /// Whether `sql` is a statement this parser owns, decided from its first keywords only:
 /// `CREATE SHARDED|DUPLICATED TABLE`, `CREATE|DROP TABLESPACE SET`, `CREATE TABLESPACE name ON

@@ -1,9 +1,10 @@
 //! Recursive-descent parser for the grammar in the module doc of [`super`].
 
 use super::ast::*;
+use super::error::DdlError;
 use super::lexer::{tokenize, Token, TokenKind};
 use super::validate::validate_create_table;
-use super::DdlError;
+use crate::model::RowMovement;
 
 /// Parses one statement, optionally followed by `;`.
 pub fn parse(sql: &str) -> Result<Statement, DdlError> {
@@ -297,9 +298,9 @@ impl<'a> Parser<'a> {
     /// `ENABLE|DISABLE ROW MOVEMENT`.
     fn row_movement(&mut self) -> Result<RowMovement, DdlError> {
         let movement = if self.eat_kw("enable") {
-            RowMovement::Enable
+            RowMovement::Enabled
         } else if self.eat_kw("disable") {
-            RowMovement::Disable
+            RowMovement::Disabled
         } else {
             return Err(self.unexpected());
         };

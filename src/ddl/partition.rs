@@ -2,9 +2,9 @@
 //! list and range, and composite partition sets.
 
 use super::ast::*;
+use super::error::DdlError;
 use super::lexer::TokenKind;
 use super::parser::Parser;
-use super::DdlError;
 
 impl Parser<'_> {
     pub(super) fn partitioning(&mut self, stmt_start: usize) -> Result<Distribution, DdlError> {

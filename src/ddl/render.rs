@@ -1,16 +1,13 @@
-//! SQL text for the shards: quoting, partition bounds, partition names and the CREATE
-//! statements of a settled [`Resolved`] table.
+//! SQL text for the shards: quoting, partition bounds and the CREATE statements of a settled
+//! [`Resolved`] table.
 
 use std::fmt::Write;
 
 use super::ast::*;
-use super::layout::{Resolved, ResolvedFk};
-use super::rewrite::*;
-use super::rules::RewriteError;
-use crate::catalog::ShardId;
-
-/// PostgreSQL's NAMEDATALEN - 1.
-const MAX_IDENTIFIER_BYTES: usize = 63;
+use super::error::RewriteError;
+use super::model::*;
+use super::naming::{chunk_suffix, partition_relation};
+use crate::model::{KeyColumn, ShardId, ShardingMethod};
 
 pub use crate::sql::quote::{quote_ident, quote_literal};
 
@@ -20,45 +17,6 @@ fn quote_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
         .map(quote_ident)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn fnv1a(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-fn truncate(s: &str, max: usize) -> &str {
-    let mut end = max.min(s.len());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-/// `<base>_<suffix>`, kept within PostgreSQL's 63 bytes: a long base is shortened and followed by
-/// 8 hex digits of its hash so that different long bases stay different.
-pub fn partition_relation(base: &str, suffix: &str) -> String {
-    let full = format!("{base}_{suffix}");
-    if full.len() <= MAX_IDENTIFIER_BYTES {
-        return full;
-    }
-    let tag = format!("{:08x}", fnv1a(base));
-    let room = MAX_IDENTIFIER_BYTES.saturating_sub(suffix.len() + tag.len() + 2);
-    if room >= 8 {
-        format!("{}_{tag}_{suffix}", truncate(base, room))
-    } else {
-        let tag = format!("{:08x}", fnv1a(&full));
-        format!(
-            "{}_{tag}",
-            truncate(&full, MAX_IDENTIFIER_BYTES - tag.len() - 1)
-        )
-    }
-}
-
-fn chunk_suffix(k: u32) -> String {
-    format!("c{k}")
 }
 
 fn invalid(partition: &str, reason: &'static str) -> RewriteError {
@@ -319,12 +277,15 @@ fn top_table_sql(resolved: &Resolved<'_>) -> String {
             .map(|c| constraint_sql(resolved, c, c.name.as_ref())),
     );
     let partitioning = match layout.method {
-        None => String::new(),
+        // A layout never holds `Reference` (a child carries its root's method); were one to
+        // slip through, the table would be unpartitioned and its PARTITION OF statements fail
+        // on the shard, so no row is placed by a wrong method.
+        None | Some(ShardingMethod::Reference) => String::new(),
         Some(ShardingMethod::ConsistentHash) => partition_by("HASH", &layout.key),
         Some(ShardingMethod::List) => partition_by("LIST", &layout.key),
-        Some(ShardingMethod::Composite(SetMethod::List)) => partition_by("LIST", &layout.set_key),
+        Some(ShardingMethod::CompositeList) => partition_by("LIST", &layout.set_key),
         Some(ShardingMethod::Range) => partition_by("RANGE", &layout.key),
-        Some(ShardingMethod::Composite(SetMethod::Range)) => partition_by("RANGE", &layout.set_key),
+        Some(ShardingMethod::CompositeRange) => partition_by("RANGE", &layout.set_key),
     };
     format!(
         "CREATE TABLE {} ({}){partitioning}",

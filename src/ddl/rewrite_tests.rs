@@ -3,9 +3,12 @@ use std::collections::BTreeMap;
 use tokio_postgres::error::SqlState;
 
 use super::*;
-use crate::ddl::ast::SetMethod;
+use crate::ddl::error::RewriteError;
+use crate::ddl::model::*;
+use crate::ddl::naming;
 use crate::ddl::types::TypeOptions;
 use crate::ddl::{parse, render, Statement};
+use crate::model::{KeyColumn, RowMovement, ShardingMethod, TableKind};
 
 const CUSTOMERS: &str = "CREATE SHARDED TABLE customers
 (cust_id NUMBER NOT NULL, name VARCHAR2(50), class VARCHAR2(3),
@@ -83,7 +86,7 @@ fn consistent_hash_spreads_chunks_round_robin_over_the_tablespace_set() {
     assert_eq!(shard(&plan, 1)[1..].len(), 2);
     assert!(shard(&plan, 1)[2].ends_with("(MODULUS 4, REMAINDER 3)"));
     let l = &plan.layout;
-    assert_eq!(l.kind, DistributionKind::Sharded);
+    assert_eq!(l.kind, TableKind::Sharded);
     assert_eq!(l.method, Some(ShardingMethod::ConsistentHash));
     assert_eq!(l.chunks.as_ref().unwrap().0, [0, 1, 0, 1].map(ShardId));
     assert_eq!(l.tablespace_set.as_deref(), Some("ts1"));
@@ -94,7 +97,7 @@ fn consistent_hash_spreads_chunks_round_robin_over_the_tablespace_set() {
             pg_type: t.into()
         })
     );
-    assert_eq!(plan.row_movement, RowMovement::Disable);
+    assert_eq!(plan.row_movement, RowMovement::Disabled);
 }
 
 #[test]
@@ -205,7 +208,7 @@ PARTITIONSET gold   VALUES LESS THAN (20,200) TABLESPACE SET ts2)";
 fn composite_range_puts_constraints_lacking_the_set_key_on_each_partition_set() {
     let plan = create(&ctx(), COMPOSITE_RANGE).unwrap();
     let l = &plan.layout;
-    assert_eq!(l.method, Some(ShardingMethod::Composite(SetMethod::Range)));
+    assert_eq!(l.method, Some(ShardingMethod::CompositeRange));
     assert_eq!(l.shards, [0, 1, 2, 3].map(ShardId));
     assert_eq!(
         shard(&plan, 0),
@@ -302,14 +305,14 @@ fn duplicated_goes_everywhere_and_unsharded_to_the_first_shard() {
         "CREATE DUPLICATED TABLE products (id NUMBER PRIMARY KEY, name VARCHAR2(20))",
     )
     .unwrap();
-    assert_eq!(dup.layout.kind, DistributionKind::Duplicated);
+    assert_eq!(dup.layout.kind, TableKind::Duplicated);
     assert_eq!(dup.per_shard.len(), 4);
     assert_eq!(
         shard(&dup, 2),
         ["CREATE TABLE \"public\".\"products\" (\"id\" numeric, \"name\" varchar(20), PRIMARY KEY (\"id\"))"]
     );
     let plain = create(&ctx(), "CREATE TABLE myProducts (productName STRING, color ENUM (blue,green,red), PRIMARY KEY (productName))").unwrap();
-    assert_eq!(plain.layout.kind, DistributionKind::Unsharded);
+    assert_eq!(plain.layout.kind, TableKind::Unsharded);
     assert_eq!(
         plain.per_shard,
         BTreeMap::from([(ShardId(0), vec!["CREATE TABLE \"public\".\"myproducts\" (\"productname\" text, \"color\" text CHECK (\"color\" IN ('blue', 'green', 'red')), PRIMARY KEY (\"productname\"))".to_owned()])])
@@ -413,7 +416,7 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
 
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, p int REFERENCES products (id)) PARTITION BY CONSISTENT HASH (id)");
     assert!(
-        matches!(&e, RewriteError::ShardedToUnshardedOrDuplicated { target_kind: DistributionKind::Duplicated, columns, .. } if columns == &["p"]),
+        matches!(&e, RewriteError::ShardedToUnshardedOrDuplicated { target_kind: TableKind::Duplicated, columns, .. } if columns == &["p"]),
         "{e}"
     );
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, p text REFERENCES plain (id)) PARTITION BY CONSISTENT HASH (id)");
@@ -421,7 +424,7 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
         matches!(
             &e,
             RewriteError::ShardedToUnshardedOrDuplicated {
-                target_kind: DistributionKind::Unsharded,
+                target_kind: TableKind::Unsharded,
                 ..
             }
         ),
@@ -435,8 +438,8 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
         matches!(
             &e,
             RewriteError::ReferenceAcrossKinds {
-                kind: DistributionKind::Duplicated,
-                target_kind: DistributionKind::Sharded,
+                kind: TableKind::Duplicated,
+                target_kind: TableKind::Sharded,
                 ..
             }
         ),
@@ -569,11 +572,11 @@ fn drop_refuses_a_parent_with_children_and_index_goes_where_the_table_is() {
 fn long_partition_names_stay_within_63_bytes_and_distinct() {
     let a = "a".repeat(60) + "x";
     let b = "a".repeat(60) + "y";
-    let na = render::partition_relation(&a, "c12");
-    let nb = render::partition_relation(&b, "c12");
+    let na = naming::partition_relation(&a, "c12");
+    let nb = naming::partition_relation(&b, "c12");
     assert!(na.len() <= 63 && nb.len() <= 63);
     assert!(na.ends_with("_c12"));
     assert_ne!(na, nb);
-    assert_eq!(render::partition_relation("t", "c1"), "t_c1");
+    assert_eq!(naming::partition_relation("t", "c1"), "t_c1");
     assert_eq!(render::quote_ident("We\"ird"), "\"We\"\"ird\"");
 }

@@ -12,157 +12,10 @@
 //! - A hash sharding key has a type the router can hash like PostgreSQL, and a family child's key
 //!   columns hash like the root's (same type up to typmod; smallint, integer and bigint agree).
 
-use tokio_postgres::error::SqlState;
-
 use super::ast::ConstraintBody;
-use super::layout::{Resolved, ResolvedFk};
-use super::rewrite::{DistributionKind, KeyColumn, RewriteContext, ShardingMethod, TableLayout};
-use crate::router::hash::{HashError, KeyType};
-
-/// Errors of the rewrite; each names the rule and the columns involved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RewriteError {
-    #[error("relation {table} already exists")]
-    TableExists { table: String },
-    #[error("relation {table} does not exist")]
-    UndefinedTable { table: String },
-    #[error("tablespace set \"{name}\" does not exist: create it with CREATE TABLESPACE SET {name}, or name an existing one")]
-    UndefinedTablespaceSet { name: String },
-    #[error("tablespace \"{name}\" does not exist: create it with CREATE TABLESPACE {name} ON SHARD <shard> (or in [[tablespaces]] of the configuration), or name an existing one")]
-    UndefinedTablespace { name: String },
-    #[error("tablespace set \"{name}\" has no shards; add shards to it first")]
-    EmptyTablespaceSet { name: String },
-    #[error("there are no shards to place the table on")]
-    NoShards,
-    #[error("PARTITIONS must be at least 1")]
-    ZeroPartitions,
-    #[error("name \"{name}\" has too many parts: use table or schema.table")]
-    UnsupportedName { name: String },
-    #[error("{constraint} of sharded table {table} must contain the sharding key columns ({}); missing: {}", key.join(", "), missing.join(", "))]
-    KeyNotInConstraint {
-        table: String,
-        constraint: String,
-        key: Vec<String>,
-        missing: Vec<String>,
-    },
-    #[error("foreign key {constraint} of {table} references {target}, which is in another table family: foreign keys between sharded tables must stay inside one family (make {table} a child with PARTITION BY REFERENCE)")]
-    ForeignKeyOutsideFamily {
-        table: String,
-        constraint: String,
-        target: String,
-    },
-    #[error("{table} must reference the sharding key of {target} so related rows share a shard; its foreign key does not cover: {}", missing.join(", "))]
-    ForeignKeyMissesKey {
-        table: String,
-        target: String,
-        missing: Vec<String>,
-    },
-    #[error("foreign key {constraint} ({}) of sharded table {table} references {target_kind} table {target}: foreign keys from sharded tables to {target_kind} tables are not allowed", columns.join(", "))]
-    ShardedToUnshardedOrDuplicated {
-        table: String,
-        constraint: String,
-        columns: Vec<String>,
-        target: String,
-        target_kind: DistributionKind,
-    },
-    #[error("foreign key {constraint} ({}) of {kind} table {table} references {target_kind} table {target}: a {kind} table may reference only {} tables", columns.join(", "), may_reference(*kind))]
-    ReferenceAcrossKinds {
-        table: String,
-        kind: DistributionKind,
-        constraint: String,
-        columns: Vec<String>,
-        target: String,
-        target_kind: DistributionKind,
-    },
-    #[error("a child table cannot declare a shard key: {table} is sharded by its parent's key, so remove SHARD(...)")]
-    NoSqlChildShardKey { table: String },
-    #[error("{table} cannot be a child of {parent}: the parent of a table family must be a sharded table")]
-    ParentNotSharded { table: String, parent: String },
-    #[error("PARENT {parent}: the PARTITION BY CONSISTENT HASH columns of {table} must hold the parent's key columns ({}), one for one", expected.join(", "))]
-    ParentKeyArity {
-        table: String,
-        parent: String,
-        expected: Vec<String>,
-    },
-    #[error("{table} is placed with its family's root {root}; remove TABLESPACE SET {set}")]
-    ChildPlacement {
-        table: String,
-        root: String,
-        set: String,
-    },
-    #[error("column \"{column}\" has type {column_type} but holds key column \"{root_column}\" of type {root_type}; give it type {root_type} so both hash alike")]
-    KeyTypeMismatch {
-        column: String,
-        column_type: String,
-        root_column: String,
-        root_type: String,
-    },
-    #[error("sharding key column \"{column}\": {source}")]
-    UnhashableKey {
-        column: String,
-        source: Box<HashError>,
-    },
-    #[error("partition \"{partition}\": {reason}")]
-    InvalidBound {
-        partition: String,
-        reason: &'static str,
-    },
-    #[error("cannot drop table {table} because other tables of its family depend on it: {}; drop them first", children.join(", "))]
-    ParentHasChildren {
-        table: String,
-        children: Vec<String>,
-    },
-}
-
-impl RewriteError {
-    pub fn sqlstate(&self) -> SqlState {
-        match self {
-            RewriteError::TableExists { .. } => SqlState::DUPLICATE_TABLE,
-            RewriteError::UndefinedTable { .. } => SqlState::UNDEFINED_TABLE,
-            RewriteError::UndefinedTablespaceSet { .. }
-            | RewriteError::UndefinedTablespace { .. } => SqlState::UNDEFINED_OBJECT,
-            RewriteError::UnsupportedName { .. } => SqlState::INVALID_NAME,
-            RewriteError::ForeignKeyOutsideFamily { .. }
-            | RewriteError::ForeignKeyMissesKey { .. }
-            | RewriteError::ShardedToUnshardedOrDuplicated { .. }
-            | RewriteError::ReferenceAcrossKinds { .. } => SqlState::INVALID_FOREIGN_KEY,
-            RewriteError::KeyTypeMismatch { .. } => SqlState::DATATYPE_MISMATCH,
-            RewriteError::UnhashableKey { .. } => SqlState::FEATURE_NOT_SUPPORTED,
-            RewriteError::ParentHasChildren { .. } => SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
-            RewriteError::EmptyTablespaceSet { .. }
-            | RewriteError::NoShards
-            | RewriteError::ZeroPartitions
-            | RewriteError::KeyNotInConstraint { .. }
-            | RewriteError::NoSqlChildShardKey { .. }
-            | RewriteError::ParentNotSharded { .. }
-            | RewriteError::ParentKeyArity { .. }
-            | RewriteError::ChildPlacement { .. }
-            | RewriteError::InvalidBound { .. } => SqlState::INVALID_TABLE_DEFINITION,
-        }
-    }
-}
-
-/// What a table of `kind` may hold a foreign key to, besides its own family.
-fn may_reference(kind: DistributionKind) -> &'static str {
-    match kind {
-        DistributionKind::Sharded => "sharded tables of its family",
-        DistributionKind::Duplicated => "duplicated",
-        DistributionKind::Unsharded => "unsharded and duplicated",
-    }
-}
-
-/// Types whose hash-partitioning hashes agree on every value both can hold.
-fn hash_class(ty: KeyType) -> KeyType {
-    match ty {
-        KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => KeyType::Int8,
-        KeyType::Numeric(_) => KeyType::Numeric(None),
-        KeyType::Varchar(_) | KeyType::Text => KeyType::Text,
-        KeyType::Bpchar(_) => KeyType::Bpchar(None),
-        KeyType::Timestamp(_) => KeyType::Timestamp(None),
-        KeyType::Timestamptz(_) => KeyType::Timestamptz(None),
-        other => other,
-    }
-}
+use super::error::RewriteError;
+use super::model::{Resolved, ResolvedFk, RewriteContext, TableLayout};
+use crate::model::{KeyColumn, KeyType, ShardingMethod, TableKind};
 
 /// A child's key column must place rows where the root's column does.
 pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), RewriteError> {
@@ -170,7 +23,7 @@ pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), 
         KeyType::from_pg_type_name(&child.pg_type),
         KeyType::from_pg_type_name(&root.pg_type),
     ) {
-        (Ok(a), Ok(b)) => hash_class(a) == hash_class(b),
+        (Ok(a), Ok(b)) => a.hash_class() == b.hash_class(),
         _ => child.pg_type.eq_ignore_ascii_case(&root.pg_type),
     };
     if same {
@@ -187,7 +40,7 @@ pub(super) fn check_key_type(child: &KeyColumn, root: &KeyColumn) -> Result<(), 
 
 pub(super) fn check(ctx: &RewriteContext, resolved: &Resolved<'_>) -> Result<(), RewriteError> {
     let layout = &resolved.layout;
-    if layout.kind == DistributionKind::Sharded {
+    if layout.kind == TableKind::Sharded {
         check_hashable(layout)?;
         check_unique_constraints(resolved)?;
     }
@@ -210,7 +63,7 @@ fn check_foreign_key(
     fk: &ResolvedFk<'_>,
     target: &TableLayout,
 ) -> Result<(), RewriteError> {
-    use DistributionKind::*;
+    use TableKind::*;
     let constraint = fk.constraint.name.as_ref().map_or_else(
         || format!("({})", fk.columns.join(", ")),
         |n| format!("\"{}\"", n.value),
@@ -277,7 +130,11 @@ fn colocated(
 fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
     let hashed = matches!(
         layout.method,
-        Some(ShardingMethod::ConsistentHash | ShardingMethod::Composite(_))
+        Some(
+            ShardingMethod::ConsistentHash
+                | ShardingMethod::CompositeList
+                | ShardingMethod::CompositeRange
+        )
     );
     if !hashed || layout.family.is_some() {
         return Ok(());
@@ -285,7 +142,7 @@ fn check_hashable(layout: &TableLayout) -> Result<(), RewriteError> {
     for c in &layout.key {
         KeyType::from_pg_type_name(&c.pg_type).map_err(|source| RewriteError::UnhashableKey {
             column: c.name.clone(),
-            source: Box::new(source),
+            source,
         })?;
     }
     Ok(())

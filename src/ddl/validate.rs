@@ -2,7 +2,7 @@
 //! other tables (family membership, referenced keys) belong to the catalog.
 
 use super::ast::*;
-use super::{DdlError, KeyKind};
+use super::error::{DdlError, KeyKind};
 
 /// Checks `table` and settles its distribution: a sharded table without a partitioning clause
 /// is sharded by its primary key, and a NoSQL `SHARD(...)` key makes a plain table sharded.

@@ -15,18 +15,17 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{
-    CatalogError, RowMovement, ShardId, Snapshot, Table, TableId, TableKind, TableState,
-};
+use crate::catalog::{CatalogError, Snapshot, Table};
 use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
     DropTablespaceSet,
 };
-use crate::ddl::rewrite::{
-    self, CreateOutcome, QualifiedName, RewriteError, ShardStatements, TablePlan,
-};
+use crate::ddl::error::RewriteError;
+use crate::ddl::model::{QualifiedName, ShardStatements};
+use crate::ddl::rewrite::{self, CreateOutcome, TablePlan};
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
+use crate::model::{RowMovement, ShardId, TableId, TableKind, TableState};
 use crate::server::ServerCtx;
 use crate::txn::TxnError;
 
@@ -265,7 +264,7 @@ async fn record_generated_keys(
     statement: &CreateTable,
     entry: &crate::catalog::NewTable,
 ) -> Result<(), ExecError> {
-    if entry.kind != crate::catalog::TableKind::Sharded || entry.parent.is_some() {
+    if entry.kind != TableKind::Sharded || entry.parent.is_some() {
         return Ok(());
     }
     for key in &entry.key_columns {
@@ -427,7 +426,7 @@ async fn row_movement(ctx: &ServerCtx, a: &AlterRowMovement) -> Result<&'static 
             kind: table.kind,
         });
     }
-    let movement = RowMovement::from(a.movement);
+    let movement = a.movement;
     match movement {
         RowMovement::Enabled => {
             let lacking = snapshot.family(table.id).into_iter().find(|t| {

@@ -1,8 +1,11 @@
-//! The catalog's tables ([`catalog::Table`]) and the rewrite's view of them
-//! ([`TableLayout`]), both ways: the executor builds a [`RewriteContext`] from a snapshot before
-//! it rewrites a CREATE, and records the rewrite's [`TablePlan`] as a [`NewTable`].
+//! The catalog's stored tables ([`Table`]) and the rewrite's view of them ([`TableLayout`]),
+//! both ways: the executor builds a [`RewriteContext`] from a snapshot before it rewrites a
+//! CREATE, and records the rewrite's [`TablePlan`] as a [`NewTable`].
 //!
+//! Kind, method, key columns and row movement are the same `crate::model` types on both sides.
 //! The catalog stores less than a layout holds; the rest is derived:
+//! - a family child is stored with method `Reference`; its layout carries the root's method,
+//!   which says how the child itself is partitioned;
 //! - a family child stores only its own key columns, in the order of the root's key (and of the
 //!   root's partition-set key), so its column map pairs them up by position;
 //! - a child's chunks, partition sets and partitions are its root's (a child is partitioned
@@ -12,16 +15,19 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{self, NewPartition, NewTable, PartitionSet, Snapshot, Table};
+use crate::catalog::{NewPartition, NewTable, PartitionSet, Snapshot, Table};
 use crate::config::Config;
 use crate::ddl::ast::{self, SetMethod};
-use crate::ddl::render::{bound_sql, partition_relation};
-use crate::ddl::rewrite::{
-    ChunkMap, DistributionKind, FamilyLink, KeyColumn, PartitionPlacement, PartitionPlan,
-    QualifiedName, RewriteContext, ShardingMethod, TableLayout, TablePlan,
+use crate::ddl::model::{
+    ChunkMap, FamilyLink, PartitionPlacement, PartitionPlan, QualifiedName, RewriteContext,
+    TableLayout,
 };
+use crate::ddl::naming::partition_relation;
+use crate::ddl::render::bound_sql;
+use crate::ddl::rewrite::TablePlan;
 
 use super::ddl::ExecError;
+use crate::model::{BoundValue, KeyColumn, PartitionBound, ShardingMethod, TableKind};
 
 /// The schema an unqualified table name means. Sessions' `search_path` is not consulted yet:
 /// the proxy's own control sessions resolve names in `public` too, so both agree.
@@ -60,60 +66,44 @@ pub fn rewrite_context(snapshot: &Snapshot, config: &Config) -> Result<RewriteCo
     })
 }
 
-fn key_columns(columns: &[catalog::KeyColumn]) -> Vec<KeyColumn> {
-    columns
-        .iter()
-        .map(|c| KeyColumn {
-            name: c.name.clone(),
-            pg_type: c.pg_type.clone(),
-        })
-        .collect()
-}
-
-fn catalog_columns(columns: &[KeyColumn]) -> Vec<catalog::KeyColumn> {
-    columns
-        .iter()
-        .map(|c| catalog::KeyColumn::new(&c.name, &c.pg_type))
-        .collect()
-}
-
-fn ast_bound(bound: &catalog::PartitionBound) -> ast::PartitionBound {
-    let values = |vs: &[catalog::BoundValue]| {
+fn ast_bound(bound: &PartitionBound) -> ast::PartitionBound {
+    let values = |vs: &[BoundValue]| {
         vs.iter()
             .map(|v| match v {
-                catalog::BoundValue::Literal(s) => ast::Value::String(s.clone()),
-                catalog::BoundValue::Null => ast::Value::Null,
-                catalog::BoundValue::Default => ast::Value::Default,
-                catalog::BoundValue::MaxValue => ast::Value::MaxValue,
+                BoundValue::Literal(s) => ast::Value::String(s.clone()),
+                BoundValue::Null => ast::Value::Null,
+                BoundValue::Default => ast::Value::Default,
+                BoundValue::MaxValue => ast::Value::MaxValue,
             })
             .collect()
     };
     match bound {
-        catalog::PartitionBound::In(tuples) => {
+        PartitionBound::In(tuples) => {
             ast::PartitionBound::In(tuples.iter().map(|t| values(t)).collect())
         }
-        catalog::PartitionBound::LessThan(vs) => ast::PartitionBound::LessThan(values(vs)),
+        PartitionBound::LessThan(vs) => ast::PartitionBound::LessThan(values(vs)),
     }
 }
 
-/// A root's method as the rewrite names it; `None` for a child's `Reference`.
-fn root_method(method: catalog::ShardingMethod) -> Option<ShardingMethod> {
-    use catalog::ShardingMethod as M;
-    match method {
-        M::ConsistentHash => Some(ShardingMethod::ConsistentHash),
-        M::List => Some(ShardingMethod::List),
-        M::Range => Some(ShardingMethod::Range),
-        M::CompositeList => Some(ShardingMethod::Composite(SetMethod::List)),
-        M::CompositeRange => Some(ShardingMethod::Composite(SetMethod::Range)),
-        M::Reference => None,
-    }
-}
-
-fn distribution(kind: catalog::TableKind) -> DistributionKind {
-    match kind {
-        catalog::TableKind::Sharded => DistributionKind::Sharded,
-        catalog::TableKind::Duplicated => DistributionKind::Duplicated,
-        catalog::TableKind::Unsharded => DistributionKind::Unsharded,
+/// The stored form of a layout's bound. Literals keep their text; whether `10` was written as a
+/// number or a string is not kept, see the module comment.
+fn stored_bound(bound: &ast::PartitionBound) -> PartitionBound {
+    let values = |vs: &[ast::Value]| {
+        vs.iter()
+            .map(|v| match v {
+                ast::Value::String(s) | ast::Value::Number(s) => BoundValue::Literal(s.clone()),
+                ast::Value::Typed { value, .. } => BoundValue::Literal(value.clone()),
+                ast::Value::Null => BoundValue::Null,
+                ast::Value::Default => BoundValue::Default,
+                ast::Value::MaxValue => BoundValue::MaxValue,
+            })
+            .collect()
+    };
+    match bound {
+        ast::PartitionBound::In(tuples) => {
+            PartitionBound::In(tuples.iter().map(|t| values(t)).collect())
+        }
+        ast::PartitionBound::LessThan(vs) => PartitionBound::LessThan(values(vs)),
     }
 }
 
@@ -122,9 +112,10 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
     let root = snapshot
         .root_of(table.id)
         .ok_or_else(|| mismatch(table, "its family's root is missing"))?;
+    // A child is stored as `Reference`; its layout carries the root's method.
     let method = match root.method {
-        Some(m) => Some(root_method(m).ok_or_else(|| mismatch(root, "a root by reference"))?),
-        None => None,
+        Some(ShardingMethod::Reference) => return Err(mismatch(root, "a root by reference")),
+        m => m,
     };
     let family = match table.parent {
         None => None,
@@ -132,7 +123,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
             let parent = snapshot
                 .table(parent)
                 .ok_or_else(|| mismatch(table, "its parent is missing"))?;
-            let pair = |own: &[catalog::KeyColumn], roots: &[catalog::KeyColumn]| {
+            let pair = |own: &[KeyColumn], roots: &[KeyColumn]| {
                 own.iter()
                     .zip(roots)
                     .map(|(c, r)| (c.name.clone(), r.name.clone()))
@@ -148,7 +139,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
         }
     };
     let chunks = match (table.kind, method) {
-        (catalog::TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => {
+        (TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => {
             Some(ChunkMap(root.chunks.clone()))
         }
         _ => None,
@@ -161,13 +152,12 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
     };
     let mut partitions = Vec::new();
     let plan = |name: &str,
-                bound: &catalog::PartitionBound,
+                bound: &PartitionBound,
                 previous: Option<&ast::PartitionBound>,
                 placement: PartitionPlacement| {
         let bound = ast_bound(bound);
         let set_method = match method {
-            Some(ShardingMethod::Composite(m)) => m,
-            Some(ShardingMethod::Range) => SetMethod::Range,
+            Some(ShardingMethod::Range | ShardingMethod::CompositeRange) => SetMethod::Range,
             _ => SetMethod::List,
         };
         let bound_sql = bound_sql(set_method, name, &bound, previous)?;
@@ -200,11 +190,11 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
     }
     Ok(TableLayout {
         name: qualified(table),
-        kind: distribution(table.kind),
+        kind: table.kind,
         method,
-        key: key_columns(&table.key_columns),
-        set_key: key_columns(&table.partition_set_columns),
-        primary_key: key_columns(&table.primary_key),
+        key: table.key_columns.clone(),
+        set_key: table.partition_set_columns.clone(),
+        primary_key: table.primary_key.clone(),
         family,
         chunks,
         partitions,
@@ -215,7 +205,6 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
 
 /// The catalog entry that records a rewritten CREATE.
 pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, ExecError> {
-    use catalog::ShardingMethod as M;
     let layout = &plan.layout;
     let missing = |what: String| ExecError::CatalogMismatch(format!("{}: {what}", layout.name));
     let set_id = |name: &str| {
@@ -233,23 +222,13 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
                 .id,
         ),
     };
-    let method = match (parent, layout.method) {
-        (Some(_), _) => Some(M::Reference),
-        (None, m) => m.map(|m| match m {
-            ShardingMethod::ConsistentHash => M::ConsistentHash,
-            ShardingMethod::List => M::List,
-            ShardingMethod::Range => M::Range,
-            ShardingMethod::Composite(SetMethod::List) => M::CompositeList,
-            ShardingMethod::Composite(SetMethod::Range) => M::CompositeRange,
-        }),
+    let method = match parent {
+        Some(_) => Some(ShardingMethod::Reference),
+        None => layout.method,
     };
-    let kind = match layout.kind {
-        DistributionKind::Sharded => catalog::TableKind::Sharded,
-        DistributionKind::Duplicated => catalog::TableKind::Duplicated,
-        DistributionKind::Unsharded => catalog::TableKind::Unsharded,
-    };
+    let kind = layout.kind;
     let chunks = match (kind, parent) {
-        (catalog::TableKind::Unsharded, _) => layout.shards.clone(),
+        (TableKind::Unsharded, _) => layout.shards.clone(),
         (_, Some(_)) => Vec::new(),
         (_, None) => layout
             .chunks
@@ -264,14 +243,14 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
             PartitionPlacement::TablespaceSet { name, chunks } => {
                 partition_sets.push(PartitionSet {
                     name: p.name.clone(),
-                    bound: (&p.bound).into(),
+                    bound: stored_bound(&p.bound),
                     tablespace_set: set_id(name)?,
                     chunks: chunks.0.clone(),
                 })
             }
             PartitionPlacement::Tablespace { name, .. } => partitions.push(NewPartition {
                 name: p.name.clone(),
-                bound: (&p.bound).into(),
+                bound: stored_bound(&p.bound),
                 tablespace: name.clone(),
             }),
         }
@@ -281,11 +260,11 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
         name: layout.name.name.clone(),
         kind,
         method,
-        key_columns: catalog_columns(&layout.key),
-        partition_set_columns: catalog_columns(&layout.set_key),
-        primary_key: catalog_columns(&layout.primary_key),
+        key_columns: layout.key.clone(),
+        partition_set_columns: layout.set_key.clone(),
+        primary_key: layout.primary_key.clone(),
         parent,
-        row_movement: plan.row_movement.into(),
+        row_movement: plan.row_movement,
         tablespace_set: layout.tablespace_set.as_deref().map(set_id).transpose()?,
         chunks,
         partition_sets,

@@ -11,7 +11,7 @@ use super::ddl::{ExecError, ProxyDdl};
 use super::layout::DEFAULT_SCHEMA;
 use crate::catalog::Snapshot;
 use crate::ddl::lexer::{tokenize, TokenKind};
-use crate::ddl::rewrite::QualifiedName;
+use crate::ddl::model::QualifiedName;
 use crate::ddl::{self, CreateTable, Statement, TableKind};
 use crate::sql::classify::leading_words;
 

@@ -16,7 +16,6 @@ mod datetime;
 mod jenkins;
 mod numeric;
 mod scalar;
-mod types;
 
 #[cfg(test)]
 mod tests;
@@ -24,8 +23,9 @@ mod tests;
 use std::borrow::Cow;
 
 pub use jenkins::HASH_PARTITION_SEED;
-pub use numeric::{NumericKey, NumericTypmod};
-pub use types::KeyType;
+pub use numeric::NumericKey;
+
+pub use crate::model::{KeyType, KeyTypeError, NumericTypmod};
 
 /// One sharding-key value as the router received it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,14 +39,8 @@ pub enum KeyValue<'a> {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HashError {
-    #[error(
-        "sharding key type \"{name}\" is not supported: use smallint, integer, bigint, numeric, \
-         text, varchar, char(n), bytea, boolean, \"char\", date, timestamp, timestamptz, uuid, \
-         real or double precision"
-    )]
-    UnsupportedType { name: String },
-    #[error("invalid type modifier in \"{name}\": {reason}")]
-    InvalidTypeModifier { name: String, reason: &'static str },
+    #[error(transparent)]
+    KeyType(#[from] KeyTypeError),
     #[error("invalid input syntax for type {ty}: \"{input}\"; write it as PostgreSQL accepts it")]
     InvalidInput { ty: KeyType, input: String },
     #[error("value \"{input}\" is out of range for type {ty}; use a value the column can hold")]

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 pub use plan::Plan;
 pub use route::Route;
 
-use crate::catalog::{Snapshot, TableId};
+use crate::catalog::Snapshot;
+use crate::model::TableId;
 
 /// A plan shared by simple queries that differ in literals: valid for a text whose literals at
 /// the `fixed` positions have these values (the plan was built with them).

@@ -5,9 +5,8 @@
 use std::cmp::Ordering;
 
 use super::hash::{self, Comparable, HashError, KeyType, KeyValue};
-use crate::catalog::{
-    BoundValue, KeyColumn, PartitionBound, ShardId, ShardingMethod, Snapshot, Table, TableKind,
-};
+use crate::catalog::{Snapshot, Table};
+use crate::model::{BoundValue, KeyColumn, PartitionBound, ShardId, ShardingMethod, TableKind};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlaceError {
@@ -102,7 +101,7 @@ fn find_partition(
 ) -> Result<usize, Miss> {
     let types: Vec<KeyType> = columns
         .iter()
-        .map(|c| c.key_type().map_err(Miss::Hash))
+        .map(|c| c.key_type().map_err(|e| Miss::Hash(e.into())))
         .collect::<Result<_, _>>()?;
     let given: Vec<Option<Comparable>> = types
         .iter()

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use super::array;
 use super::*;
-use crate::catalog::{
-    BoundValue as B, KeyColumn, Partition, PartitionBound, PartitionSet, RowMovement, Shard,
-    ShardingMethod, Table, TableId, TableKind, TableState, TablespaceSetId,
+use crate::catalog::{Partition, PartitionSet, Shard, Table};
+use crate::model::{
+    BoundValue as B, KeyColumn, PartitionBound, RowMovement, ShardingMethod, TableId, TableKind,
+    TableState, TablespaceSetId,
 };
 use crate::router::plan::{self, ColumnSource, Plan, Planned};
 

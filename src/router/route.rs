@@ -6,7 +6,8 @@ use super::hash::{HashError, KeyValue};
 use super::place::ColumnConstraint;
 use super::place::{self, PlaceError};
 use super::plan::{Constraint, KeyTuple, Keys, Operand, ShardedPlan, Value};
-use crate::catalog::{ShardId, Snapshot};
+use crate::catalog::Snapshot;
+use crate::model::ShardId;
 use crate::protocol::{take_i16, take_i32, FrameError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use tokio_postgres::error::{DbError, SqlState};
 use tokio_postgres::NoTls;
 
 use super::TxnSettings;
-use crate::catalog::ShardId;
 use crate::config::{Config, Endpoint};
+use crate::model::ShardId;
 
 type Manager = PostgresConnectionManager<NoTls>;
 

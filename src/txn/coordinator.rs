@@ -13,7 +13,7 @@ use super::decision_log::{self, Decision};
 use super::error::TxnError;
 use super::gid::{Gid, GidGenerator};
 use super::TxnSettings;
-use crate::catalog::ShardId;
+use crate::model::ShardId;
 
 /// What one shard did: the row count of every command, in order (0 for commands without one).
 #[derive(Debug, Clone, PartialEq, Eq)]

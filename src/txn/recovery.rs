@@ -15,7 +15,7 @@ use super::decision_log::{self, Decision, DecisionRecord};
 use super::error::TxnError;
 use super::gid::{ClusterTag, Gid};
 use super::TxnSettings;
-use crate::catalog::ShardId;
+use crate::model::ShardId;
 use futures::future::join_all;
 
 /// What one pass did.

@@ -5,7 +5,7 @@
 //! and rounding to a typmod scale is exact, as it is in PostgreSQL.
 
 use super::jenkins::hash_bytes_extended;
-use super::{is_pg_space, HashError, KeyType};
+use super::{is_pg_space, HashError, KeyType, NumericTypmod};
 
 /// `numeric_in` rejects exponents from `INT_MAX / 2` on, before the format limits below apply.
 const MAX_EXPONENT: i64 = (i32::MAX / 2) as i64;
@@ -23,14 +23,6 @@ pub(super) enum Numeric {
         digits: Vec<u8>,
         exp: i64,
     },
-}
-
-/// A column typmod such as `numeric(10,2)`: assignment rounds to `scale` and rejects values with
-/// more than `precision - scale` digits before the point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NumericTypmod {
-    pub precision: i32,
-    pub scale: i32,
 }
 
 fn syntax(input: &str) -> HashError {

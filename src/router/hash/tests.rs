@@ -171,7 +171,7 @@ fn type_names_follow_postgres() {
     }
     assert!(matches!(
         KeyType::from_pg_type_name("jsonb"),
-        Err(HashError::UnsupportedType { .. })
+        Err(KeyTypeError::UnsupportedType { .. })
     ));
 }
 

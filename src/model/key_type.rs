@@ -1,8 +1,29 @@
-//! The sharding-key column types the router can hash, named as PostgreSQL names them.
+//! The sharding-key column types the router can hash, named as PostgreSQL names them. The DDL
+//! rules check key types with the same reading the router hashes with, so it lives here, below
+//! both.
 
 use std::fmt;
 
-use super::{HashError, NumericTypmod};
+/// A type name that is no sharding-key type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyTypeError {
+    #[error(
+        "sharding key type \"{name}\" is not supported: use smallint, integer, bigint, numeric, \
+         text, varchar, char(n), bytea, boolean, \"char\", date, timestamp, timestamptz, uuid, \
+         real or double precision"
+    )]
+    UnsupportedType { name: String },
+    #[error("invalid type modifier in \"{name}\": {reason}")]
+    InvalidTypeModifier { name: String, reason: &'static str },
+}
+
+/// A column typmod such as `numeric(10,2)`: assignment rounds to `scale` and rejects values with
+/// more than `precision - scale` digits before the point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NumericTypmod {
+    pub precision: i32,
+    pub scale: i32,
+}
 
 /// A partition-key column's type, with the typmod where it changes the stored value
 /// (numeric rounding, varchar/char length checks, timestamp precision).
@@ -41,11 +62,11 @@ impl KeyType {
     /// Reads a type name as written in DDL or printed by `format_type()`: aliases (`int`,
     /// `decimal`, `character varying`, `timestamp with time zone` …), any case, an optional
     /// `pg_catalog.` prefix, and typmods such as `numeric(10,2)` or `timestamp(3) with time zone`.
-    pub fn from_pg_type_name(name: &str) -> Result<KeyType, HashError> {
-        let unsupported = || HashError::UnsupportedType {
+    pub fn from_pg_type_name(name: &str) -> Result<KeyType, KeyTypeError> {
+        let unsupported = || KeyTypeError::UnsupportedType {
             name: name.to_owned(),
         };
-        let bad_modifier = |reason: &'static str| HashError::InvalidTypeModifier {
+        let bad_modifier = |reason: &'static str| KeyTypeError::InvalidTypeModifier {
             name: name.to_owned(),
             reason,
         };
@@ -79,14 +100,14 @@ impl KeyType {
             [n] => Ok(Some(*n)),
             _ => Err(bad_modifier("this type takes one modifier")),
         };
-        let length = || -> Result<Option<u32>, HashError> {
+        let length = || -> Result<Option<u32>, KeyTypeError> {
             match one_arg()? {
                 None => Ok(None),
                 Some(n) if (1..=i64::from(MAX_CHAR_LENGTH)).contains(&n) => Ok(Some(n as u32)),
                 Some(_) => Err(bad_modifier("length must be between 1 and 10485760")),
             }
         };
-        let precision = || -> Result<Option<u8>, HashError> {
+        let precision = || -> Result<Option<u8>, KeyTypeError> {
             match one_arg()? {
                 None => Ok(None),
                 // PostgreSQL reduces a precision above 6 to 6 (with a warning).
@@ -137,6 +158,20 @@ impl KeyType {
                 Some(_) => Err(bad_modifier("float precision must be between 1 and 53")),
             },
             _ => Err(unsupported()),
+        }
+    }
+
+    /// The type this one hash-partitions like: two key types with the same class place every
+    /// value both can hold in the same partition.
+    pub fn hash_class(self) -> KeyType {
+        match self {
+            KeyType::Int2 | KeyType::Int4 | KeyType::Int8 => KeyType::Int8,
+            KeyType::Numeric(_) => KeyType::Numeric(None),
+            KeyType::Varchar(_) | KeyType::Text => KeyType::Text,
+            KeyType::Bpchar(_) => KeyType::Bpchar(None),
+            KeyType::Timestamp(_) => KeyType::Timestamp(None),
+            KeyType::Timestamptz(_) => KeyType::Timestamptz(None),
+            other => other,
         }
     }
 }

@@ -1,0 +1,13 @@
+//! The model every layer shares: typed ids, the sharding-key types and what a sharded table is
+//! (kind, method, key columns, stored bounds). It depends on nothing else in the crate, so
+//! `ddl`, `catalog` and `router` can all use it without importing each other.
+
+pub mod ids;
+pub mod key_type;
+pub mod table;
+
+pub use ids::{ChunkId, ShardId, TableId, TablespaceSetId};
+pub use key_type::{KeyType, KeyTypeError, NumericTypmod};
+pub use table::{
+    BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod, TableKind, TableState,
+};

@@ -1,0 +1,187 @@
+//! What a sharded table is, in the terms every layer shares: its kind, its sharding method, its
+//! key columns, its partition bounds as stored, its state and row movement. The DDL rewrite
+//! produces these, the catalog stores them, the router places rows by them.
+
+use std::fmt;
+
+use super::key_type::{KeyType, KeyTypeError};
+
+/// Defines an enum whose variants are stored in the catalog as fixed lower-case codes; the
+/// codes are part of the catalog schema (its CHECK constraints), so they never change.
+macro_rules! catalog_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// The code stored in the catalog.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $code),+
+                }
+            }
+
+            /// Reads a stored code; `None` for anything else.
+            pub fn from_code(code: &str) -> Option<$name> {
+                match code {
+                    $($code => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+catalog_enum!(
+    /// How a table is placed.
+    TableKind {
+        /// Rows spread over shards by a sharding key.
+        Sharded = "sharded",
+        /// A full copy on every shard of its tablespace set (all shards when it has none).
+        Duplicated = "duplicated",
+        /// One shard holds it: the table's single chunk 0 says which.
+        Unsharded = "unsharded",
+    }
+);
+
+catalog_enum!(
+    /// How a sharded table's rows map to shards.
+    ShardingMethod {
+        /// System-managed: PostgreSQL hash partitions (chunks) spread over a tablespace set.
+        ConsistentHash = "consistent_hash",
+        /// User-defined list partitions, each in a tablespace (one shard).
+        List = "list",
+        /// User-defined range partitions, each in a tablespace (one shard).
+        Range = "range",
+        /// List partition sets, each hash-partitioned into chunks over its tablespace set.
+        CompositeList = "composite_list",
+        /// Range partition sets, each hash-partitioned into chunks over its tablespace set.
+        CompositeRange = "composite_range",
+        /// A family child: placed with its root, by the columns that map to the root's key.
+        Reference = "reference",
+    }
+);
+
+impl ShardingMethod {
+    /// Whether rows are placed by PostgreSQL's partition hash of the sharding key, so the key
+    /// types must be ones `router::hash` can hash.
+    pub fn hashes_key(self) -> bool {
+        match self {
+            ShardingMethod::ConsistentHash
+            | ShardingMethod::CompositeList
+            | ShardingMethod::CompositeRange
+            | ShardingMethod::Reference => true,
+            ShardingMethod::List | ShardingMethod::Range => false,
+        }
+    }
+}
+
+catalog_enum!(
+    /// Where a table is in its life. A multi-shard CREATE records CREATING before touching the
+    /// shards and ACTIVE once every shard has it; DROP records DROPPING first. So after a crash
+    /// the state says which shards may hold a partial table.
+    TableState {
+        Creating = "creating",
+        Active = "active",
+        Dropping = "dropping",
+    }
+);
+
+impl TableState {
+    /// The transitions the catalog accepts: forward only, and a failed CREATE may go straight
+    /// to DROPPING to be cleaned up.
+    pub fn can_become(self, next: TableState) -> bool {
+        matches!(
+            (self, next),
+            (TableState::Creating, TableState::Active)
+                | (TableState::Creating, TableState::Dropping)
+                | (TableState::Active, TableState::Dropping)
+        )
+    }
+}
+
+/// `ENABLE|DISABLE ROW MOVEMENT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RowMovement {
+    Enabled,
+    #[default]
+    Disabled,
+}
+
+/// A sharding-key (or partition-set key) column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyColumn {
+    pub name: String,
+    /// The column's PostgreSQL type as `KeyType::from_pg_type_name` reads it, e.g. `integer`,
+    /// `numeric(10,2)`, `character varying(20)`.
+    pub pg_type: String,
+}
+
+impl KeyColumn {
+    pub fn new(name: impl Into<String>, pg_type: impl Into<String>) -> KeyColumn {
+        KeyColumn {
+            name: name.into(),
+            pg_type: pg_type.into(),
+        }
+    }
+
+    pub fn key_type(&self) -> Result<KeyType, KeyTypeError> {
+        // The names the catalog usually records, told without the general parser's
+        // allocations: routing asks this for every keyed statement.
+        Ok(match self.pg_type.as_str() {
+            "smallint" | "int2" => KeyType::Int2,
+            "integer" | "int" | "int4" => KeyType::Int4,
+            "bigint" | "int8" => KeyType::Int8,
+            "text" => KeyType::Text,
+            "uuid" => KeyType::Uuid,
+            "date" => KeyType::Date,
+            "boolean" | "bool" => KeyType::Bool,
+            "numeric" => KeyType::Numeric(None),
+            _ => return KeyType::from_pg_type_name(&self.pg_type),
+        })
+    }
+}
+
+/// One value of a partition bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundValue {
+    /// The value's text as PostgreSQL's input function for the column type reads it (`10`,
+    /// `OR`, `2024-01-01`).
+    Literal(String),
+    Null,
+    /// A list partition's `DEFAULT`: every value no other partition takes.
+    Default,
+    /// A range bound's `MAXVALUE`.
+    MaxValue,
+}
+
+/// A list or range bound, one value per partitioning column in each tuple.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionBound {
+    /// `VALUES (...)`: the tuples the partition takes.
+    In(Vec<Vec<BoundValue>>),
+    /// `VALUES LESS THAN (...)`: the exclusive upper bound; the lower bound is the previous
+    /// partition's upper bound.
+    LessThan(Vec<BoundValue>),
+}
+
+impl PartitionBound {
+    /// Whether every tuple has `width` values.
+    pub fn has_width(&self, width: usize) -> bool {
+        match self {
+            PartitionBound::In(tuples) => {
+                !tuples.is_empty() && tuples.iter().all(|t| t.len() == width)
+            }
+            PartitionBound::LessThan(values) => values.len() == width,
+        }
+    }
+}
