@@ -2,10 +2,11 @@
 //! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION — as ordinary result sets.
 //! They are recognised in the simple query protocol (psql, `simple_query`).
 
-use crate::catalog::{RowMovement, ShardId, Snapshot, Table};
+use crate::backend::Pools;
+use crate::catalog::{Catalog, RowMovement, ShardId, Snapshot, Table};
+use crate::config::Config;
 use crate::protocol::{ColumnType, ResultSet};
-use crate::server::ServerCtx;
-use crate::txn::{decision_log, Gid};
+use crate::txn::{decision_log, ControlPools, Gid};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCommand {
@@ -149,8 +150,14 @@ fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
     rs
 }
 
-/// The answer to an admin statement, with its command tag.
-pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
+/// The answer to an admin statement, with its command tag. SHOW TRANSACTIONS asks the shards
+/// and is [`transactions`].
+pub fn answer(
+    cmd: &AdminCommand,
+    catalog: &Catalog,
+    pools: &Pools,
+    config: &Config,
+) -> (ResultSet, String) {
     use ColumnType::{Int8, Text};
     let rs = match cmd {
         AdminCommand::ShowShards => {
@@ -160,7 +167,7 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
                 ("port", Int8),
                 ("database", Text),
             ]);
-            for p in ctx.pools.all() {
+            for p in pools.all() {
                 rs.push(vec![
                     Some(p.name.clone()),
                     Some(p.endpoint.host.clone()),
@@ -177,13 +184,13 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
                 ("idle", Int8),
                 ("max_size", Int8),
             ]);
-            for p in ctx.pools.all() {
+            for p in pools.all() {
                 let st = p.state();
                 rs.push(vec![
                     Some(p.name.clone()),
                     Some(st.connections.to_string()),
                     Some(st.idle.to_string()),
-                    Some(ctx.config.pool.size.to_string()),
+                    Some(config.pool.size.to_string()),
                 ]);
             }
             rs
@@ -196,8 +203,8 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
             ))]);
             rs
         }
-        AdminCommand::ShowShardedTables => sharded_tables(&ctx.catalog.snapshot()),
-        AdminCommand::ShowChunks { table } => chunks(&ctx.catalog.snapshot(), table.as_deref()),
+        AdminCommand::ShowShardedTables => sharded_tables(&catalog.snapshot()),
+        AdminCommand::ShowChunks { table } => chunks(&catalog.snapshot(), table.as_deref()),
         AdminCommand::ShowTransactions => transactions_columns(),
     };
     let tag = format!("SHOW {}", rs.rows.len());
@@ -224,9 +231,9 @@ fn transactions_columns() -> ResultSet {
 /// prepared transactions with a shardwire gid, and every decision record in the catalog (a
 /// record outlives its transaction until all participants confirmed). A shard or catalog that
 /// cannot be asked gets a row saying so, so the answer never looks complete when it is not.
-pub async fn transactions(ctx: &ServerCtx) -> (ResultSet, String) {
+pub async fn transactions(control: &ControlPools) -> (ResultSet, String) {
     let mut rs = transactions_columns();
-    for shard in ctx.control.shards() {
+    for shard in control.shards() {
         let rows = match shard.pool.get().await {
             Ok(conn) => conn
                 .query(
@@ -261,7 +268,7 @@ pub async fn transactions(ctx: &ServerCtx) -> (ResultSet, String) {
             ]),
         }
     }
-    let records = match ctx.control.catalog().get().await {
+    let records = match control.catalog().get().await {
         // Every record, however old: the retention only marks which ones recovery may forget.
         Ok(conn) => decision_log::list(&conn, std::time::Duration::from_secs(86_400))
             .await

@@ -19,8 +19,8 @@ use tokio_postgres::error::SqlState;
 use tracing::Instrument;
 
 use crate::catalog::ShardId;
+use crate::context::ServerCtx;
 use crate::protocol::{self, Severity};
-use crate::server::ServerCtx;
 use driver::{Next, SessionFuture};
 use session::Session;
 use socket::{PlainClient, StreamClient};

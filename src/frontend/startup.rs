@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_postgres::error::SqlState;
 use tokio_util::codec::Framed;
 
-use crate::server::ServerCtx;
+use crate::context::ServerCtx;
 
 /// A client socket before authentication completes.
 type StartupSocket = Framed<MaybeTls, PgWireMessageServerCodec<String>>;

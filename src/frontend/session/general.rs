@@ -156,8 +156,12 @@ impl Session {
         if kind == LocalKind::Show {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {
-                admin::AdminCommand::ShowTransactions => admin::transactions(&self.ctx).await,
-                other => admin::answer(&other, &self.ctx),
+                admin::AdminCommand::ShowTransactions => {
+                    admin::transactions(&self.ctx.control).await
+                }
+                other => {
+                    admin::answer(&other, &self.ctx.catalog, &self.ctx.pools, &self.ctx.config)
+                }
             };
             rs.encode(&tag, &mut out);
         } else {
@@ -171,7 +175,7 @@ impl Session {
                      send it outside BEGIN … COMMIT (it commits on its own)",
                 );
             } else {
-                match ddl::execute(&self.ctx, ddl).await {
+                match ddl::execute(self.ctx.ddl(), ddl).await {
                     Ok(tag) => protocol::command_complete(&mut out, &tag),
                     Err(e) => protocol::error_response_at(
                         &mut out,
