@@ -19,6 +19,7 @@ use super::driver::Next;
 use super::pipeline::{Disposition, Pending, Pipeline};
 use super::socket::{self, ClientSocket, ReadArm};
 use super::statements::{self, ClientFrame, StatementNames};
+use super::FrontendError;
 use crate::admin;
 use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;

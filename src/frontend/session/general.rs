@@ -46,12 +46,7 @@ impl Session {
                 Dest::NeedColumns(table) if !fetched => {
                     fetched = true;
                     if let Err(e) = self.fetch_columns(table).await {
-                        break Dest::Refuse(
-                            SqlState::CONNECTION_FAILURE,
-                            format!(
-                                "cannot read the columns of the table to route the INSERT: {e}"
-                            ),
-                        );
+                        break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
                     }
                 }
                 Dest::NeedKeys {
@@ -71,18 +66,9 @@ impl Session {
                 }
                 Dest::NeedKeys { .. } => {
                     self.pending_keys.clear();
-                    break Dest::Refuse(
-                        SqlState::INTERNAL_ERROR,
-                        "generated key values went missing while routing the INSERT".into(),
-                    );
+                    break Dest::refuse(&FrontendError::KeysMissing);
                 }
-                Dest::NeedColumns(_) => {
-                    break Dest::Refuse(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "cannot read the columns of the table: name the columns of the INSERT"
-                            .into(),
-                    )
-                }
+                Dest::NeedColumns(_) => break Dest::refuse(&FrontendError::ColumnsUnknown),
                 dest => break dest,
             }
         };
@@ -167,12 +153,12 @@ impl Session {
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.tx_status != b'I' {
+                let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,
                     Severity::Error,
-                    &SqlState::ACTIVE_SQL_TRANSACTION,
-                    "sharding DDL cannot run inside a transaction block: \
-                     send it outside BEGIN … COMMIT (it commits on its own)",
+                    &e.sqlstate(),
+                    &e.client_message(),
                 );
             } else {
                 match ddl::execute(self.ctx.ddl(), ddl).await {
