@@ -2,10 +2,12 @@
 //! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION — as ordinary result sets.
 //! They are recognised in the simple query protocol (psql, `simple_query`).
 
-use crate::catalog::{RowMovement, ShardId, Snapshot, Table};
+use crate::backend::Pools;
+use crate::catalog::{Catalog, RowMovement, ShardId, Snapshot, Table};
+use crate::config::Config;
 use crate::protocol::{ColumnType, ResultSet};
-use crate::server::ServerCtx;
-use crate::txn::{decision_log, Gid};
+use crate::sql::classify::{is_blank, keyword, leading_words_and_rest};
+use crate::txn::{decision_log, ControlPools, Gid};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCommand {
@@ -19,26 +21,47 @@ pub enum AdminCommand {
 
 /// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
 pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
-    let text = std::str::from_utf8(sql).ok()?;
-    let text = text.trim().trim_end_matches(';').trim_end();
-    let mut words = text.split_ascii_whitespace();
-    if !words.next()?.eq_ignore_ascii_case("show") {
+    const SHOW: u128 = keyword(b"show");
+    const SHARDS: u128 = keyword(b"shards");
+    const SHARDED: u128 = keyword(b"sharded");
+    const TABLES: u128 = keyword(b"tables");
+    const CHUNKS: u128 = keyword(b"chunks");
+    const FOR: u128 = keyword(b"for");
+    const POOLS: u128 = keyword(b"pools");
+    const TRANSACTIONS: u128 = keyword(b"transactions");
+    const VERSION: u128 = keyword(b"version");
+    let (words, rest) = leading_words_and_rest::<3>(sql);
+    let [show, w1, w2] = words.map(keyword);
+    if show != SHOW {
         return None;
     }
-    let rest: Vec<&str> = words.collect();
-    let is = |w: &str, k: &str| w.eq_ignore_ascii_case(k);
-    match rest.as_slice() {
-        [w] if is(w, "shards") => Some(AdminCommand::ShowShards),
-        [a, b] if is(a, "sharded") && is(b, "tables") => Some(AdminCommand::ShowShardedTables),
-        [w] if is(w, "chunks") => Some(AdminCommand::ShowChunks { table: None }),
-        [w, f, t] if is(w, "chunks") && is(f, "for") => Some(AdminCommand::ShowChunks {
-            table: Some(identifier(t)),
+    // A word too long for a keyword is 0, as a missing one is: only a missing one ends the
+    // statement.
+    let alone = words[2].is_empty() && is_blank(rest);
+    match [w1, w2] {
+        [SHARDS, _] if alone => Some(AdminCommand::ShowShards),
+        [SHARDED, TABLES] if is_blank(rest) => Some(AdminCommand::ShowShardedTables),
+        [CHUNKS, _] if alone => Some(AdminCommand::ShowChunks { table: None }),
+        [CHUNKS, FOR] => Some(AdminCommand::ShowChunks {
+            table: Some(identifier(table_name(rest)?)),
         }),
-        [w] if is(w, "pools") => Some(AdminCommand::ShowPools),
-        [w] if is(w, "transactions") => Some(AdminCommand::ShowTransactions),
-        [w] if is(w, "version") => Some(AdminCommand::ShowVersion),
+        [POOLS, _] if alone => Some(AdminCommand::ShowPools),
+        [TRANSACTIONS, _] if alone => Some(AdminCommand::ShowTransactions),
+        [VERSION, _] if alone => Some(AdminCommand::ShowVersion),
         _ => None,
     }
+}
+
+/// The table of `SHOW CHUNKS FOR table`: one name with no whitespace in it (`t`, `s.t`,
+/// `"T"`), before the statement's end.
+fn table_name(rest: &[u8]) -> Option<&str> {
+    let end = rest
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(rest.len());
+    let (name, after) = rest.split_at(end);
+    let name = std::str::from_utf8(name).ok()?.trim_end_matches(';');
+    (!name.is_empty() && is_blank(after)).then_some(name)
 }
 
 /// An identifier as PostgreSQL resolves it: quoted keeps its case, unquoted folds to lower.
@@ -149,8 +172,14 @@ fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
     rs
 }
 
-/// The answer to an admin statement, with its command tag.
-pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
+/// The answer to an admin statement, with its command tag. SHOW TRANSACTIONS asks the shards
+/// and is [`transactions`].
+pub fn answer(
+    cmd: &AdminCommand,
+    catalog: &Catalog,
+    pools: &Pools,
+    config: &Config,
+) -> (ResultSet, String) {
     use ColumnType::{Int8, Text};
     let rs = match cmd {
         AdminCommand::ShowShards => {
@@ -160,7 +189,7 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
                 ("port", Int8),
                 ("database", Text),
             ]);
-            for p in ctx.pools.all() {
+            for p in pools.all() {
                 rs.push(vec![
                     Some(p.name.clone()),
                     Some(p.endpoint.host.clone()),
@@ -177,13 +206,13 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
                 ("idle", Int8),
                 ("max_size", Int8),
             ]);
-            for p in ctx.pools.all() {
+            for p in pools.all() {
                 let st = p.state();
                 rs.push(vec![
                     Some(p.name.clone()),
                     Some(st.connections.to_string()),
                     Some(st.idle.to_string()),
-                    Some(ctx.config.pool.size.to_string()),
+                    Some(config.pool.size.to_string()),
                 ]);
             }
             rs
@@ -196,8 +225,8 @@ pub fn answer(cmd: &AdminCommand, ctx: &ServerCtx) -> (ResultSet, String) {
             ))]);
             rs
         }
-        AdminCommand::ShowShardedTables => sharded_tables(&ctx.catalog.snapshot()),
-        AdminCommand::ShowChunks { table } => chunks(&ctx.catalog.snapshot(), table.as_deref()),
+        AdminCommand::ShowShardedTables => sharded_tables(&catalog.snapshot()),
+        AdminCommand::ShowChunks { table } => chunks(&catalog.snapshot(), table.as_deref()),
         AdminCommand::ShowTransactions => transactions_columns(),
     };
     let tag = format!("SHOW {}", rs.rows.len());
@@ -224,9 +253,9 @@ fn transactions_columns() -> ResultSet {
 /// prepared transactions with a shardwire gid, and every decision record in the catalog (a
 /// record outlives its transaction until all participants confirmed). A shard or catalog that
 /// cannot be asked gets a row saying so, so the answer never looks complete when it is not.
-pub async fn transactions(ctx: &ServerCtx) -> (ResultSet, String) {
+pub async fn transactions(control: &ControlPools) -> (ResultSet, String) {
     let mut rs = transactions_columns();
-    for shard in ctx.control.shards() {
+    for shard in control.shards() {
         let rows = match shard.pool.get().await {
             Ok(conn) => conn
                 .query(
@@ -261,7 +290,7 @@ pub async fn transactions(ctx: &ServerCtx) -> (ResultSet, String) {
             ]),
         }
     }
-    let records = match ctx.control.catalog().get().await {
+    let records = match control.catalog().get().await {
         // Every record, however old: the retention only marks which ones recovery may forget.
         Ok(conn) => decision_log::list(&conn, std::time::Duration::from_secs(86_400))
             .await
@@ -316,5 +345,23 @@ mod tests {
         assert_eq!(parse(b"show server_version"), None);
         assert_eq!(parse(b"select 1"), None);
         assert_eq!(parse(b"show shards extra"), None);
+        assert_eq!(parse(b"show shards a_very_long_identifier"), None);
+        assert_eq!(parse(b"show chunks for"), None);
+        assert_eq!(parse(b"show chunks for t extra"), None);
+    }
+
+    #[test]
+    fn comments_and_semicolons_around_the_words_are_skipped() {
+        assert_eq!(
+            parse(b"/* admin */ SHOW -- what\n shards;"),
+            Some(AdminCommand::ShowShards)
+        );
+        assert_eq!(
+            parse(b"show chunks for s.Orders ; -- done"),
+            Some(AdminCommand::ShowChunks {
+                table: Some("s.orders".into())
+            })
+        );
+        assert_eq!(parse(b"show /* not */ server_version"), None);
     }
 }

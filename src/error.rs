@@ -144,6 +144,45 @@ impl ClientError for crate::executor::copy::CopyError {
     }
 }
 
+impl ClientError for crate::frontend::FrontendError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::frontend::FrontendError as F;
+        match self {
+            F::UnsupportedProtocol { .. }
+            | F::PreparedInsertSelect
+            | F::NotAcrossShards(_)
+            | F::PreparedMultiShardInsert
+            | F::SplitInsert(_)
+            | F::GeneratedKey(_)
+            | F::PreparedGeneratedInsert
+            | F::ColumnsUnknown
+            | F::CopyOrdered
+            | F::CopyBinaryAcrossShards { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            F::NoUserName | F::UnknownRole { .. } => SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            F::UnknownDatabase { .. } => SqlState::UNDEFINED_DATABASE,
+            F::WrongPassword { .. } => SqlState::INVALID_PASSWORD,
+            F::ExpectedStartup
+            | F::AuthExchange(_)
+            | F::CopyNotStarted
+            | F::CopyUnexpectedMessage(_) => SqlState::PROTOCOL_VIOLATION,
+            F::ShardUnreachable { .. }
+            | F::ColumnsUnreadable(_)
+            | F::CopyNoConnection
+            | F::CopyBegin(_) => SqlState::CONNECTION_FAILURE,
+            F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
+            F::KeyNotUtf8 => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            F::KeysMissing => SqlState::INTERNAL_ERROR,
+            F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
+            F::CopyFailed(_) => SqlState::QUERY_CANCELED,
+            F::CopyCommit(_) => SqlState::TRANSACTION_ROLLBACK,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +195,32 @@ mod tests {
         };
         assert_eq!(e.sqlstate(), SqlState::TOO_MANY_CONNECTIONS);
         assert!(e.client_message().contains("[pool] size"));
+    }
+
+    #[test]
+    fn frontend_refusals_keep_their_texts() {
+        use crate::frontend::FrontendError as F;
+        let e = F::UnsupportedProtocol { major: 2, minor: 0 };
+        assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED);
+        assert_eq!(
+            e.client_message(),
+            "unsupported frontend protocol 2.0: server supports 3.0"
+        );
+        let e = F::CopyUnexpectedMessage(b'Q');
+        assert_eq!(e.sqlstate(), SqlState::PROTOCOL_VIOLATION);
+        assert_eq!(
+            e.client_message(),
+            "unexpected message type 0x51 during COPY from stdin"
+        );
+        assert_eq!(
+            F::DdlInTransaction.client_message(),
+            "sharding DDL cannot run inside a transaction block: send it outside \
+             BEGIN … COMMIT (it commits on its own)"
+        );
+        assert_eq!(
+            F::PreparedMultiShardInsert.client_message(),
+            "a prepared multi-row INSERT whose rows belong to several shards is not supported \
+             yet: insert one row per statement, or send it as a simple query"
+        );
     }
 }

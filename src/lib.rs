@@ -6,7 +6,9 @@
 //! client ─▶ frontend ─▶ sql ─▶ router ─▶ executor ─▶ txn ─▶ backend ─▶ shards
 //! ```
 //!
-//! - [`server`]: the accept loop, `run(listener, shutdown, deps)`.
+//! - [`server`]: the accept loop, `run(listener, shutdown, deps)`, its runtime and logging.
+//! - [`context`]: what sessions share ([`context::ServerCtx`]), readied before the first client;
+//!   the executor and admin take only the pieces of it they use.
 //! - [`frontend`]: client startup, TLS and authentication (pgwire), then the session loop over raw
 //!   frames: transaction pooling, statement-name mapping, cancel; its sockets are read through
 //!   tokio's readiness flags without tokio's per-poll cost (`frontend::socket`); on one thread all
@@ -35,6 +37,7 @@ pub mod admin;
 pub mod backend;
 pub mod catalog;
 pub mod config;
+pub mod context;
 pub mod ddl;
 pub mod dev;
 pub mod error;

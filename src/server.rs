@@ -1,107 +1,24 @@
-//! The accept loop, and the shared state every session gets.
+//! The accept loop, the runtime it runs on, and logging setup. What sessions share is
+//! [`crate::context::ServerCtx`].
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pgwire::api::auth::mechanism::AuthMechanismFactory;
 use tokio::net::TcpListener;
 use tokio::runtime::RuntimeFlavor;
 use tokio::task::JoinSet;
 
-use crate::backend::{Pools, SettingsRegistry};
-use crate::catalog::Catalog;
-use crate::config::{Config, TlsConfig};
+use crate::config::Config;
+use crate::context::ServerCtx;
 use crate::error::StartError;
-use crate::frontend::auth::Users;
-use crate::frontend::cancel::CancelRegistry;
 use crate::frontend::driver::{Next, SessionDriver};
-use crate::metrics::Metrics;
-use crate::txn::{
-    ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
-};
 
 /// What a running proxy needs from its caller, passed explicitly so tests can run several
 /// proxies in one process.
 #[derive(Clone)]
 pub struct Deps {
     pub config: Arc<Config>,
-}
-
-/// Everything sessions share.
-pub struct ServerCtx {
-    pub config: Arc<Config>,
-    pub catalog: Arc<Catalog>,
-    /// tokio-postgres pools for control work (DDL fan-out, two-phase commit, recovery).
-    pub control: Arc<ControlPools>,
-    pub coordinator: Coordinator,
-    pub pools: Pools,
-    pub users: Arc<Users>,
-    pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
-    pub tls: Option<pgwire::tokio::TlsAcceptor>,
-    pub cancels: Arc<CancelRegistry>,
-    /// Clients' startup settings, one shared copy per distinct set.
-    pub settings: SettingsRegistry,
-    pub metrics: Metrics,
-    /// Routing plans by statement text.
-    pub plans: crate::router::PlanCache,
-    /// Blocks of generated sharding-key values.
-    pub keys: crate::catalog::keys::KeyBlocks,
-    recovery: Arc<Recovery>,
-}
-
-impl ServerCtx {
-    /// Opens the catalog (creating or migrating it), readies the transaction layer and finishes
-    /// in-doubt transactions left by an earlier run, before any client is accepted.
-    pub async fn start(config: Arc<Config>) -> Result<ServerCtx, StartError> {
-        let catalog = Catalog::open(&config).await?;
-        let settings = TxnSettings::from_config(&config);
-        let control = Arc::new(ControlPools::new(&config, &settings));
-        ensure_decision_log(&control).await?;
-        let cluster = ClusterTag::from_catalog(&config.catalog_endpoint());
-        let coordinator = Coordinator::new(
-            control.clone(),
-            settings.clone(),
-            GidGenerator::new(cluster.clone()),
-        )?;
-        for problem in coordinator.check_shards().await {
-            tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
-        }
-        let recovery = Recovery::new(control.clone(), settings, cluster)?;
-        match recovery.run_once().await {
-            Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
-            Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
-        }
-        Self::assemble(config, catalog, control, coordinator, recovery)
-    }
-
-    fn assemble(
-        config: Arc<Config>,
-        catalog: Arc<Catalog>,
-        control: Arc<ControlPools>,
-        coordinator: Coordinator,
-        recovery: Recovery,
-    ) -> Result<ServerCtx, StartError> {
-        let users = Arc::new(Users::new(&config));
-        let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
-        let shard_names: Vec<String> = config.shards.iter().map(|s| s.name.clone()).collect();
-        Ok(ServerCtx {
-            catalog,
-            control,
-            coordinator,
-            recovery: Arc::new(recovery),
-            pools: Pools::new(&config),
-            auth_mechanism: users.mechanism(),
-            users,
-            tls,
-            cancels: Arc::new(CancelRegistry::default()),
-            settings: SettingsRegistry::default(),
-            metrics: Metrics::new(&shard_names),
-            plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
-            keys: Default::default(),
-            config,
-        })
-    }
 }
 
 /// Serves clients on `listener` until `shutdown` completes; then stops accepting and ends the
@@ -116,7 +33,7 @@ pub async fn run(
     let stop = tokio_util::sync::CancellationToken::new();
     let catalog_watcher = ctx.catalog.spawn_watcher(stop.clone().cancelled_owned());
     let recovery = {
-        let recovery = ctx.recovery.clone();
+        let recovery = ctx.recovery().clone();
         let stop = stop.clone();
         tokio::spawn(async move { recovery.run_until(stop.cancelled()).await })
     };
@@ -254,30 +171,6 @@ pub async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-}
-
-fn tls_acceptor(tls: &TlsConfig) -> Result<pgwire::tokio::TlsAcceptor, StartError> {
-    use std::io::BufReader;
-    use tokio_rustls::rustls;
-    let open = |p: &std::path::Path| {
-        std::fs::File::open(p)
-            .map(BufReader::new)
-            .map_err(|e| StartError::Tls(format!("{}: {e}", p.display())))
-    };
-    let certs = rustls_pemfile::certs(&mut open(&tls.cert)?)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.cert.display())))?;
-    let key = rustls_pemfile::private_key(&mut open(&tls.key)?)
-        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.key.display())))?
-        .ok_or_else(|| StartError::Tls(format!("{}: no private key found", tls.key.display())))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| StartError::Tls(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| StartError::Tls(e.to_string()))?;
-    Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Logs to stderr, level from RUST_LOG (default info).

@@ -15,7 +15,8 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{CatalogError, Snapshot, Table};
+use crate::catalog::{Catalog, CatalogError, Snapshot, Table};
+use crate::config::Config;
 use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
     DropTablespaceSet,
@@ -26,8 +27,18 @@ use crate::ddl::rewrite::{self, CreateOutcome, TablePlan};
 use crate::ddl::{DdlError, ObjectName, Statement};
 use crate::error::ClientError;
 use crate::model::{RowMovement, ShardId, TableId, TableKind, TableState};
-use crate::server::ServerCtx;
-use crate::txn::TxnError;
+use crate::txn::{ControlPools, Coordinator, TxnError};
+
+/// The parts of a running proxy DDL works with: it decides from the catalog and records there,
+/// reads the configuration's tablespaces and rewrite settings, and runs on the shards through
+/// the control pools and the two-phase commit coordinator.
+#[derive(Clone, Copy)]
+pub struct DdlCtx<'a> {
+    pub catalog: &'a Catalog,
+    pub config: &'a Config,
+    pub control: &'a ControlPools,
+    pub coordinator: &'a Coordinator,
+}
 
 /// A statement the proxy executes itself, as [`recognise`] found it.
 #[derive(Debug)]
@@ -164,7 +175,7 @@ impl ClientError for ExecError {
 }
 
 /// Runs a recognised statement; the result is its command tag.
-pub async fn execute(ctx: &ServerCtx, ddl: ProxyDdl) -> Result<String, ExecError> {
+pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError> {
     let tag = match ddl {
         ProxyDdl::Sharding(statement) => match *statement {
             Statement::CreateTable(t) => create_table(ctx, &t).await?,
@@ -184,11 +195,11 @@ pub async fn execute(ctx: &ServerCtx, ddl: ProxyDdl) -> Result<String, ExecError
 
 /// The freshest snapshot: DDL decides from what the catalog holds now, not from what this
 /// proxy last heard (another proxy may have changed it within the last second).
-async fn fresh_snapshot(ctx: &ServerCtx) -> Result<std::sync::Arc<Snapshot>, ExecError> {
+async fn fresh_snapshot(ctx: DdlCtx<'_>) -> Result<std::sync::Arc<Snapshot>, ExecError> {
     Ok(ctx.catalog.reload().await?)
 }
 
-async fn run_on_shards(ctx: &ServerCtx, work: ShardStatements) -> Result<(), ExecError> {
+async fn run_on_shards(ctx: DdlCtx<'_>, work: ShardStatements) -> Result<(), ExecError> {
     ctx.coordinator.run(work.into_iter().collect()).await?;
     Ok(())
 }
@@ -214,9 +225,9 @@ fn require_active(table: &Table) -> Result<(), ExecError> {
     }
 }
 
-async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'static str, ExecError> {
+async fn create_table(ctx: DdlCtx<'_>, statement: &CreateTable) -> Result<&'static str, ExecError> {
     let snapshot = fresh_snapshot(ctx).await?;
-    let rctx = layout::rewrite_context(&snapshot, &ctx.config)?;
+    let rctx = layout::rewrite_context(&snapshot, ctx.config)?;
     let plan = match rewrite::rewrite_create(&rctx, statement)? {
         CreateOutcome::Create(plan) => plan,
         CreateOutcome::AlreadyExists(name) => {
@@ -259,7 +270,7 @@ async fn create_table(ctx: &ServerCtx, statement: &CreateTable) -> Result<&'stat
 /// cluster-wide sequence in the catalog (each shard's own sequence would hand out the same
 /// values on every shard, and the proxy needs the value before it can route the row).
 async fn record_generated_keys(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     id: TableId,
     statement: &CreateTable,
     entry: &crate::catalog::NewTable,
@@ -287,7 +298,7 @@ async fn record_generated_keys(
 /// that put the table anywhere else would leave a copy no DROP removes. So the two must agree
 /// before anything runs (the entry is deleted again when they do not).
 async fn check_recorded_placement(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     id: TableId,
     plan: &TablePlan,
 ) -> Result<(), ExecError> {
@@ -308,9 +319,9 @@ async fn check_recorded_placement(
 
 /// `DROP TABLE a, b, …`: children may be dropped in the same statement as their parent when
 /// they are named before it.
-async fn drop_tables(ctx: &ServerCtx, names: &[QualifiedName]) -> Result<&'static str, ExecError> {
+async fn drop_tables(ctx: DdlCtx<'_>, names: &[QualifiedName]) -> Result<&'static str, ExecError> {
     let snapshot = fresh_snapshot(ctx).await?;
-    let mut rctx = layout::rewrite_context(&snapshot, &ctx.config)?;
+    let mut rctx = layout::rewrite_context(&snapshot, ctx.config)?;
     let mut work: ShardStatements = BTreeMap::new();
     let mut dropped = Vec::new();
     for name in names {
@@ -343,7 +354,7 @@ async fn drop_tables(ctx: &ServerCtx, names: &[QualifiedName]) -> Result<&'stati
 }
 
 async fn on_table(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     name: &QualifiedName,
     sql: &str,
     tag: &'static str,
@@ -360,7 +371,7 @@ async fn on_table(
 /// where one of the indexes exists, and on the first shard when none has it (so PostgreSQL
 /// reports the missing index, or notes it under IF EXISTS).
 async fn drop_index(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     indexes: &[QualifiedName],
     sql: String,
 ) -> Result<&'static str, ExecError> {
@@ -416,7 +427,7 @@ fn descends_from(snapshot: &Snapshot, table: &Table, ancestor: &Table) -> bool {
 
 /// Row movement is switched on from the leaves of a family up and off from the root down, so a
 /// table that moves its rows never has a child that cannot follow (seeds/004).
-async fn row_movement(ctx: &ServerCtx, a: &AlterRowMovement) -> Result<&'static str, ExecError> {
+async fn row_movement(ctx: DdlCtx<'_>, a: &AlterRowMovement) -> Result<&'static str, ExecError> {
     let snapshot = fresh_snapshot(ctx).await?;
     let table = lookup(&snapshot, &object_name(&a.table)?)?;
     require_active(table)?;
@@ -472,7 +483,7 @@ fn validate_with_postgres_parser(per_shard: &ShardStatements) -> Result<(), Exec
 }
 
 async fn create_tablespace_set(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     s: &CreateTablespaceSet,
 ) -> Result<&'static str, ExecError> {
     let snapshot = ctx.catalog.snapshot();
@@ -495,7 +506,7 @@ async fn create_tablespace_set(
 }
 
 async fn drop_tablespace_set(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     s: &DropTablespaceSet,
 ) -> Result<&'static str, ExecError> {
     match ctx.catalog.drop_tablespace_set(&s.name.value).await {
@@ -509,7 +520,7 @@ async fn drop_tablespace_set(
 
 /// A tablespace is a name for one shard; nothing is created on the shard itself.
 async fn create_tablespace(
-    ctx: &ServerCtx,
+    ctx: DdlCtx<'_>,
     t: &CreateTablespace,
 ) -> Result<&'static str, ExecError> {
     let snapshot = ctx.catalog.snapshot();
@@ -524,7 +535,7 @@ async fn create_tablespace(
     Ok("CREATE TABLESPACE")
 }
 
-async fn drop_tablespace(ctx: &ServerCtx, t: &DropTablespace) -> Result<&'static str, ExecError> {
+async fn drop_tablespace(ctx: DdlCtx<'_>, t: &DropTablespace) -> Result<&'static str, ExecError> {
     let name = &t.name.value;
     if ctx.config.tablespaces.iter().any(|ts| &ts.name == name) {
         return Err(ExecError::ConfiguredTablespace { name: name.clone() });

@@ -13,25 +13,31 @@ use crate::catalog::Snapshot;
 use crate::ddl::lexer::{tokenize, TokenKind};
 use crate::ddl::model::QualifiedName;
 use crate::ddl::{self, CreateTable, Statement, TableKind};
-use crate::sql::classify::leading_words;
+use crate::sql::classify::{keyword, leading_keywords};
 
 /// Whether the proxy must execute `sql` itself; `None` sends it to PostgreSQL unchanged.
 pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
-    let [w0, w1, w2] = leading_words::<3>(sql);
-    let is = |w: &[u8], k: &str| w.eq_ignore_ascii_case(k.as_bytes());
+    const CREATE: u128 = keyword(b"create");
+    const DROP: u128 = keyword(b"drop");
+    const ALTER: u128 = keyword(b"alter");
+    const TABLE: u128 = keyword(b"table");
+    const TABLESPACE: u128 = keyword(b"tablespace");
+    const INDEX: u128 = keyword(b"index");
+    const UNIQUE: u128 = keyword(b"unique");
+    let words = leading_keywords::<3>(sql);
     let text = std::str::from_utf8(sql).ok()?;
     if ddl::is_sharding_ddl(text) {
         return Some(sharding_statement(text));
     }
-    if is(w0, "create") && is(w1, "table") {
-        return create_table(text, snapshot);
+    match words {
+        [CREATE, TABLE, _] => return create_table(text, snapshot),
+        [DROP, TABLESPACE, _] => return drop_tablespace(text, snapshot),
+        _ => {}
     }
-    if is(w0, "drop") && is(w1, "tablespace") {
-        return drop_tablespace(text, snapshot);
-    }
-    let postgres_form = (is(w0, "drop") && (is(w1, "table") || is(w1, "index")))
-        || (is(w0, "alter") && is(w1, "table"))
-        || (is(w0, "create") && (is(w1, "index") || (is(w1, "unique") && is(w2, "index"))));
+    let postgres_form = matches!(
+        words,
+        [DROP, TABLE | INDEX, _] | [ALTER, TABLE, _] | [CREATE, INDEX, _] | [CREATE, UNIQUE, INDEX]
+    );
     if !postgres_form || snapshot.tables().is_empty() {
         return None;
     }

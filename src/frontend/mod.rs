@@ -4,23 +4,26 @@
 pub mod auth;
 pub mod cancel;
 pub mod driver;
+mod error;
 pub mod pipeline;
 pub mod session;
 pub mod socket;
 pub mod startup;
 pub mod statements;
 
+pub use error::FrontendError;
+
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgwire::tokio::server::MaybeTls;
 use tokio::net::TcpStream;
-use tokio_postgres::error::SqlState;
 use tracing::Instrument;
 
 use crate::catalog::ShardId;
+use crate::context::ServerCtx;
+use crate::error::ClientError;
 use crate::protocol::{self, Severity};
-use crate::server::ServerCtx;
 use driver::{Next, SessionFuture};
 use session::Session;
 use socket::{PlainClient, StreamClient};
@@ -93,12 +96,12 @@ async fn start_session(
                 protocol::parameter_status(&mut greeting, k, v);
             }
         }
-        Err(message) => {
+        Err(e) => {
             protocol::error_response(
                 &mut greeting,
                 Severity::Fatal,
-                &SqlState::CONNECTION_FAILURE,
-                &message,
+                &e.sqlstate(),
+                &e.client_message(),
             );
             let _ = write_all(start.io, &greeting).await;
             return None;
@@ -126,13 +129,16 @@ async fn start_session(
 /// What the client is told about the server at startup: the first shard's own values.
 async fn server_params(
     ctx: &ServerCtx,
-) -> Result<std::collections::BTreeMap<String, String>, String> {
+) -> Result<std::collections::BTreeMap<String, String>, FrontendError> {
     let pool = ctx.pools.shard(ShardId(0));
     if pool.server_params().is_none() {
         // The first client after start: one connection tells us what the server says.
         pool.get()
             .await
-            .map_err(|e| format!("shard \"{}\" is unreachable: {e}", pool.name))?;
+            .map_err(|e| FrontendError::ShardUnreachable {
+                shard: pool.name.clone(),
+                reason: e.to_string(),
+            })?;
     }
     Ok(pool
         .server_params()

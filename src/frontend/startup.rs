@@ -15,10 +15,11 @@ use pgwire::messages::startup::SecretKey;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, MaybeTls, PgWireMessageServerCodec};
 use tokio::net::TcpStream;
-use tokio_postgres::error::SqlState;
 use tokio_util::codec::Framed;
 
-use crate::server::ServerCtx;
+use super::FrontendError;
+use crate::context::ServerCtx;
+use crate::error::ClientError;
 
 /// A client socket before authentication completes.
 type StartupSocket = Framed<MaybeTls, PgWireMessageServerCodec<String>>;
@@ -93,15 +94,11 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
             }
             PgWireFrontendMessage::Startup(startup) => {
                 if startup.protocol_number_major != 3 {
-                    refuse(
-                        &mut socket,
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        &format!(
-                            "unsupported frontend protocol {}.{}: server supports 3.0",
-                            startup.protocol_number_major, startup.protocol_number_minor
-                        ),
-                    )
-                    .await?;
+                    let e = FrontendError::UnsupportedProtocol {
+                        major: startup.protocol_number_major,
+                        minor: startup.protocol_number_minor,
+                    };
+                    refuse(&mut socket, &e).await?;
                     return Ok(Startup::Ended);
                 }
                 if startup.protocol_number_minor > 0 {
@@ -122,12 +119,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 }
                 user = startup.parameters.get("user").cloned().unwrap_or_default();
                 if user.is_empty() {
-                    refuse(
-                        &mut socket,
-                        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-                        "no PostgreSQL user name specified in startup packet",
-                    )
-                    .await?;
+                    refuse(&mut socket, &FrontendError::NoUserName).await?;
                     return Ok(Startup::Ended);
                 }
                 let database = startup
@@ -136,12 +128,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                     .cloned()
                     .unwrap_or_else(|| user.clone());
                 if database != ctx.config.proxy.database {
-                    refuse(
-                        &mut socket,
-                        SqlState::UNDEFINED_DATABASE,
-                        &format!("database \"{database}\" does not exist"),
-                    )
-                    .await?;
+                    refuse(&mut socket, &FrontendError::UnknownDatabase { database }).await?;
                     return Ok(Startup::Ended);
                 }
                 socket.metadata_mut().extend(
@@ -159,12 +146,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 driver.advance_authentication(&mut socket, m).await
             }
             _ => {
-                refuse(
-                    &mut socket,
-                    SqlState::PROTOCOL_VIOLATION,
-                    "expected a startup or password message",
-                )
-                .await?;
+                refuse(&mut socket, &FrontendError::ExpectedStartup).await?;
                 return Ok(Startup::Ended);
             }
         };
@@ -180,23 +162,18 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 ctx.metrics.auth_failures.increment(1);
                 // An unknown user went through the same exchange as a known one, so the time
                 // taken tells nothing; only the answer differs, as the interface asks.
-                let (code, message) = if ctx.users.exists(&user) {
-                    (
-                        SqlState::INVALID_PASSWORD,
-                        format!("password authentication failed for user \"{user}\""),
-                    )
+                let e = if ctx.users.exists(&user) {
+                    FrontendError::WrongPassword { user }
                 } else {
-                    (
-                        SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
-                        format!("role \"{user}\" does not exist"),
-                    )
+                    FrontendError::UnknownRole { user }
                 };
-                refuse(&mut socket, code, &message).await?;
+                refuse(&mut socket, &e).await?;
                 return Ok(Startup::Ended);
             }
             Err(e) => {
                 ctx.metrics.auth_failures.increment(1);
-                refuse(&mut socket, SqlState::PROTOCOL_VIOLATION, &e.to_string()).await?;
+                let e = FrontendError::AuthExchange(e.to_string());
+                refuse(&mut socket, &e).await?;
                 return Ok(Startup::Ended);
             }
         }
@@ -220,15 +197,11 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
     })))
 }
 
-async fn refuse(
-    socket: &mut StartupSocket,
-    code: SqlState,
-    message: &str,
-) -> Result<(), StartupError> {
+async fn refuse(socket: &mut StartupSocket, e: &FrontendError) -> Result<(), StartupError> {
     let info = ErrorInfo::new(
         "FATAL".to_owned(),
-        code.code().to_owned(),
-        message.to_owned(),
+        e.sqlstate().code().to_owned(),
+        e.client_message(),
     );
     socket
         .send(PgWireBackendMessage::ErrorResponse(info.into()))

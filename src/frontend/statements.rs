@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use tokio_postgres::error::SqlState;
 
 use super::pipeline::{Pending, Pipeline, Undo};
+use super::FrontendError;
 use crate::backend::{BackendConn, StatementText};
+use crate::error::ClientError;
 use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
 
 /// The parts of a client message the proxy looks at.
@@ -373,14 +374,14 @@ impl StatementNames {
 /// PostgreSQL's answer to a Parse of a name the client already uses, in its turn.
 fn refuse_duplicate(name: &[u8], pipeline: &mut Pipeline, cout: &mut BytesMut) -> Refused {
     let mut err = BytesMut::new();
+    let e = FrontendError::DuplicateStatement {
+        name: String::from_utf8_lossy(name).into_owned(),
+    };
     protocol::error_response(
         &mut err,
         Severity::Error,
-        &SqlState::DUPLICATE_PSTATEMENT,
-        &format!(
-            "prepared statement \"{}\" already exists",
-            String::from_utf8_lossy(name)
-        ),
+        &e.sqlstate(),
+        &e.client_message(),
     );
     pipeline.push(Pending::composed(err.freeze()), cout);
     Refused

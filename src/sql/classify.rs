@@ -1,5 +1,9 @@
 //! Cheap lexical classification of SQL text: only the statements' leading keywords and a few
 //! function names are looked at, never a full parse, because this runs for every simple query.
+//! Every caller that tells statements apart by their leading words (session effects, admin
+//! statements, the DDL the proxy runs itself, transaction blocks) reads them here, so
+//! whitespace and comments are skipped alike everywhere: a statement one part recognises after a
+//! comment is not missed by another.
 
 /// What a statement does to the backend session beyond its own transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -211,12 +215,7 @@ impl<'a> Iterator for Statements<'a> {
                     return Some(&s[start..i]);
                 }
                 b'\'' | b'"' => i = skip_quoted(s, i, s[i]),
-                b'-' if s.get(i + 1) == Some(&b'-') => {
-                    i = s[i..]
-                        .iter()
-                        .position(|c| *c == b'\n')
-                        .map_or(s.len(), |p| i + p + 1)
-                }
+                b'-' if s.get(i + 1) == Some(&b'-') => i = skip_line_comment(s, i),
                 b'/' if s.get(i + 1) == Some(&b'*') => i = skip_block_comment(s, i),
                 b'$' => i = skip_dollar_quoted(s, i),
                 _ => i += 1,
@@ -300,30 +299,80 @@ static WORD_BYTE: [bool; 256] = {
 
 /// The first `N` words of a statement, after whitespace and comments; missing words are empty.
 pub fn leading_words<const N: usize>(stmt: &[u8]) -> [&[u8]; N] {
+    leading_words_and_rest(stmt).0
+}
+
+/// [`keyword`] of each of the first `N` words ([`leading_words`]), for callers that tell
+/// statements apart by a few constants; a missing word is 0, which no keyword is.
+pub fn leading_keywords<const N: usize>(stmt: &[u8]) -> [u128; N] {
+    leading_words::<N>(stmt).map(keyword)
+}
+
+/// [`leading_words`], and the text after them from its next byte that is not whitespace or a
+/// comment: where a caller that reads more than keywords (a table name, say) takes over. With
+/// fewer than `N` words, the rest starts at what stopped the words.
+pub fn leading_words_and_rest<const N: usize>(stmt: &[u8]) -> ([&[u8]; N], &[u8]) {
     let mut words: [&[u8]; N] = [&[]; N];
     let mut found = 0;
     let mut i = 0;
     while i < stmt.len() && found < N {
         let c = stmt[i];
-        if c.is_ascii_whitespace() || c == b'(' {
+        // An opening parenthesis is skipped like whitespace: `(SELECT …) UNION …` starts
+        // with SELECT.
+        if c == b'(' {
             i += 1;
-        } else if c == b'-' && stmt.get(i + 1) == Some(&b'-') {
-            i = stmt[i..]
-                .iter()
-                .position(|c| *c == b'\n')
-                .map_or(stmt.len(), |p| i + p + 1);
-        } else if c == b'/' && stmt.get(i + 1) == Some(&b'*') {
-            i = skip_block_comment(stmt, i);
         } else if c.is_ascii_alphabetic() || c == b'_' {
             let end = word_end(stmt, i);
             words[found] = &stmt[i..end];
             found += 1;
             i = end;
         } else {
+            let next = skip_trivia(stmt, i);
+            if next == i {
+                break;
+            }
+            i = next;
+        }
+    }
+    (words, &stmt[skip_trivia(stmt, i)..])
+}
+
+/// Whether the text holds nothing but whitespace, comments and semicolons: what may follow the
+/// last word of a statement.
+pub fn is_blank(sql: &[u8]) -> bool {
+    let mut i = 0;
+    loop {
+        i = skip_trivia(sql, i);
+        match sql.get(i) {
+            None => return true,
+            Some(b';') => i += 1,
+            Some(_) => return false,
+        }
+    }
+}
+
+/// Where the whitespace and comments (`--` to the end of the line, `/* */` nested as
+/// PostgreSQL nests them) starting at `i` end; `i` itself when none start there.
+fn skip_trivia(s: &[u8], mut i: usize) -> usize {
+    while let Some(&c) = s.get(i) {
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'-' && s.get(i + 1) == Some(&b'-') {
+            i = skip_line_comment(s, i);
+        } else if c == b'/' && s.get(i + 1) == Some(&b'*') {
+            i = skip_block_comment(s, i);
+        } else {
             break;
         }
     }
-    words
+    i
+}
+
+fn skip_line_comment(s: &[u8], open: usize) -> usize {
+    s[open..]
+        .iter()
+        .position(|c| *c == b'\n')
+        .map_or(s.len(), |p| open + p + 1)
 }
 
 /// Whether the underscore at `p` is the one of `advisory_lock` or `set_config` (any case).
@@ -452,6 +501,57 @@ mod tests {
             keyword(b"a_sixteen_chars_")
         );
         assert_eq!(first_keyword(b"seventeen_chars_x (1)"), 0);
+    }
+
+    #[test]
+    fn leading_words_skip_whitespace_and_comments_nested_as_postgres_nests_them() {
+        let [w0, w1] = leading_words::<2>(b" \t\r\n/* a /* nested */ still */ -- line\n SET x");
+        assert_eq!((w0, w1), (&b"SET"[..], &b"x"[..]));
+        let [w0, w1] = leading_words::<2>(b"-- c\nSHOW--c\n/**/shards");
+        assert_eq!((w0, w1), (&b"SHOW"[..], &b"shards"[..]));
+        assert_eq!(leading_words::<1>(b"select/* c */x")[0], b"select");
+        assert_eq!(leading_words::<2>(b"select/* c */x")[1], b"x");
+        for text in [
+            "",
+            "   ",
+            "-- only a comment",
+            "/* never closed SET x",
+            "/* a */ 1",
+        ] {
+            assert_eq!(leading_words::<1>(text.as_bytes()), [&b""[..]], "{text}");
+        }
+        assert_eq!(leading_words::<2>(b"-- SET\nselect")[0], b"select");
+        assert_eq!(leading_words::<1>(b"/* SET */ select")[0], b"select");
+    }
+
+    #[test]
+    fn the_rest_starts_after_the_words_and_their_trivia() {
+        let (words, rest) = leading_words_and_rest::<3>(b"show chunks for /* t */ \"Orders\";");
+        assert_eq!(words, [&b"show"[..], b"chunks", b"for"]);
+        assert_eq!(rest, b"\"Orders\";");
+        let (words, rest) = leading_words_and_rest::<3>(b"show shards -- all\n");
+        assert_eq!(words, [&b"show"[..], b"shards", b""]);
+        assert_eq!(rest, b"");
+        let (_, rest) = leading_words_and_rest::<2>(b"drop table s.t");
+        assert_eq!(rest, b"s.t");
+    }
+
+    #[test]
+    fn blank_is_whitespace_comments_and_semicolons() {
+        for text in ["", " ", ";", " ;; -- x\n /* y /* z */ */ ;", "--"] {
+            assert!(is_blank(text.as_bytes()), "{text:?}");
+        }
+        for text in ["x", "; x", "/* a */ 1", "- -"] {
+            assert!(!is_blank(text.as_bytes()), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn leading_keywords_fold_case_and_missing_words_match_none() {
+        let [w0, w1, w2] = leading_keywords::<3>(b"/* c */ Commit PREPARED 'x'");
+        assert_eq!([w0, w1], [keyword(b"commit"), keyword(b"prepared")]);
+        assert_eq!(w2, 0);
+        assert_eq!(leading_keywords::<1>(b"a_very_long_identifier")[0], 0);
     }
 
     #[test]

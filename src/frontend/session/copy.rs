@@ -104,14 +104,19 @@ impl From<BackendError> for Stop {
     }
 }
 
-fn error_frame(code: &SqlState, message: &str) -> Bytes {
+fn error_frame(e: &impl ClientError) -> Bytes {
     let mut out = BytesMut::new();
-    protocol::error_response(&mut out, Severity::Error, code, message);
+    protocol::error_response(
+        &mut out,
+        Severity::Error,
+        &e.sqlstate(),
+        &e.client_message(),
+    );
     out.freeze()
 }
 
 fn copy_error(e: &CopyError) -> Bytes {
-    error_frame(&e.sqlstate(), &e.client_message())
+    error_frame(e)
 }
 
 /// The count of a `COPY n` tag.
@@ -145,19 +150,14 @@ impl Session {
                     Route::Multi(s) => shards = s,
                     Route::All => {}
                 },
-                Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+                Err(e) => return Dest::refuse(&e),
             }
             if let Some(why) = &select.multi_shard_refusal {
-                return Dest::Refuse(SqlState::FEATURE_NOT_SUPPORTED, why.clone());
+                return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
             }
             let m = &select.merge;
             if !m.order.is_empty() || m.limit.is_some() || m.offset > 0 {
-                return Dest::Refuse(
-                    SqlState::FEATURE_NOT_SUPPORTED,
-                    "COPY (SELECT … ORDER BY / LIMIT / OFFSET) over several shards is not \
-                     supported yet: give the full sharding key, or sort the output yourself"
-                        .into(),
-                );
+                return Dest::refuse(&FrontendError::CopyOrdered);
             }
         }
         // COPY TO of a table reads a shard's partitioned table through the rewritten query,
@@ -167,14 +167,7 @@ impl Session {
             return Dest::Shard(*one);
         }
         if plan.binary() && shards.len() > 1 {
-            return Dest::Refuse(
-                SqlState::FEATURE_NOT_SUPPORTED,
-                format!(
-                    "COPY … (FORMAT binary) of \"{}\", which spans several shards, is not \
-                     supported yet: use FORMAT text or csv",
-                    name()
-                ),
-            );
+            return Dest::refuse(&FrontendError::CopyBinaryAcrossShards { table: name() });
         }
         Dest::Copy(CopyJob {
             plan: plan.clone(),
@@ -379,7 +372,7 @@ impl Session {
             return Err(match e {
                 SessionError::Backend(e) => {
                     self.ctx.metrics.backend_error(shard);
-                    Stop::Fail(error_frame(&e.sqlstate(), &e.client_message()))
+                    Stop::Fail(error_frame(&e))
                 }
                 other => Stop::Lost(other),
             });
@@ -387,10 +380,7 @@ impl Session {
         self.drain_current().await?;
         self.park_current();
         let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
-            return Err(Stop::Fail(error_frame(
-                &SqlState::CONNECTION_FAILURE,
-                "no connection to the shard for the COPY",
-            )));
+            return Err(Stop::Fail(error_frame(&FrontendError::CopyNoConnection)));
         };
         // Held by the COPY: not given back to the pool, closed if the client leaves.
         p.unsynced = true;
@@ -400,10 +390,7 @@ impl Session {
         if !st.in_block {
             if let Err(message) = conn.run_internal("BEGIN").await? {
                 out.ready = Some(b'I');
-                return Err(Stop::Fail(error_frame(
-                    &SqlState::CONNECTION_FAILURE,
-                    &message,
-                )));
+                return Err(Stop::Fail(error_frame(&FrontendError::CopyBegin(message))));
             }
         }
         let mut query = BytesMut::new();
@@ -424,12 +411,10 @@ impl Session {
                 b'S' => conn.note_parameter_status(f.body()),
                 b'Z' => {
                     out.ready = Some(f.body().first().copied().unwrap_or(b'I'));
-                    let e = out.error.clone().unwrap_or_else(|| {
-                        error_frame(
-                            &SqlState::PROTOCOL_VIOLATION,
-                            "the shard did not start the COPY",
-                        )
-                    });
+                    let e = out
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| error_frame(&FrontendError::CopyNotStarted));
                     return Err(Stop::Fail(e));
                 }
                 _ => {}
@@ -485,19 +470,14 @@ impl Session {
             b'c' => return self.copy_done(st).await.map(|()| true),
             b'f' => {
                 let message = frame.body().split(|&c| c == 0).next().unwrap_or_default();
-                Err(Stop::Fail(error_frame(
-                    &SqlState::QUERY_CANCELED,
-                    &format!(
-                        "COPY from stdin failed: {}",
-                        String::from_utf8_lossy(message)
-                    ),
-                )))
+                Err(Stop::Fail(error_frame(&FrontendError::CopyFailed(
+                    String::from_utf8_lossy(message).into_owned(),
+                ))))
             }
             // PostgreSQL ignores these during COPY FROM STDIN.
             b'H' | b'S' => Ok(()),
             other => Err(Stop::Fail(error_frame(
-                &SqlState::PROTOCOL_VIOLATION,
-                &format!("unexpected message type 0x{other:02X} during COPY from stdin"),
+                &FrontendError::CopyUnexpectedMessage(other),
             ))),
         };
         match step {
@@ -688,12 +668,15 @@ impl Session {
         let failed = error.is_some() || commit_error.is_some();
         match (error, commit_error) {
             (Some(e), _) => self.cout.extend_from_slice(&e),
-            (None, Some(message)) => protocol::error_response(
-                &mut self.cout,
-                Severity::Error,
-                &SqlState::TRANSACTION_ROLLBACK,
-                &message,
-            ),
+            (None, Some(message)) => {
+                let e = FrontendError::CopyCommit(message);
+                protocol::error_response(
+                    &mut self.cout,
+                    Severity::Error,
+                    &e.sqlstate(),
+                    &e.client_message(),
+                )
+            }
             (None, None) => {
                 let mut counts = st.outs.iter().filter(|o| o.started).map(|o| o.count);
                 // The copies of a duplicated table take the same rows: the client hears one.

@@ -18,6 +18,7 @@ pub(super) enum Dest {
     Hold,
     /// A simple query the executor runs on several shards.
     Multi(Multi),
+    /// Answered with an error here; the SQLSTATE and text of one of the layers' errors.
     Refuse(SqlState, String),
     /// An INSERT without a column list needs the table's columns first.
     NeedColumns(TableId),
@@ -44,6 +45,12 @@ pub(super) enum Dest {
     },
     /// A COPY the session splits (FROM) or gathers (TO) over several shards.
     Copy(super::copy::CopyJob),
+}
+
+impl Dest {
+    pub(super) fn refuse(e: &impl ClientError) -> Dest {
+        Dest::Refuse(e.sqlstate(), e.client_message())
+    }
 }
 
 pub(super) struct Multi {
@@ -322,15 +329,10 @@ impl Session {
                 }
                 (_, Source::Placement) => Dest::Shard(shards[0]),
             },
-            Plan::Refused(r) => Dest::Refuse(r.sqlstate(), r.client_message()),
+            Plan::Refused(r) => Dest::refuse(r),
             Plan::Sharded(p) if p.insert_select.is_some() => match source {
                 Source::Simple(_) => Dest::InsertSelect(p.clone()),
-                Source::Bind { .. } => Dest::Refuse(
-                    SqlState::FEATURE_NOT_SUPPORTED,
-                    "an INSERT … SELECT that moves rows between shards is not supported as a \
-                     prepared statement yet: send it as a simple query"
-                        .into(),
-                ),
+                Source::Bind { .. } => Dest::refuse(&FrontendError::PreparedInsertSelect),
                 Source::Placement => Dest::Shard(p.shards[0]),
             },
             Plan::Sharded(p) if p.generated.is_some() => {
@@ -340,7 +342,7 @@ impl Session {
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,
-                    Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+                    Err(e) => return Dest::refuse(&e),
                 };
                 let shards = match routed.route {
                     Route::Single(s) => {
@@ -351,7 +353,7 @@ impl Session {
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
                 if let Some(why) = &p.multi_shard_refusal {
-                    return Dest::Refuse(SqlState::FEATURE_NOT_SUPPORTED, why.clone());
+                    return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
                 }
                 let sql = match source {
                     Source::Simple(sql) => sql,
@@ -362,13 +364,7 @@ impl Session {
                         rest,
                     } => {
                         if matches!(p.keys, Keys::Rows(_)) {
-                            return Dest::Refuse(
-                                SqlState::FEATURE_NOT_SUPPORTED,
-                                "a prepared multi-row INSERT whose rows belong to several shards \
-                                 is not supported yet: insert one row per statement, or send it \
-                                 as a simple query"
-                                    .into(),
-                            );
+                            return Dest::refuse(&FrontendError::PreparedMultiShardInsert);
                         }
                         let text = p
                             .merge
@@ -398,12 +394,7 @@ impl Session {
                     (Keys::Rows(_), StatementKind::Insert) => {
                         match crate::executor::split::split_insert(&text, &routed.rows, &shards) {
                             Ok(s) => s,
-                            Err(e) => {
-                                return Dest::Refuse(
-                                    SqlState::FEATURE_NOT_SUPPORTED,
-                                    format!("cannot split the INSERT by shard: {e}"),
-                                )
-                            }
+                            Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
                         }
                     }
                     _ => {
@@ -462,7 +453,7 @@ impl Session {
         let with_values = params.clone().with_generated(&values);
         let routed = match routing::route(snapshot, p, &with_values) {
             Ok(r) => r,
-            Err(e) => return Dest::Refuse(e.sqlstate(), e.client_message()),
+            Err(e) => return Dest::refuse(&e),
         };
         let mut shards = routed.rows.clone();
         shards.sort();
@@ -477,12 +468,7 @@ impl Session {
             merge: Default::default(),
             rows,
         };
-        let refuse = |e: String| {
-            Dest::Refuse(
-                SqlState::FEATURE_NOT_SUPPORTED,
-                format!("cannot add the generated key to the INSERT: {e}"),
-            )
-        };
+        let refuse = |e: String| Dest::refuse(&FrontendError::GeneratedKey(e));
         use crate::executor::split::{fill_generated, split_insert, KeyValues};
         self.ctx.metrics.routed_single.increment(1);
         match source {
@@ -509,12 +495,7 @@ impl Session {
                 rest,
             } => {
                 if values.len() != 1 {
-                    return Dest::Refuse(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "a prepared multi-row INSERT with generated keys is not supported yet: \
-                         insert one row per statement"
-                            .into(),
-                    );
+                    return Dest::refuse(&FrontendError::PreparedGeneratedInsert);
                 }
                 let count = params.count();
                 let text = String::from_utf8_lossy(&statement.query);

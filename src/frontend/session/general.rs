@@ -58,12 +58,7 @@ impl Session {
                 Dest::NeedColumns(table) if !fetched => {
                     fetched = true;
                     if let Err(e) = self.fetch_columns(table).await {
-                        break Dest::Refuse(
-                            SqlState::CONNECTION_FAILURE,
-                            format!(
-                                "cannot read the columns of the table to route the INSERT: {e}"
-                            ),
-                        );
+                        break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
                     }
                 }
                 Dest::NeedKeys {
@@ -83,18 +78,9 @@ impl Session {
                 }
                 Dest::NeedKeys { .. } => {
                     self.pending_keys.clear();
-                    break Dest::Refuse(
-                        SqlState::INTERNAL_ERROR,
-                        "generated key values went missing while routing the INSERT".into(),
-                    );
+                    break Dest::refuse(&FrontendError::KeysMissing);
                 }
-                Dest::NeedColumns(_) => {
-                    break Dest::Refuse(
-                        SqlState::FEATURE_NOT_SUPPORTED,
-                        "cannot read the columns of the table: name the columns of the INSERT"
-                            .into(),
-                    )
-                }
+                Dest::NeedColumns(_) => break Dest::refuse(&FrontendError::ColumnsUnknown),
                 dest => break dest,
             }
         };
@@ -181,22 +167,26 @@ impl Session {
         if kind == LocalKind::Show {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {
-                admin::AdminCommand::ShowTransactions => admin::transactions(&self.ctx).await,
-                other => admin::answer(&other, &self.ctx),
+                admin::AdminCommand::ShowTransactions => {
+                    admin::transactions(&self.ctx.control).await
+                }
+                other => {
+                    admin::answer(&other, &self.ctx.catalog, &self.ctx.pools, &self.ctx.config)
+                }
             };
             rs.encode(&tag, &mut out);
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.tx_status != b'I' {
+                let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,
                     Severity::Error,
-                    &SqlState::ACTIVE_SQL_TRANSACTION,
-                    "sharding DDL cannot run inside a transaction block: \
-                     send it outside BEGIN … COMMIT (it commits on its own)",
+                    &e.sqlstate(),
+                    &e.client_message(),
                 );
             } else {
-                match ddl::execute(&self.ctx, ddl).await {
+                match ddl::execute(self.ctx.ddl(), ddl).await {
                     Ok(tag) => protocol::command_complete(&mut out, &tag),
                     Err(e) => protocol::error_response_at(
                         &mut out,

@@ -23,7 +23,7 @@ impl Session {
             Plan::Sharded(sp) => {
                 let routed = match routing::route(&snapshot, sp, &Params::default()) {
                     Ok(r) => r,
-                    Err(e) => return self.answer_error(&e.sqlstate(), &e.client_message()),
+                    Err(e) => return self.answer_error(&e),
                 };
                 let shards = match routed.route {
                     Route::Single(s) => vec![s],
@@ -81,17 +81,14 @@ impl Session {
                 })
                 .collect();
             let Ok(key) = key else {
-                return self.answer_error(
-                    &SqlState::CHARACTER_NOT_IN_REPERTOIRE,
-                    "a sharding-key value of the SELECT is not valid UTF-8",
-                );
+                return self.answer_error(&FrontendError::KeyNotUtf8);
             };
             let (key, set_key) = key.split_at(key_len.min(key.len()));
             match crate::router::place::shard_for(&snapshot, target, key, set_key) {
                 Ok(s) => by_shard.entry(s).or_default().push(row.clone()),
                 Err(e) => {
                     let e = routing::RouteError::Place(e);
-                    return self.answer_error(&e.sqlstate(), &e.client_message());
+                    return self.answer_error(&e);
                 }
             }
         }
@@ -132,9 +129,14 @@ impl Session {
         Ok(())
     }
 
-    fn answer_error(&mut self, code: &SqlState, message: &str) -> Result<(), SessionError> {
+    fn answer_error(&mut self, e: &impl ClientError) -> Result<(), SessionError> {
         let mut out = BytesMut::new();
-        protocol::error_response(&mut out, Severity::Error, code, message);
+        protocol::error_response(
+            &mut out,
+            Severity::Error,
+            &e.sqlstate(),
+            &e.client_message(),
+        );
         let status = self.session_status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline

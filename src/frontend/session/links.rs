@@ -10,6 +10,7 @@
 //! transactions land, each shard commits on its own (docs/behaviour.md).
 
 use super::*;
+use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A connection the session holds on a shard it is not talking to now. Its answers are all
@@ -26,10 +27,12 @@ fn ends_block(sql: &[u8]) -> bool {
     const END: u128 = keyword(b"end");
     const ROLLBACK: u128 = keyword(b"rollback");
     const ABORT: u128 = keyword(b"abort");
+    const PREPARED: u128 = keyword(b"prepared");
+    const TO: u128 = keyword(b"to");
     match first_keyword(sql) {
         COMMIT | ROLLBACK => {
-            let [_, w1] = crate::sql::classify::leading_words::<2>(sql);
-            !(w1.eq_ignore_ascii_case(b"prepared") || w1.eq_ignore_ascii_case(b"to"))
+            let [_, w1] = leading_keywords::<2>(sql);
+            !matches!(w1, PREPARED | TO)
         }
         END | ABORT => true,
         _ => false,

@@ -1,0 +1,135 @@
+//! What every session shares: the configuration, the catalog, the pools, the transaction layer,
+//! and how they are readied before the first client is accepted. Layers below the frontend take
+//! only the pieces they use, so they can be driven without a whole proxy.
+
+use std::sync::Arc;
+
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
+
+use crate::backend::{Pools, SettingsRegistry};
+use crate::catalog::Catalog;
+use crate::config::{Config, TlsConfig};
+use crate::error::StartError;
+use crate::executor::ddl::DdlCtx;
+use crate::frontend::auth::Users;
+use crate::frontend::cancel::CancelRegistry;
+use crate::metrics::Metrics;
+use crate::txn::{
+    ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
+};
+
+/// Everything sessions share.
+pub struct ServerCtx {
+    pub config: Arc<Config>,
+    pub catalog: Arc<Catalog>,
+    /// tokio-postgres pools for control work (DDL fan-out, two-phase commit, recovery).
+    pub control: Arc<ControlPools>,
+    pub coordinator: Coordinator,
+    pub pools: Pools,
+    pub users: Arc<Users>,
+    pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
+    pub tls: Option<pgwire::tokio::TlsAcceptor>,
+    pub cancels: Arc<CancelRegistry>,
+    /// Clients' startup settings, one shared copy per distinct set.
+    pub settings: SettingsRegistry,
+    pub metrics: Metrics,
+    /// Routing plans by statement text.
+    pub plans: crate::router::PlanCache,
+    /// Blocks of generated sharding-key values.
+    pub keys: crate::catalog::keys::KeyBlocks,
+    recovery: Arc<Recovery>,
+}
+
+impl ServerCtx {
+    /// Opens the catalog (creating or migrating it), readies the transaction layer and finishes
+    /// in-doubt transactions left by an earlier run, before any client is accepted.
+    pub async fn start(config: Arc<Config>) -> Result<ServerCtx, StartError> {
+        let catalog = Catalog::open(&config).await?;
+        let settings = TxnSettings::from_config(&config);
+        let control = Arc::new(ControlPools::new(&config, &settings));
+        ensure_decision_log(&control).await?;
+        let cluster = ClusterTag::from_catalog(&config.catalog_endpoint());
+        let coordinator = Coordinator::new(
+            control.clone(),
+            settings.clone(),
+            GidGenerator::new(cluster.clone()),
+        )?;
+        for problem in coordinator.check_shards().await {
+            tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
+        }
+        let recovery = Recovery::new(control.clone(), settings, cluster)?;
+        match recovery.run_once().await {
+            Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
+            Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
+        }
+        Self::assemble(config, catalog, control, coordinator, recovery)
+    }
+
+    /// The periodic pass over in-doubt transactions, which the accept loop runs beside the
+    /// sessions; sessions themselves never need it.
+    pub(crate) fn recovery(&self) -> &Arc<Recovery> {
+        &self.recovery
+    }
+
+    /// What the DDL executor works with.
+    pub fn ddl(&self) -> DdlCtx<'_> {
+        DdlCtx {
+            catalog: &self.catalog,
+            config: &self.config,
+            control: &self.control,
+            coordinator: &self.coordinator,
+        }
+    }
+
+    fn assemble(
+        config: Arc<Config>,
+        catalog: Arc<Catalog>,
+        control: Arc<ControlPools>,
+        coordinator: Coordinator,
+        recovery: Recovery,
+    ) -> Result<ServerCtx, StartError> {
+        let users = Arc::new(Users::new(&config));
+        let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+        let shard_names: Vec<String> = config.shards.iter().map(|s| s.name.clone()).collect();
+        Ok(ServerCtx {
+            catalog,
+            control,
+            coordinator,
+            recovery: Arc::new(recovery),
+            pools: Pools::new(&config),
+            auth_mechanism: users.mechanism(),
+            users,
+            tls,
+            cancels: Arc::new(CancelRegistry::default()),
+            settings: SettingsRegistry::default(),
+            metrics: Metrics::new(&shard_names),
+            plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
+            keys: Default::default(),
+            config,
+        })
+    }
+}
+
+fn tls_acceptor(tls: &TlsConfig) -> Result<pgwire::tokio::TlsAcceptor, StartError> {
+    use std::io::BufReader;
+    use tokio_rustls::rustls;
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p)
+            .map(BufReader::new)
+            .map_err(|e| StartError::Tls(format!("{}: {e}", p.display())))
+    };
+    let certs = rustls_pemfile::certs(&mut open(&tls.cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.cert.display())))?;
+    let key = rustls_pemfile::private_key(&mut open(&tls.key)?)
+        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.key.display())))?
+        .ok_or_else(|| StartError::Tls(format!("{}: no private key found", tls.key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StartError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| StartError::Tls(e.to_string()))?;
+    Ok(pgwire::tokio::TlsAcceptor::from(Arc::new(config)))
+}

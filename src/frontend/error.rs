@@ -1,0 +1,94 @@
+//! What the frontend itself refuses or reports to a client, as opposed to what the shards,
+//! the router or the DDL executor report. `crate::error` maps each variant to its SQLSTATE in
+//! one exhaustive match, so a new refusal cannot reach a client without a deliberate code; the
+//! texts are what clients and tests see, so they do not change lightly.
+
+/// A refusal or failure the frontend reports in an ErrorResponse of its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrontendError {
+    // Startup and authentication.
+    #[error("unsupported frontend protocol {major}.{minor}: server supports 3.0")]
+    UnsupportedProtocol { major: u16, minor: u16 },
+    #[error("no PostgreSQL user name specified in startup packet")]
+    NoUserName,
+    #[error("database \"{database}\" does not exist")]
+    UnknownDatabase { database: String },
+    #[error("expected a startup or password message")]
+    ExpectedStartup,
+    #[error("password authentication failed for user \"{user}\"")]
+    WrongPassword { user: String },
+    #[error("role \"{user}\" does not exist")]
+    UnknownRole { user: String },
+    /// The authentication exchange broke off (pgwire's text).
+    #[error("{0}")]
+    AuthExchange(String),
+    /// The first shard, which tells clients the server's parameters, cannot be reached.
+    #[error("shard \"{shard}\" is unreachable: {reason}")]
+    ShardUnreachable { shard: String, reason: String },
+
+    // Statements and routing.
+    #[error("prepared statement \"{name}\" already exists")]
+    DuplicateStatement { name: String },
+    #[error("a sharding-key value of the SELECT is not valid UTF-8")]
+    KeyNotUtf8,
+    #[error(
+        "an INSERT … SELECT that moves rows between shards is not supported as a \
+         prepared statement yet: send it as a simple query"
+    )]
+    PreparedInsertSelect,
+    /// The planner's reason a statement cannot run across shards yet.
+    #[error("{0}")]
+    NotAcrossShards(String),
+    #[error(
+        "a prepared multi-row INSERT whose rows belong to several shards \
+         is not supported yet: insert one row per statement, or send it \
+         as a simple query"
+    )]
+    PreparedMultiShardInsert,
+    #[error("cannot split the INSERT by shard: {0}")]
+    SplitInsert(String),
+    #[error("cannot add the generated key to the INSERT: {0}")]
+    GeneratedKey(String),
+    #[error(
+        "a prepared multi-row INSERT with generated keys is not supported yet: \
+         insert one row per statement"
+    )]
+    PreparedGeneratedInsert,
+    #[error("cannot read the columns of the table to route the INSERT: {0}")]
+    ColumnsUnreadable(String),
+    #[error("cannot read the columns of the table: name the columns of the INSERT")]
+    ColumnsUnknown,
+    #[error("generated key values went missing while routing the INSERT")]
+    KeysMissing,
+    #[error(
+        "sharding DDL cannot run inside a transaction block: \
+         send it outside BEGIN … COMMIT (it commits on its own)"
+    )]
+    DdlInTransaction,
+
+    // COPY over several shards.
+    #[error(
+        "COPY (SELECT … ORDER BY / LIMIT / OFFSET) over several shards is not \
+         supported yet: give the full sharding key, or sort the output yourself"
+    )]
+    CopyOrdered,
+    #[error(
+        "COPY … (FORMAT binary) of \"{table}\", which spans several shards, is not \
+         supported yet: use FORMAT text or csv"
+    )]
+    CopyBinaryAcrossShards { table: String },
+    #[error("no connection to the shard for the COPY")]
+    CopyNoConnection,
+    /// A shard refused the BEGIN that holds its part of the COPY (the shard's text).
+    #[error("{0}")]
+    CopyBegin(String),
+    #[error("the shard did not start the COPY")]
+    CopyNotStarted,
+    #[error("COPY from stdin failed: {0}")]
+    CopyFailed(String),
+    #[error("unexpected message type 0x{0:02X} during COPY from stdin")]
+    CopyUnexpectedMessage(u8),
+    /// A shard's COMMIT of its part of the COPY failed.
+    #[error("{0}")]
+    CopyCommit(String),
+}
