@@ -179,6 +179,48 @@ async fn insert_select_routes_the_rows_or_runs_on_each_shard() {
             .expect("small insert … select");
         assert_eq!(tag(&msgs), n);
     }
+    // Read from every shard a slice at a time while the rows go into the same shards.
+    let msgs = client
+        .simple_query(
+            "INSERT INTO is_cust (cust_id, name) SELECT cust_id + 5000000, 'moved' FROM is_cust \
+             WHERE score = 4 AND cust_id <= 100000",
+        )
+        .await
+        .expect("two-step insert … select over every shard");
+    assert_eq!(tag(&msgs), 10_000);
+    let moved = counts_where("is_cust", "WHERE name = 'moved'").await;
+    assert_eq!(moved.iter().sum::<i64>(), 10_000, "{moved:?}");
+    assert!(moved.iter().all(|&n| n > 0), "{moved:?}");
+    // A failure in a late slice (the duplicate comes after 25,000 rows went in) leaves no row of
+    // the statement on any shard.
+    let err = client
+        .simple_query(
+            "INSERT INTO is_cust (cust_id, name) SELECT g, 'late' FROM \
+             (SELECT g FROM generate_series(3000001, 3025000) g UNION ALL SELECT 1) s",
+        )
+        .await
+        .expect_err("a duplicate in the last slice");
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    let late = counts_where("is_cust", "WHERE name = 'late'").await;
+    assert_eq!(late, vec![0; SHARDS]);
+    // Inside a transaction block the rows are the block's: gone with ROLLBACK, kept by COMMIT.
+    for end in ["ROLLBACK", "COMMIT"] {
+        client.batch_execute("BEGIN").await.expect("begin");
+        let msgs = client
+            .simple_query(
+                "INSERT INTO is_cust (cust_id, name) SELECT g, 'blk' FROM \
+                 generate_series(4000001, 4025000) g",
+            )
+            .await
+            .expect("insert … select in a block");
+        assert_eq!(tag(&msgs), 25_000);
+        client.batch_execute(end).await.expect(end);
+        let n: i64 = counts_where("is_cust", "WHERE name = 'blk'")
+            .await
+            .iter()
+            .sum();
+        assert_eq!(n, if end == "COMMIT" { 25_000 } else { 0 }, "{end}");
+    }
     // A duplicate on one shard fails the statement with PostgreSQL's error.
     let err = client
         .simple_query(

@@ -3,11 +3,14 @@
 //! shard's rows inserted in batches, one combined answer for the client.
 
 use super::*;
+use crate::catalog::Snapshot;
 use crate::error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
 use crate::router::hash::KeyValue;
-use crate::router::plan::{Plan, ShardedPlan, StatementKind};
+use crate::router::plan::{InsertSelect, Plan, ShardedPlan, StatementKind};
 use crate::router::route::{self as routing, Params};
+use bytes::Bytes;
+use std::collections::BTreeMap;
 
 impl Session {
     pub(super) async fn run_insert_select(
@@ -50,6 +53,18 @@ impl Session {
                 (vec![shard], job.select_sql.clone(), Default::default())
             }
         };
+        let Some(target) = snapshot.table(plan.table) else {
+            return Ok(());
+        };
+        // Rows in no particular order, all of them: read a slice at a time through a cursor
+        // and inserted as they come, so memory stays bounded. An order, a limit or RETURNING
+        // rows need the whole result at once.
+        let plain = merge.order.is_empty() && merge.limit.is_none() && merge.offset == 0;
+        if plain && !plan.returning {
+            return self
+                .insert_select_in_slices(job, &snapshot, target, &shards, &sql)
+                .await;
+        }
         let select = Combine::Union {
             kind: StatementKind::Select,
             merge,
@@ -64,35 +79,129 @@ impl Session {
             failed @ Combined::Failed { .. } => return self.answer(&failed),
         };
         // 2. Each row to its shard.
-        let Some(target) = snapshot.table(plan.table) else {
-            return Ok(());
+        let by_shard = match by_shard(job, &snapshot, target, rows) {
+            Ok(by_shard) => by_shard,
+            Err(error) => return self.answer(&failed(error)),
         };
-        let mut by_shard: std::collections::BTreeMap<ShardId, Vec<bytes::Bytes>> =
-            Default::default();
-        let key_len = target.key_columns.len();
-        for row in rows {
-            let values = gather::values(&row);
-            let key: Result<Vec<KeyValue<'_>>, _> = job
-                .key_positions
-                .iter()
-                .map(|&p| match values.get(p).copied().flatten() {
-                    None => Ok(KeyValue::Null),
-                    Some(v) => std::str::from_utf8(v).map(KeyValue::Text),
-                })
-                .collect();
-            let Ok(key) = key else {
-                return self.answer_error(&FrontendError::KeyNotUtf8);
-            };
-            let (key, set_key) = key.split_at(key_len.min(key.len()));
-            match crate::router::place::shard_for(&snapshot, target, key, set_key) {
-                Ok(s) => by_shard.entry(s).or_default().push(row.clone()),
-                Err(e) => {
-                    let e = routing::RouteError::Place(e);
-                    return self.answer_error(&e);
+        // 3. The batches.
+        if by_shard.is_empty() {
+            return self.answer_inserted(0, BytesMut::new());
+        }
+        let combined = self.insert_batches(job, &by_shard).await?;
+        self.answer(&combined)
+    }
+
+    /// INSERT … SELECT through a cursor on each source shard: FETCH a slice, insert its rows on
+    /// their shards, and again until the cursor is spent. Outside a transaction block every shard
+    /// taking part runs its share in a block of its own, committed once all rows are in (rolled
+    /// back on any failure), as the statement is one; inside one, the shards join the block.
+    async fn insert_select_in_slices(
+        &mut self,
+        job: &InsertSelect,
+        snapshot: &Snapshot,
+        target: &crate::catalog::Table,
+        sources: &[ShardId],
+        sql: &str,
+    ) -> Result<(), SessionError> {
+        let implicit = self.session_status() == b'I';
+        let select = Combine::Union {
+            kind: StatementKind::Select,
+            merge: Default::default(),
+            rows: Vec::new(),
+        };
+        let sql = sql.trim().trim_end_matches(';');
+        let mut notices = BytesMut::new();
+        let mut total = 0u64;
+        let failure = 'run: {
+            if implicit {
+                let begin = vec!["BEGIN".to_string(); sources.len()];
+                let begun = self
+                    .run_on_shards(sources, Work::Simple(&begin), &select)
+                    .await?;
+                if let f @ Combined::Failed { .. } = begun {
+                    break 'run Some(f);
                 }
             }
+            for &source in sources {
+                let declare = [format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {sql}")];
+                let fetch = [format!("FETCH {SLICE_ROWS} FROM {CURSOR}")];
+                let declared = self
+                    .run_on_shards(&[source], Work::Simple(&declare), &select)
+                    .await?;
+                if let f @ Combined::Failed { .. } = declared {
+                    break 'run Some(f);
+                }
+                loop {
+                    let rows = match self
+                        .run_on_shards(&[source], Work::Simple(&fetch), &select)
+                        .await?
+                    {
+                        Combined::Rows(r) => {
+                            notices.extend_from_slice(&r.notices);
+                            r.rows
+                        }
+                        f @ Combined::Failed { .. } => break 'run Some(f),
+                    };
+                    if rows.is_empty() {
+                        break;
+                    }
+                    let by_shard = match by_shard(job, snapshot, target, rows) {
+                        Ok(by_shard) => by_shard,
+                        Err(error) => break 'run Some(failed(error)),
+                    };
+                    match self.insert_batches(job, &by_shard).await? {
+                        Combined::Rows(r) => {
+                            notices.extend_from_slice(&r.notices);
+                            total += r.tag.as_deref().and_then(inserted).unwrap_or(0);
+                        }
+                        f @ Combined::Failed { .. } => break 'run Some(f),
+                    }
+                }
+                let close = [format!("CLOSE {CURSOR}")];
+                let closed = self
+                    .run_on_shards(&[source], Work::Simple(&close), &select)
+                    .await?;
+                if let f @ Combined::Failed { .. } = closed {
+                    break 'run Some(f);
+                }
+            }
+            None
+        };
+        if implicit {
+            let end = if failure.is_some() {
+                "ROLLBACK"
+            } else {
+                "COMMIT"
+            };
+            let open: Vec<ShardId> = self
+                .parked
+                .iter()
+                .filter(|p| p.tx_status != b'I')
+                .map(|p| p.conn.shard)
+                .collect();
+            let ended = self
+                .run_on_shards(
+                    &open,
+                    Work::Simple(&vec![end.to_string(); open.len()]),
+                    &select,
+                )
+                .await?;
+            if let (None, f @ Combined::Failed { .. }) = (&failure, ended) {
+                return self.answer(&f);
+            }
         }
-        // 3. The batches.
+        match failure {
+            Some(f) => self.answer(&f),
+            None => self.answer_inserted(total, notices),
+        }
+    }
+
+    /// Inserts each shard's rows in batches on that shard.
+    async fn insert_batches(
+        &mut self,
+        job: &InsertSelect,
+        by_shard: &BTreeMap<ShardId, Vec<Bytes>>,
+    ) -> Result<Combined, SessionError> {
         let shards: Vec<ShardId> = by_shard.keys().copied().collect();
         let messages: Vec<BytesMut> = by_shard
             .values()
@@ -103,19 +212,18 @@ impl Session {
             merge: Default::default(),
             rows: Vec::new(),
         };
-        if shards.is_empty() {
-            let mut out = BytesMut::new();
-            protocol::command_complete(&mut out, "INSERT 0 0");
-            let status = self.session_status();
-            protocol::ready_for_query(&mut out, status);
-            self.pipeline
-                .push(Pending::composed(out.freeze()), &mut self.cout);
-            return Ok(());
-        }
-        let combined = self
-            .run_on_shards(&shards, Work::Batches(&messages), &insert)
-            .await?;
-        self.answer(&combined)
+        self.run_on_shards(&shards, Work::Batches(&messages), &insert)
+            .await
+    }
+
+    /// Answers `INSERT 0 n` and ReadyForQuery.
+    fn answer_inserted(&mut self, n: u64, mut out: BytesMut) -> Result<(), SessionError> {
+        protocol::command_complete(&mut out, &format!("INSERT 0 {n}"));
+        let status = self.session_status();
+        protocol::ready_for_query(&mut out, status);
+        self.pipeline
+            .push(Pending::composed(out.freeze()), &mut self.cout);
+        Ok(())
     }
 
     /// Answers the client's simple query with a combined result and ReadyForQuery.
@@ -186,6 +294,68 @@ impl Session {
             }
         }
     }
+}
+
+/// Rows fetched from a source shard's cursor at a time.
+const SLICE_ROWS: usize = 10_000;
+/// The cursor's name on the source shards.
+const CURSOR: &str = "shardwire_insert_select";
+
+/// The rows of a SELECT grouped by the shard their target key belongs to; the failure to
+/// answer if a key cannot be placed.
+fn by_shard(
+    job: &InsertSelect,
+    snapshot: &Snapshot,
+    target: &crate::catalog::Table,
+    rows: impl IntoIterator<Item = Bytes>,
+) -> Result<BTreeMap<ShardId, Vec<Bytes>>, Bytes> {
+    let mut by_shard: BTreeMap<ShardId, Vec<Bytes>> = BTreeMap::new();
+    let key_len = target.key_columns.len();
+    for row in rows {
+        let values = gather::values(&row);
+        let key: Result<Vec<KeyValue<'_>>, _> = job
+            .key_positions
+            .iter()
+            .map(|&p| match values.get(p).copied().flatten() {
+                None => Ok(KeyValue::Null),
+                Some(v) => std::str::from_utf8(v).map(KeyValue::Text),
+            })
+            .collect();
+        let Ok(key) = key else {
+            return Err(refusal(&FrontendError::KeyNotUtf8));
+        };
+        let (key, set_key) = key.split_at(key_len.min(key.len()));
+        let shard = crate::router::place::shard_for(snapshot, target, key, set_key)
+            .map_err(|e| refusal(&routing::RouteError::Place(e)))?;
+        drop(values);
+        by_shard.entry(shard).or_default().push(row);
+    }
+    Ok(by_shard)
+}
+
+/// The proxy's own error as an ErrorResponse.
+fn refusal(e: &impl ClientError) -> Bytes {
+    let mut error = BytesMut::new();
+    protocol::error_response(
+        &mut error,
+        Severity::Error,
+        &e.sqlstate(),
+        &e.client_message(),
+    );
+    error.freeze()
+}
+
+/// A failed answer of the proxy's own error.
+fn failed(error: Bytes) -> Combined {
+    Combined::Failed {
+        notices: BytesMut::new(),
+        error,
+    }
+}
+
+/// The row count of an `INSERT 0 n` tag.
+fn inserted(tag: &str) -> Option<u64> {
+    tag.rsplit(' ').next()?.parse().ok()
 }
 
 /// What [`Session::run_on_shards`] sends each shard.
