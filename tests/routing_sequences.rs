@@ -353,6 +353,9 @@ async fn explicit_nextval_in_values_lands_each_row_on_its_chunks_shard() {
     exec(&client, "CREATE SEQUENCE sq_plain_seq").await;
     assert_eq!(nextval(&client, "SELECT nextval('sq_plain_seq')").await, 1);
     assert_eq!(nextval(&client, "SELECT nextval('sq_plain_seq')").await, 2);
+    // The plan cached for the text above is not shared with the key sequence's name.
+    let after = nextval(&client, "SELECT nextval('sq_ins_id_seq')").await;
+    assert!(after > id);
     exec(&client, "DROP SEQUENCE sq_plain_seq").await;
     for i in 0..SHARDS {
         let c = shards().connect(i).await;
