@@ -172,6 +172,7 @@ impl ClientError for crate::frontend::FrontendError {
             F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
             F::KeyNotUtf8 => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
             F::KeysMissing => SqlState::INTERNAL_ERROR,
+            F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
             F::CopyCommit(_) => SqlState::TRANSACTION_ROLLBACK,

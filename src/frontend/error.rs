@@ -60,6 +60,9 @@ pub enum FrontendError {
     ColumnsUnknown,
     #[error("generated key values went missing while routing the INSERT")]
     KeysMissing,
+    /// `currval` of a key sequence before this session's first value of it (PostgreSQL's text).
+    #[error("currval of sequence \"{0}\" is not yet defined in this session")]
+    CurrvalUndefined(String),
     #[error(
         "sharding DDL cannot run inside a transaction block: \
          send it outside BEGIN … COMMIT (it commits on its own)"

@@ -38,6 +38,7 @@ mod general;
 mod insert_select;
 mod links;
 mod multi;
+mod sequence;
 
 use dest::Dest;
 use links::Parked;
@@ -151,6 +152,8 @@ pub struct Session {
     portals: Portals,
     /// Generated key values taken for the INSERT being routed.
     pending_keys: Vec<i64>,
+    /// The last value this session got from each key sequence, which `currval` answers.
+    key_values: sequence::LastValues,
     /// The catalog snapshot last routed with (refreshed when the catalog's version moves).
     snapshot: Option<Arc<crate::catalog::Snapshot>>,
     /// How much of `cout` is the proxy's answers to held Parses and nothing else (0: none).
@@ -194,6 +197,7 @@ impl Session {
             round_robin: 0,
             portals: Portals::default(),
             pending_keys: Vec::new(),
+            key_values: Default::default(),
             snapshot: None,
             deferred_parse_len: 0,
             last_plan: None,

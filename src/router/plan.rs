@@ -21,6 +21,7 @@ mod copy;
 mod insert;
 mod insert_select;
 mod select;
+mod sequence;
 mod walk;
 
 use conditions::*;
@@ -28,6 +29,7 @@ pub use copy::{CopyArg, CopyOption, CopyPlan};
 use insert::*;
 pub use insert_select::InsertSelect;
 use select::*;
+pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
 use walk::*;
 
 /// Where a value in the statement comes from.
@@ -190,6 +192,9 @@ pub enum Plan {
     Copy(Arc<CopyPlan>),
     /// Cannot be routed correctly; the client is told why.
     Refused(Refusal),
+    /// `SELECT nextval(…)` or `currval(…)` of a generated key's sequence, which the proxy
+    /// answers from the cluster-wide sequence.
+    Sequence(SequenceCall),
 }
 
 /// A statement the router will not send anywhere, with the SQLSTATE class it fails with.
@@ -229,13 +234,25 @@ impl Plan {
     /// to serve another text (it may be built into the plan).
     pub fn localize(&mut self, literal_offsets: &[usize], text: &[u8]) -> Vec<usize> {
         let mut used = Vec::new();
+        // Whether `nextval('<name>')` is a key sequence's call depends on the literal.
+        let calls_sequences = sequence::mentions_sequence_function(text);
         let p = match self {
             // Where these go does not depend on any value.
             Plan::Anywhere
             | Plan::Fixed(_)
             | Plan::AnyOf(_)
             | Plan::Every(_)
-            | Plan::Refused(_) => return (0..literal_offsets.len()).collect(),
+            | Plan::Refused(_)
+                if !calls_sequences =>
+            {
+                return (0..literal_offsets.len()).collect()
+            }
+            Plan::Anywhere
+            | Plan::Fixed(_)
+            | Plan::AnyOf(_)
+            | Plan::Every(_)
+            | Plan::Refused(_)
+            | Plan::Sequence(_) => return used,
             // The statements each shard runs are built from the text, values included.
             Plan::Copy(_) => return used,
             Plan::Sharded(p) => p,
@@ -247,7 +264,7 @@ impl Plan {
         let p = Arc::make_mut(p);
         let tuples = match &mut p.keys {
             // Every shard whatever the values, unless LIMIT/OFFSET took some.
-            Keys::Any if p.merge.limit.is_none() && p.merge.offset == 0 => {
+            Keys::Any if p.merge.limit.is_none() && p.merge.offset == 0 && !calls_sequences => {
                 return (0..literal_offsets.len()).collect()
             }
             Keys::Any => return used,
@@ -348,6 +365,9 @@ fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) 
     let Some(node) = stmt.node.as_ref() else {
         return Planned::Plan(Plan::Anywhere);
     };
+    if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
+        return planned;
+    }
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();
     collect_range_vars(stmt, &mut all);

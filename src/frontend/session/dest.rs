@@ -2,6 +2,7 @@
 //! parameters or literals, the session's transaction, and the statements the proxy answers
 //! itself through the extended protocol.
 
+use super::sequence::SequenceAnswer;
 use super::*;
 use crate::catalog::{Snapshot, TableId};
 use crate::error::ClientError;
@@ -45,6 +46,8 @@ pub(super) enum Dest {
     },
     /// A COPY the session splits (FROM) or gathers (TO) over several shards.
     Copy(super::copy::CopyJob),
+    /// `nextval`/`currval` of a key sequence, answered from the cluster-wide sequence.
+    Sequence(super::sequence::SequenceAnswer),
 }
 
 impl Dest {
@@ -167,9 +170,11 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 return Ok(match &*plan {
-                    Plan::Sharded(_) | Plan::Every(_) | Plan::AnyOf(_) | Plan::Copy(_) => {
-                        Dest::Hold
-                    }
+                    Plan::Sharded(_)
+                    | Plan::Every(_)
+                    | Plan::AnyOf(_)
+                    | Plan::Copy(_)
+                    | Plan::Sequence(_) => Dest::Hold,
                     other => self.dest_for(other, &snapshot, &Params::default(), Source::Placement),
                 });
             }
@@ -201,13 +206,16 @@ impl Session {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
+                if let Plan::Sequence(call) = &*plan {
+                    return Ok(Dest::Sequence(SequenceAnswer::describe(call)));
+                }
                 // Any shard holding the tables describes the statement: their schemas are equal.
                 let shards = match &*plan {
                     Plan::Sharded(p) => p.shards.clone(),
                     Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
                     Plan::Fixed(s) => vec![*s],
                     Plan::Copy(c) => c.shards.clone(),
-                    Plan::Anywhere | Plan::Refused(_) => return Ok(Dest::Here),
+                    Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Ok(Dest::Here),
                 };
                 return Ok(match self.current_shard() {
                     Some(c) if shards.contains(&c) => Dest::Here,
@@ -330,6 +338,14 @@ impl Session {
                 (_, Source::Placement) => Dest::Shard(shards[0]),
             },
             Plan::Refused(r) => Dest::refuse(r),
+            Plan::Sequence(call) => match source {
+                Source::Simple(_) => Dest::Sequence(SequenceAnswer::simple(call)),
+                Source::Bind { portal, rest, .. } => {
+                    Dest::Sequence(SequenceAnswer::bound(call, portal, rest))
+                }
+                // A Parse is held; a Describe of the statement is answered above.
+                Source::Placement => Dest::Here,
+            },
             Plan::Sharded(p) if p.insert_select.is_some() => match source {
                 Source::Simple(_) => Dest::InsertSelect(p.clone()),
                 Source::Bind { .. } => Dest::refuse(&FrontendError::PreparedInsertSelect),
@@ -450,6 +466,9 @@ impl Session {
             };
         }
         let values = std::mem::take(&mut self.pending_keys);
+        if let Some(&last) = values.last() {
+            self.key_values.set(p.table, &g.column, last);
+        }
         let with_values = params.clone().with_generated(&values);
         let routed = match routing::route(snapshot, p, &with_values) {
             Ok(r) => r,

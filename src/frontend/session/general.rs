@@ -118,6 +118,10 @@ impl Session {
                 self.run_copy(job, frame.tag, client).await?;
                 return Ok(());
             }
+            Dest::Sequence(answer) => {
+                self.drain_current().await?;
+                return self.answer_sequence(answer, &frame).await;
+            }
             Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {

@@ -48,7 +48,11 @@ impl Session {
                 };
                 (vec![shard], job.select_sql.clone(), Default::default())
             }
-            Plan::Anywhere | Plan::Every(_) | Plan::Copy(_) | Plan::Refused(_) => {
+            Plan::Anywhere
+            | Plan::Every(_)
+            | Plan::Copy(_)
+            | Plan::Refused(_)
+            | Plan::Sequence(_) => {
                 let shard = self.current_shard().unwrap_or(ShardId(0));
                 (vec![shard], job.select_sql.clone(), Default::default())
             }

@@ -65,6 +65,14 @@ impl Portals {
         self.0.clear();
     }
 
+    /// Keeps rows the proxy composed itself as portal `name`.
+    pub(super) fn put_buffered(&mut self, name: Box<[u8]>, rows: gather::Rows) {
+        self.put(Portal {
+            name,
+            rows: PortalRows::Buffered(rows),
+        });
+    }
+
     fn put(&mut self, portal: Portal) {
         self.0.retain(|p| p.name != portal.name);
         self.0.push(portal);
