@@ -144,6 +144,16 @@ impl ClientError for crate::executor::copy::CopyError {
     }
 }
 
+impl ClientError for crate::txn::TxnError {
+    fn sqlstate(&self) -> SqlState {
+        crate::txn::TxnError::sqlstate(self)
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
 impl ClientError for crate::frontend::FrontendError {
     fn sqlstate(&self) -> SqlState {
         use crate::frontend::FrontendError as F;
@@ -174,6 +184,7 @@ impl ClientError for crate::frontend::FrontendError {
             F::KeysMissing => SqlState::INTERNAL_ERROR,
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
+            F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
             F::CopyCommit(_) => SqlState::TRANSACTION_ROLLBACK,
         }

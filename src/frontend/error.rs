@@ -68,6 +68,11 @@ pub enum FrontendError {
          send it outside BEGIN … COMMIT (it commits on its own)"
     )]
     DdlInTransaction,
+    #[error(
+        "COMMIT AND CHAIN of a transaction over several shards is not supported yet; the \
+         transaction was rolled back: send COMMIT, then BEGIN"
+    )]
+    ChainAcrossShards,
 
     // COPY over several shards.
     #[error(

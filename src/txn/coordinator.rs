@@ -164,17 +164,8 @@ impl Coordinator {
     }
 
     async fn run_two_phase(&self, work: &[(ShardId, Vec<String>)]) -> Result<Outcome, TxnError> {
-        {
-            let capacity = self
-                .prepared_capacity
-                .read()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some((shard, _)) = work.iter().find(|(s, _)| capacity[s.index()] == Some(0)) {
-                return Err(TxnError::PreparedTransactionsDisabled {
-                    shard: self.pools.shard(*shard).label.clone(),
-                });
-            }
-        }
+        let participants: Vec<ShardId> = work.iter().map(|(s, _)| *s).collect();
+        self.ensure_can_prepare(&participants)?;
         let gid = self.gids.next_gid();
         let shards: Vec<&ShardPool> = work.iter().map(|(s, _)| self.pools.shard(*s)).collect();
 
@@ -243,6 +234,60 @@ impl Coordinator {
                 .collect(),
             commit: Commit::TwoPhase { gid, unconfirmed },
         })
+    }
+
+    /// Refuses a two-phase commit over `shards` at once when one of them cannot prepare
+    /// transactions (as last checked).
+    pub fn ensure_can_prepare(&self, shards: &[ShardId]) -> Result<(), TxnError> {
+        let capacity = self
+            .prepared_capacity
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        match shards.iter().find(|s| capacity[s.index()] == Some(0)) {
+            Some(shard) => Err(TxnError::PreparedTransactionsDisabled {
+                shard: self.pools.shard(*shard).label.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// How long preparing every participant may take before recovery may abort the gid.
+    pub fn prepare_deadline(&self) -> std::time::Duration {
+        self.settings.prepare_deadline
+    }
+
+    /// Records the commit decision for a transaction some other party prepared on `shards` (a
+    /// client session's own connections). As [`Coordinator::run`]'s decision point: on any
+    /// error but `ResolutionUnknown` the prepared transactions are rolled back.
+    pub async fn decide(&self, shards: &[ShardId], gid: &Gid) -> Result<(), TxnError> {
+        let pools: Vec<&ShardPool> = shards.iter().map(|s| self.pools.shard(*s)).collect();
+        self.decide_commit(&pools, gid).await
+    }
+
+    /// After a recorded commit: COMMIT PREPARED (with retries) on `unconfirmed`, the
+    /// participants that did not confirm it on the client's own connections; the decision
+    /// record goes once every participant has. Returns the shards still unconfirmed (recovery
+    /// finishes them).
+    pub async fn complete(&self, unconfirmed: &[ShardId], gid: &Gid) -> Vec<ShardId> {
+        let pools: Vec<&ShardPool> = unconfirmed.iter().map(|s| self.pools.shard(*s)).collect();
+        let confirmed = join_all(pools.iter().map(|s| self.commit_prepared(s, gid))).await;
+        let left: Vec<ShardId> = unconfirmed
+            .iter()
+            .zip(confirmed)
+            .filter(|(_, ok)| !ok)
+            .map(|(s, _)| *s)
+            .collect();
+        if left.is_empty() {
+            self.forget(gid).await;
+        }
+        left
+    }
+
+    /// ROLLBACK PREPARED on `shards` over the control pools (best effort: recovery rolls back
+    /// what is left, as it has no commit record).
+    pub async fn roll_back(&self, shards: &[ShardId], gid: &Gid) {
+        let pools: Vec<&ShardPool> = shards.iter().map(|s| self.pools.shard(*s)).collect();
+        self.roll_back_prepared(&pools, gid).await;
     }
 
     /// The decision point. Ok means commit is recorded durably; any error means the transaction

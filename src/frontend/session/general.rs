@@ -147,6 +147,9 @@ impl Session {
         } else if let Some(text) = self.block_end_text(&frame) {
             // The block's portals end with it.
             self.drop_portals().await?;
+            if self.commit_across_shards(&frame, &text).await? {
+                return Ok(());
+            }
             self.end_parked_blocks(&text).await?;
             self.begin_sql = None;
         } else {

@@ -1,0 +1,276 @@
+//! COMMIT of a transaction block that spans shards, over the session's own connections
+//! (DESIGN.md §4): participants that wrote nothing commit plainly; one writer commits plainly
+//! after them; several writers PREPARE TRANSACTION in parallel, the decision record in the
+//! catalog is the commit point, then COMMIT PREPARED. Any failure before the decision rolls
+//! every participant back; recovery settles what a crash leaves prepared.
+
+use super::*;
+use crate::executor::gather;
+use crate::txn::Gid;
+use bytes::Bytes;
+use std::time::Instant;
+
+/// What one participant answered to a statement of the commit.
+struct Answer {
+    /// The first column of the first row, as text.
+    value: Option<Vec<u8>>,
+    /// The participant's ErrorResponse, as the client would get it.
+    error: Option<Bytes>,
+}
+
+/// How the block ended, for the client: the tag of its COMMIT, or the error that ended it.
+type Ended = Result<&'static str, Bytes>;
+
+/// Whether a block-ending statement commits (COMMIT, END; not ROLLBACK or ABORT).
+fn commits(sql: &[u8]) -> bool {
+    const COMMIT: u128 = keyword(b"commit");
+    const END: u128 = keyword(b"end");
+    matches!(first_keyword(sql), COMMIT | END)
+}
+
+impl Session {
+    /// Commits a block spanning shards for the client's COMMIT (a simple query, or the Bind of
+    /// one): true when the proxy answered it, false when the block has one participant and the
+    /// COMMIT goes to it as it is.
+    pub(super) async fn commit_across_shards(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        sql: &[u8],
+    ) -> Result<bool, SessionError> {
+        let participants = usize::from(self.backend.is_some() && self.tx_status != b'I')
+            + self.parked.iter().filter(|p| p.tx_status != b'I').count();
+        if !commits(sql) || participants < 2 {
+            return Ok(false);
+        }
+        self.drain_current().await?;
+        self.park_current();
+        let ended = if crate::sql::classify::leading_words::<4>(sql)
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(b"chain"))
+        {
+            self.end_every_participant("ROLLBACK").await?;
+            Err(error_frame(&FrontendError::ChainAcrossShards))
+        } else {
+            self.commit_participants().await?
+        };
+        self.begin_sql = None;
+        self.release_parked_if_idle();
+        let mut out = BytesMut::new();
+        match frame.tag {
+            b'B' => {
+                let portal = match ClientFrame::parse(frame)? {
+                    ClientFrame::Bind { portal, .. } => Box::<[u8]>::from(portal),
+                    _ => Box::default(),
+                };
+                match ended {
+                    Ok(tag) => {
+                        out.extend_from_slice(&protocol::empty_message(b'2'));
+                        let completed = gather::Rows {
+                            tag: Some(tag.into()),
+                            ..Default::default()
+                        };
+                        self.portals.put_buffered(portal, completed);
+                    }
+                    Err(error) => {
+                        out.extend_from_slice(&error);
+                        self.skip_until_sync = true;
+                    }
+                }
+            }
+            _ => {
+                match ended {
+                    Ok(tag) => protocol::command_complete(&mut out, tag),
+                    Err(error) => out.extend_from_slice(&error),
+                }
+                let status = self.session_status();
+                protocol::ready_for_query(&mut out, status);
+            }
+        }
+        self.pipeline
+            .push(Pending::composed(out.freeze()), &mut self.cout);
+        Ok(true)
+    }
+
+    /// Commits every parked participant of the block, atomically.
+    async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
+        let open: Vec<usize> = (0..self.parked.len())
+            .filter(|&i| self.parked[i].tx_status != b'I')
+            .collect();
+        if open.iter().any(|&i| self.parked[i].tx_status == b'E') {
+            // A failed block rolls back, and its COMMIT says so, as PostgreSQL's does.
+            self.end_every_participant("ROLLBACK").await?;
+            return Ok(Ok("ROLLBACK"));
+        }
+        // A transaction that wrote has a transaction id; one that only read has none.
+        let wrote = self
+            .ask(&open, "SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+            .await?;
+        if let Some(error) = wrote.iter().find_map(|a| a.error.clone()) {
+            self.end_every_participant("ROLLBACK").await?;
+            return Ok(Err(error));
+        }
+        let mut writers = Vec::new();
+        let mut readers = Vec::new();
+        for (&i, answer) in open.iter().zip(&wrote) {
+            if answer.value.as_deref() == Some(b"t") {
+                writers.push(i);
+            } else {
+                readers.push(i);
+            }
+        }
+        // Nothing a reader did can be lost: it commits first, plainly.
+        self.ask(&readers, "COMMIT").await?;
+        if writers.len() <= 1 {
+            let answers = self.ask(&writers, "COMMIT").await?;
+            return Ok(match answers.into_iter().find_map(|a| a.error) {
+                Some(error) => Err(error),
+                None => Ok("COMMIT"),
+            });
+        }
+        self.two_phase_commit(&writers).await
+    }
+
+    async fn two_phase_commit(&mut self, writers: &[usize]) -> Result<Ended, SessionError> {
+        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
+        let ctx = self.ctx.clone();
+        let coordinator = &ctx.coordinator;
+        if let Err(e) = coordinator.ensure_can_prepare(&shards) {
+            self.end_every_participant("ROLLBACK").await?;
+            return Ok(Err(error_frame(&e)));
+        }
+        let gid = coordinator.gids().next_gid();
+        let started = Instant::now();
+        let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
+        let prepared = self.ask(writers, &prepare).await?;
+        let failed = prepared.iter().find_map(|a| a.error.clone());
+        let took = started.elapsed();
+        if failed.is_some() || took >= coordinator.prepare_deadline() {
+            // A failed PREPARE rolled its own participant back; the others are undone here.
+            let done: Vec<usize> = writers
+                .iter()
+                .zip(&prepared)
+                .filter(|(_, a)| a.error.is_none())
+                .map(|(i, _)| *i)
+                .collect();
+            self.finish_prepared(&done, &gid, "ROLLBACK").await?;
+            return Ok(Err(match failed {
+                Some(error) => error,
+                None => error_frame(&crate::txn::TxnError::PrepareTooSlow {
+                    gid,
+                    took,
+                    limit: coordinator.prepare_deadline(),
+                }),
+            }));
+        }
+        // The commit point.
+        if let Err(e) = coordinator.decide(&shards, &gid).await {
+            return Ok(Err(error_frame(&e)));
+        }
+        let unconfirmed = self.finish_prepared(writers, &gid, "COMMIT").await?;
+        let left = coordinator.complete(&unconfirmed, &gid).await;
+        if !left.is_empty() {
+            tracing::warn!(parent: &self.span, %gid, ?left, "COMMIT PREPARED not confirmed; recovery will finish it");
+        }
+        Ok(Ok("COMMIT"))
+    }
+
+    /// COMMIT or ROLLBACK PREPARED on the participants' own connections; the shards that did
+    /// not confirm it.
+    async fn finish_prepared(
+        &mut self,
+        participants: &[usize],
+        gid: &Gid,
+        verb: &str,
+    ) -> Result<Vec<ShardId>, SessionError> {
+        let sql = format!("{verb} PREPARED {}", gid.sql_literal());
+        let answers = self.ask(participants, &sql).await?;
+        Ok(participants
+            .iter()
+            .zip(answers)
+            .filter(|(_, a)| a.error.is_some())
+            .map(|(&i, _)| self.parked[i].conn.shard)
+            .collect())
+    }
+
+    /// Ends every open participant's block with `sql` (ROLLBACK).
+    async fn end_every_participant(&mut self, sql: &str) -> Result<(), SessionError> {
+        let open: Vec<usize> = (0..self.parked.len())
+            .filter(|&i| self.parked[i].tx_status != b'I')
+            .collect();
+        self.ask(&open, sql).await.map(drop)
+    }
+
+    /// Sends `sql` to the parked connections at `at` at once, then reads each answer up to its
+    /// ReadyForQuery, noting its transaction status.
+    async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, SessionError> {
+        let mut query = BytesMut::new();
+        protocol::query(&mut query, sql);
+        let order = at.to_vec();
+        let mut conns = multi::conns_at(&mut self.parked, &order);
+        let result = async {
+            for conn in conns.iter_mut() {
+                // A simple query drops the backend's unnamed statement.
+                conn.unnamed = None;
+                tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query).await?;
+            }
+            let mut answers = Vec::with_capacity(conns.len());
+            for conn in conns.iter_mut() {
+                answers.push(read_answer(conn).await?);
+            }
+            Ok::<_, BackendError>(answers)
+        }
+        .await;
+        drop(conns);
+        match result {
+            Ok(answers) => {
+                for (&i, (_, status)) in order.iter().zip(&answers) {
+                    self.parked[i].tx_status = *status;
+                }
+                Ok(answers.into_iter().map(|(a, _)| a).collect())
+            }
+            Err(e) => {
+                for &i in &order {
+                    self.parked[i].conn.conn.broken = true;
+                }
+                Err(e.into())
+            }
+        }
+    }
+}
+
+async fn read_answer(conn: &mut crate::backend::BackendConn) -> Result<(Answer, u8), BackendError> {
+    let mut answer = Answer {
+        value: None,
+        error: None,
+    };
+    loop {
+        let f = conn.read_frame().await?;
+        match f.tag {
+            b'D' if answer.value.is_none() => {
+                answer.value = gather::values(&f.raw)
+                    .first()
+                    .copied()
+                    .flatten()
+                    .map(<[u8]>::to_vec);
+            }
+            b'E' => {
+                answer.error.get_or_insert(f.raw);
+            }
+            b'S' => conn.note_parameter_status(f.body()),
+            b'Z' => return Ok((answer, f.body().first().copied().unwrap_or(b'I'))),
+            _ => {}
+        }
+    }
+}
+
+/// The proxy's own error as an ErrorResponse.
+fn error_frame(e: &impl crate::error::ClientError) -> Bytes {
+    let mut out = BytesMut::new();
+    protocol::error_response(
+        &mut out,
+        Severity::Error,
+        &e.sqlstate(),
+        &e.client_message(),
+    );
+    out.freeze()
+}

@@ -1,0 +1,230 @@
+//! A client's transaction block over several shards commits on all of them or on none: two
+//! writers commit by two-phase commit over the session's own connections, a failure while
+//! preparing rolls every shard back, and participants that only read commit plainly. Checked on
+//! the shards themselves: their rows, their statement logs, their prepared transactions.
+//!
+//! One test: the statement-log checks must not see another test's PREPAREs.
+
+mod common;
+mod routing_common;
+
+use common::shards;
+use routing_common::*;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+/// The shard holding the row of `table` with key `id`.
+async fn shard_of(table: &str, id: i64) -> usize {
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let n: i64 = c
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE cust_id = $1"),
+                &[&id],
+            )
+            .await
+            .expect("count")
+            .get(0);
+        if n > 0 {
+            return i;
+        }
+    }
+    panic!("no shard holds {table} {id}");
+}
+
+/// Two keys whose rows live on different shards, found by placing rows 1..=40 of `table`.
+async fn keys_on_two_shards(client: &Client, table: &str) -> (i64, i64) {
+    let rows: Vec<String> = (1..=40).map(|i| format!("({i}, 0, 'seed')")).collect();
+    insert_rows(client, table, "cust_id, n, tag", &rows).await;
+    let first = shard_of(table, 1).await;
+    for id in 2..=40 {
+        if shard_of(table, id).await != first {
+            return (1, id);
+        }
+    }
+    panic!("every key on one shard");
+}
+
+async fn prepared_anywhere() -> Vec<String> {
+    let mut gids = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        for row in c
+            .query("SELECT gid FROM pg_prepared_xacts", &[])
+            .await
+            .expect("prepared xacts")
+        {
+            gids.push(row.get(0));
+        }
+    }
+    gids
+}
+
+async fn tags_on_shard(i: usize, table: &str, id: i64) -> Vec<String> {
+    let c = shards().connect(i).await;
+    c.query(
+        &format!("SELECT tag FROM {table} WHERE cust_id = $1 AND n > 0 ORDER BY n"),
+        &[&id],
+    )
+    .await
+    .expect("rows")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+fn count_in_log(i: usize, needle: &str) -> usize {
+    std::fs::read_to_string(shards().clusters[i].log_file())
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE dtx (cust_id bigint, n int, tag text, PRIMARY KEY (cust_id, n)) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await;
+    // A constraint checked at commit: it fails a shard's PREPARE, after every statement ran.
+    for i in 0..SHARDS {
+        shards()
+            .connect(i)
+            .await
+            .batch_execute(
+                "ALTER TABLE dtx ADD CONSTRAINT dtx_tag UNIQUE (cust_id, tag) \
+                 DEFERRABLE INITIALLY DEFERRED",
+            )
+            .await
+            .expect("deferred constraint");
+    }
+    let (a, b) = keys_on_two_shards(&client, "dtx").await;
+    let (shard_a, shard_b) = (shard_of("dtx", a).await, shard_of("dtx", b).await);
+    log_all_statements().await;
+    let prepares = |i| count_in_log(i, "PREPARE TRANSACTION");
+    let before = (prepares(shard_a), prepares(shard_b));
+
+    // Two writers: both shards prepare, then commit.
+    client.batch_execute("BEGIN").await.expect("begin");
+    for (id, tag) in [(a, "a1"), (b, "b1")] {
+        client
+            .execute(
+                "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 1, $2)",
+                &[&id, &tag],
+            )
+            .await
+            .expect("insert");
+    }
+    let msgs = client.simple_query("COMMIT").await.expect("commit");
+    assert!(matches!(
+        msgs.last(),
+        Some(tokio_postgres::SimpleQueryMessage::CommandComplete(0))
+    ));
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1"]);
+    assert_eq!(tags_on_shard(shard_b, "dtx", b).await, ["b1"]);
+    assert_eq!(
+        (prepares(shard_a), prepares(shard_b)),
+        (before.0 + 1, before.1 + 1)
+    );
+    assert!(prepared_anywhere().await.is_empty());
+
+    // A deferred violation on one shard fails its PREPARE: the other shard's row goes too.
+    client.batch_execute("BEGIN").await.expect("begin");
+    client
+        .execute(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 2, 'a2')",
+            &[&a],
+        )
+        .await
+        .expect("insert a");
+    client
+        .execute(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 2, 'dup'), ($1, 3, 'dup')",
+            &[&b],
+        )
+        .await
+        .expect("insert b (checked at commit)");
+    let err = client
+        .batch_execute("COMMIT")
+        .await
+        .expect_err("the deferred constraint fails the commit");
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION), "{err:?}");
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1"]);
+    assert_eq!(tags_on_shard(shard_b, "dtx", b).await, ["b1"]);
+    assert!(prepared_anywhere().await.is_empty());
+    // The session is out of the block and goes on.
+    let r = simple_rows(&client, "SELECT tag FROM dtx WHERE cust_id = 1 AND n = 1").await;
+    assert_eq!(r.len(), usize::from(a == 1));
+
+    // A participant that only read commits without PREPARE; COMMIT through the extended
+    // protocol.
+    let before = (prepares(shard_a), prepares(shard_b));
+    client.batch_execute("BEGIN").await.expect("begin");
+    client
+        .query("SELECT tag FROM dtx WHERE cust_id = $1", &[&a])
+        .await
+        .expect("read a");
+    client
+        .execute(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 4, 'b4')",
+            &[&b],
+        )
+        .await
+        .expect("insert b");
+    client
+        .execute("COMMIT", &[])
+        .await
+        .expect("extended commit");
+    assert_eq!(tags_on_shard(shard_b, "dtx", b).await, ["b1", "b4"]);
+    assert_eq!((prepares(shard_a), prepares(shard_b)), before);
+
+    // Two writers, COMMIT through the extended protocol.
+    client.batch_execute("BEGIN").await.expect("begin");
+    for (id, tag) in [(a, "a5"), (b, "b5")] {
+        client
+            .execute(
+                "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 5, $2)",
+                &[&id, &tag],
+            )
+            .await
+            .expect("insert");
+    }
+    client
+        .execute("COMMIT", &[])
+        .await
+        .expect("extended commit");
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5"]);
+    assert_eq!(tags_on_shard(shard_b, "dtx", b).await, ["b1", "b4", "b5"]);
+    assert_eq!(
+        (prepares(shard_a), prepares(shard_b)),
+        (before.0 + 1, before.1 + 1)
+    );
+
+    // ROLLBACK undoes every shard's part, as before.
+    client.batch_execute("BEGIN").await.expect("begin");
+    for (id, tag) in [(a, "a6"), (b, "b6")] {
+        client
+            .execute(
+                "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 6, $2)",
+                &[&id, &tag],
+            )
+            .await
+            .expect("insert");
+    }
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5"]);
+    assert!(prepared_anywhere().await.is_empty());
+    // No decision record is left behind (the catalog lives on shard 0 in the tests).
+    let catalog = shards().connect(0).await;
+    let left: i64 = catalog
+        .query_one("SELECT count(*) FROM shardwire_catalog.txn_decision", &[])
+        .await
+        .expect("decision log")
+        .get(0);
+    assert_eq!(left, 0);
+    client.batch_execute("DROP TABLE dtx").await.expect("drop");
+}
