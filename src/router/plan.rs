@@ -138,6 +138,11 @@ pub struct Merge {
     pub visible: usize,
     pub limit: Option<u64>,
     pub offset: u64,
+    /// `LIMIT $n` (0-based): the limit is read from the Bind into `limit` for each execution,
+    /// never into the plan, which every execution of the text shares.
+    pub limit_param: Option<usize>,
+    /// `OFFSET $n` (0-based), read into `offset` the same way.
+    pub offset_param: Option<usize>,
     /// The statement each shard runs: ORDER BY keys added as hidden columns, `LIMIT n + offset`
     /// and no OFFSET. `None`: the client's text as it is.
     pub shard_sql: Option<String>,
