@@ -74,6 +74,22 @@ async fn limit_and_offset_parameters_answer_as_one_postgres() {
     for (sql, params) in &cases {
         same_rows(&client, &plain, sql, params).await;
     }
+    // Every shard runs it, with the limit plus the offset as its LIMIT and no OFFSET.
+    log_all_statements().await;
+    let marked = "SELECT id, v AS lim_seen_1 FROM lim_t ORDER BY id LIMIT $1 OFFSET $2";
+    same_rows(&client, &plain, marked, &[&3i64, &8i64]).await;
+    assert_eq!(shards_that_ran("lim_seen_1").len(), SHARDS);
+    for i in 0..SHARDS {
+        let log = std::fs::read_to_string(shards().clusters[i].log_file()).unwrap_or_default();
+        let line = log
+            .lines()
+            .find(|l| l.contains("lim_seen_1"))
+            .expect("logged");
+        assert!(
+            line.contains("LIMIT $1::bigint + $2::bigint") && !line.contains("OFFSET"),
+            "{line}"
+        );
+    }
     // Declared int4 parameters, binary, as a driver that names its types sends them.
     let got: Vec<i32> = client
         .query_typed(

@@ -76,8 +76,8 @@ fn read(params: &Params<'_>, i: usize) -> Result<Option<i64>, RouteError> {
 
 fn float(f: f64) -> Result<i64, RouteError> {
     let r = f.round_ties_even();
-    // i64::MAX as f64 rounds up to 2^63, which is out of range.
-    if r.is_nan() || r < -9_223_372_036_854_775_808.0 || r >= 9_223_372_036_854_775_808.0 {
+    // i64::MAX as f64 rounds up to 2^63, which is out of range; NaN is in no range.
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&r) {
         return Err(RouteError::BoundRange);
     }
     Ok(r as i64)
