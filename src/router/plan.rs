@@ -148,6 +148,16 @@ pub struct Merge {
     pub shard_sql: Option<String>,
 }
 
+impl Merge {
+    /// Whether the merge drops rows (a LIMIT or OFFSET, as constants or parameters).
+    pub fn bounds_rows(&self) -> bool {
+        self.limit.is_some()
+            || self.offset > 0
+            || self.limit_param.is_some()
+            || self.offset_param.is_some()
+    }
+}
+
 /// A statement over one family of sharded tables (and, for reads, duplicated tables).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardedPlan {
@@ -252,9 +262,7 @@ impl Plan {
         let p = Arc::make_mut(p);
         let tuples = match &mut p.keys {
             // Every shard whatever the values, unless LIMIT/OFFSET took some.
-            Keys::Any if p.merge.limit.is_none() && p.merge.offset == 0 => {
-                return (0..literal_offsets.len()).collect()
-            }
+            Keys::Any if !p.merge.bounds_rows() => return (0..literal_offsets.len()).collect(),
             Keys::Any => return used,
             // Pruning bounds are kept as the planned text gave them.
             Keys::Constrained(_) => return used,
