@@ -99,6 +99,11 @@ impl ClientError for crate::router::route::RouteError {
             R::Place(PlaceError::Undecidable { .. }) => SqlState::FEATURE_NOT_SUPPORTED,
             R::MissingParameter(_) => SqlState::PROTOCOL_VIOLATION,
             R::BadParameter(_) => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            R::NegativeLimit => SqlState::INVALID_ROW_COUNT_IN_LIMIT_CLAUSE,
+            R::NegativeOffset => SqlState::INVALID_ROW_COUNT_IN_RESULT_OFFSET_CLAUSE,
+            R::BoundSyntax { .. } => SqlState::INVALID_TEXT_REPRESENTATION,
+            R::BoundBinary(_) => SqlState::INVALID_BINARY_REPRESENTATION,
+            R::BoundRange => SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
         }
     }
 
@@ -161,10 +166,8 @@ impl ClientError for crate::frontend::FrontendError {
             F::UnsupportedProtocol { .. }
             | F::PreparedInsertSelect
             | F::NotAcrossShards(_)
-            | F::PreparedMultiShardInsert
             | F::SplitInsert(_)
             | F::GeneratedKey(_)
-            | F::PreparedGeneratedInsert
             | F::ColumnsUnknown
             | F::CopyOrdered
             | F::CopyBinaryAcrossShards { .. } => SqlState::FEATURE_NOT_SUPPORTED,
@@ -228,11 +231,6 @@ mod tests {
             F::DdlInTransaction.client_message(),
             "sharding DDL cannot run inside a transaction block: send it outside \
              BEGIN … COMMIT (it commits on its own)"
-        );
-        assert_eq!(
-            F::PreparedMultiShardInsert.client_message(),
-            "a prepared multi-row INSERT whose rows belong to several shards is not supported \
-             yet: insert one row per statement, or send it as a simple query"
         );
     }
 }

@@ -314,6 +314,26 @@ async fn duplicated_tables_are_written_everywhere_and_read_once() {
         .expect("insert");
     assert_eq!(tag(&msgs), 2, "one copy's count");
     assert_eq!(counts("dup_prod").await, vec![2; SHARDS]);
+    // Prepared writes too, with RETURNING: every copy written, one copy's answer.
+    let n = client
+        .execute("INSERT INTO dup_prod VALUES ($1, $2)", &[&3i32, &"three"])
+        .await
+        .expect("prepared insert");
+    assert_eq!(n, 1);
+    let back = client
+        .query(
+            "UPDATE dup_prod SET name = name || '!' WHERE id = $1 RETURNING name",
+            &[&3i32],
+        )
+        .await
+        .expect("prepared update");
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].get::<_, String>(0), "three!");
+    assert_eq!(counts("dup_prod").await, vec![3; SHARDS]);
+    client
+        .execute("DELETE FROM dup_prod WHERE id = $1", &[&3i32])
+        .await
+        .expect("prepared delete");
     let r = simple_rows(&client, "SELECT name FROM dup_prod ORDER BY id").await;
     assert_eq!(r, vec![vec![Some("one".into())], vec![Some("two".into())]]);
     // A join of a sharded table with a duplicated one runs whole on the key's shard.

@@ -38,12 +38,68 @@ pub fn split_insert(
     Ok(out)
 }
 
+/// One shard's part of a prepared INSERT.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PreparedPart {
+    /// Its rows, with the parameters it uses renumbered from `$1` in order of appearance.
+    pub sql: String,
+    /// The client's parameter (0-based) behind each new one.
+    pub params: Vec<usize>,
+}
+
+/// [`split_insert`] of a prepared INSERT: each shard's statement refers only to its own rows'
+/// parameters (and those the rest of the statement uses), since PostgreSQL refuses a
+/// parameter whose type it cannot determine and a Bind with more values than parameters.
+pub fn split_prepared_insert(
+    sql: &str,
+    row_shards: &[ShardId],
+    shards: &[ShardId],
+) -> Result<Vec<PreparedPart>, String> {
+    split_insert(sql, row_shards, shards)?
+        .iter()
+        .map(|s| renumber_params(s))
+        .collect()
+}
+
+/// `sql` with its parameters numbered `$1`, `$2`, … in order of first appearance. Found by
+/// PostgreSQL's scanner, so a `$1` inside a string or comment is left alone.
+pub fn renumber_params(sql: &str) -> Result<PreparedPart, String> {
+    let tokens = pg_query::scan_tokens(sql).map_err(|e| e.to_string())?;
+    let mut params: Vec<usize> = Vec::new();
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for t in tokens
+        .iter()
+        .filter(|t| t.token == pg_query::protobuf::Token::Param as i32)
+    {
+        let (start, end) = (t.start as usize, t.end as usize);
+        let number: usize = sql
+            .get(start + 1..end)
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| format!("unexpected parameter {:?}", sql.get(start..end)))?;
+        let new = match params.iter().position(|&p| p == number - 1) {
+            Some(i) => i + 1,
+            None => {
+                params.push(number - 1);
+                params.len()
+            }
+        };
+        out.push_str(&sql[at..start]);
+        out.push('$');
+        out.push_str(&new.to_string());
+        at = end;
+    }
+    out.push_str(&sql[at..]);
+    Ok(PreparedPart { sql: out, params })
+}
+
 /// What an INSERT's generated key column gets in each VALUES row.
 pub enum KeyValues<'a> {
     /// These values, one per row.
     Values(&'a [i64]),
-    /// Parameter `$n` (a single-row INSERT of a prepared statement).
-    Param(i32),
+    /// Parameters from `$n` on, one per row (a prepared INSERT).
+    Params(i32),
 }
 
 /// The INSERT with its generated key column filled in: added to the column list when the
@@ -101,8 +157,8 @@ pub fn fill_generated(
                     val: Some(val),
                 })
             }
-            KeyValues::Param(n) => NodeEnum::ParamRef(ParamRef {
-                number: *n,
+            KeyValues::Params(n) => NodeEnum::ParamRef(ParamRef {
+                number: *n + i as i32,
                 location: -1,
             }),
         };
@@ -110,10 +166,22 @@ pub fn fill_generated(
         if missing {
             list.items.push(node);
         } else {
-            *list
+            let item = list
                 .items
                 .get_mut(position)
-                .ok_or("a VALUES row is shorter than the column list")? = node;
+                .ok_or("a VALUES row is shorter than the column list")?;
+            // A row that gives its key routes by it and keeps it; DEFAULT and `nextval` of the
+            // key's sequence (the only `nextval` the planner lets through as a key) are filled.
+            let generated = match &item.node {
+                Some(NodeEnum::SetToDefault(_)) => true,
+                Some(NodeEnum::FuncCall(f)) => f.funcname.last().is_some_and(
+                    |n| matches!(&n.node, Some(NodeEnum::String(s)) if s.sval == "nextval"),
+                ),
+                _ => false,
+            };
+            if generated {
+                *item = node;
+            }
         }
     }
     pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())
@@ -150,8 +218,38 @@ mod tests {
         );
         let sql = "INSERT INTO t (id, v) VALUES (DEFAULT, $1)";
         assert_eq!(
-            fill_generated(sql, "id", false, KeyValues::Param(2)).unwrap(),
+            fill_generated(sql, "id", false, KeyValues::Params(2)).unwrap(),
             "INSERT INTO t (id, v) VALUES ($2, $1)"
         );
+        let sql = "INSERT INTO t (id, v) VALUES (DEFAULT, $1), (5, $2), (DEFAULT, $3)";
+        assert_eq!(
+            fill_generated(sql, "id", false, KeyValues::Params(4)).unwrap(),
+            "INSERT INTO t (id, v) VALUES ($4, $1), (5, $2), ($6, $3)"
+        );
+    }
+
+    #[test]
+    fn prepared_rows_take_their_parameters_renumbered() {
+        let sql = "INSERT INTO t (id, v) VALUES ($1, $2), ($3, '$1'), ($5, $6) \
+                   ON CONFLICT (id) DO UPDATE SET v = $7 RETURNING id, $7";
+        let split = split_prepared_insert(
+            sql,
+            &[ShardId(1), ShardId(0), ShardId(1)],
+            &[ShardId(0), ShardId(1)],
+        )
+        .unwrap();
+        assert_eq!(split[0].params, vec![2, 6]);
+        assert!(
+            split[0]
+                .sql
+                .starts_with("INSERT INTO t (id, v) VALUES ($1, '$1') ON CONFLICT"),
+            "{}",
+            split[0].sql
+        );
+        assert!(split[0].sql.ends_with("v = $2 RETURNING id, $2"));
+        assert_eq!(split[1].params, vec![0, 1, 4, 5, 6]);
+        assert!(split[1]
+            .sql
+            .starts_with("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4) ON CONFLICT"));
     }
 }

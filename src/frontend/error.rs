@@ -39,21 +39,10 @@ pub enum FrontendError {
     /// The planner's reason a statement cannot run across shards yet.
     #[error("{0}")]
     NotAcrossShards(String),
-    #[error(
-        "a prepared multi-row INSERT whose rows belong to several shards \
-         is not supported yet: insert one row per statement, or send it \
-         as a simple query"
-    )]
-    PreparedMultiShardInsert,
     #[error("cannot split the INSERT by shard: {0}")]
     SplitInsert(String),
     #[error("cannot add the generated key to the INSERT: {0}")]
     GeneratedKey(String),
-    #[error(
-        "a prepared multi-row INSERT with generated keys is not supported yet: \
-         insert one row per statement"
-    )]
-    PreparedGeneratedInsert,
     #[error("cannot read the columns of the table to route the INSERT: {0}")]
     ColumnsUnreadable(String),
     #[error("cannot read the columns of the table: name the columns of the INSERT")]

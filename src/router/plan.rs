@@ -140,9 +140,24 @@ pub struct Merge {
     pub visible: usize,
     pub limit: Option<u64>,
     pub offset: u64,
+    /// `LIMIT $n` (0-based): the limit is read from the Bind into `limit` for each execution,
+    /// never into the plan, which every execution of the text shares.
+    pub limit_param: Option<usize>,
+    /// `OFFSET $n` (0-based), read into `offset` the same way.
+    pub offset_param: Option<usize>,
     /// The statement each shard runs: ORDER BY keys added as hidden columns, `LIMIT n + offset`
     /// and no OFFSET. `None`: the client's text as it is.
     pub shard_sql: Option<String>,
+}
+
+impl Merge {
+    /// Whether the merge drops rows (a LIMIT or OFFSET, as constants or parameters).
+    pub fn bounds_rows(&self) -> bool {
+        self.limit.is_some()
+            || self.offset > 0
+            || self.limit_param.is_some()
+            || self.offset_param.is_some()
+    }
 }
 
 /// A statement over one family of sharded tables (and, for reads, duplicated tables).
@@ -264,7 +279,7 @@ impl Plan {
         let p = Arc::make_mut(p);
         let tuples = match &mut p.keys {
             // Every shard whatever the values, unless LIMIT/OFFSET took some.
-            Keys::Any if p.merge.limit.is_none() && p.merge.offset == 0 && !calls_sequences => {
+            Keys::Any if !p.merge.bounds_rows() && !calls_sequences => {
                 return (0..literal_offsets.len()).collect()
             }
             Keys::Any => return used,

@@ -10,6 +10,9 @@ use crate::catalog::Snapshot;
 use crate::model::ShardId;
 use crate::protocol::{take_i16, take_i32, FrameError};
 
+mod limits;
+pub use limits::bound_merge;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     /// Exactly one shard holds everything the statement touches.
@@ -252,6 +255,65 @@ pub fn with_extra_param_type(types: &[u8], count: usize) -> Vec<u8> {
     out
 }
 
+/// Bind's parameter part with only the parameters `keep` (0-based, in their new order: the
+/// new `$1` is `keep[0]`), each with its format; the result formats as they were.
+pub fn select_params(rest: &[u8], keep: &[usize]) -> Result<Vec<u8>, FrameError> {
+    let mut b = rest;
+    let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
+    let mut formats = Vec::with_capacity(nformats);
+    for _ in 0..nformats {
+        formats.push(take_i16(&mut b, "Bind")?);
+    }
+    let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
+    // Each value with its length word.
+    let mut values = Vec::with_capacity(nvalues);
+    for _ in 0..nvalues {
+        let start = rest.len() - b.len();
+        let len = take_i32(&mut b, "Bind")?;
+        if len > 0 {
+            b = b.get(len as usize..).ok_or(FrameError::Malformed("Bind"))?;
+        }
+        values.push(&rest[start..rest.len() - b.len()]);
+    }
+    let mut out = Vec::with_capacity(rest.len());
+    match formats.as_slice() {
+        // No code (all text), or one for all: it holds for the kept ones as well.
+        [] | [_] => {
+            out.extend_from_slice(&(formats.len() as i16).to_be_bytes());
+            out.extend(formats.iter().flat_map(|f| f.to_be_bytes()));
+        }
+        many => {
+            out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
+            for &k in keep {
+                let f = many.get(k).ok_or(FrameError::Malformed("Bind"))?;
+                out.extend_from_slice(&f.to_be_bytes());
+            }
+        }
+    }
+    out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
+    for &k in keep {
+        out.extend_from_slice(values.get(k).ok_or(FrameError::Malformed("Bind"))?);
+    }
+    out.extend_from_slice(b);
+    Ok(out)
+}
+
+/// Parse's parameter types for the parameters `keep` (as in [`select_params`]): each as the
+/// client declared it, unspecified where it declared none.
+pub fn select_param_types(types: &[u8], keep: &[usize]) -> Vec<u8> {
+    let mut t = types;
+    let declared = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
+    let oids: Vec<u32> = (0..declared)
+        .map(|_| take_i32(&mut t, "Parse").unwrap_or(0) as u32)
+        .collect();
+    let mut out = Vec::with_capacity(2 + 4 * keep.len());
+    out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
+    for &k in keep {
+        out.extend_from_slice(&oids.get(k).copied().unwrap_or(0).to_be_bytes());
+    }
+    out
+}
+
 /// A key value resolved from a literal or a parameter.
 enum Owned<'a> {
     Null,
@@ -280,6 +342,17 @@ pub enum RouteError {
     MissingParameter(usize),
     #[error("parameter ${0} is not valid UTF-8 text")]
     BadParameter(usize),
+    #[error("LIMIT must not be negative")]
+    NegativeLimit,
+    #[error("OFFSET must not be negative")]
+    NegativeOffset,
+    /// A LIMIT or OFFSET parameter PostgreSQL would not read as its type.
+    #[error("invalid input syntax for type {ty}: \"{value}\"")]
+    BoundSyntax { ty: &'static str, value: String },
+    #[error("incorrect binary data format in bind parameter {0}")]
+    BoundBinary(usize),
+    #[error("bigint out of range")]
+    BoundRange,
 }
 
 impl RouteError {

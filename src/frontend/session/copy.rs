@@ -156,7 +156,7 @@ impl Session {
                 return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
             }
             let m = &select.merge;
-            if !m.order.is_empty() || m.limit.is_some() || m.offset > 0 {
+            if !m.order.is_empty() || m.bounds_rows() {
                 return Dest::refuse(&FrontendError::CopyOrdered);
             }
         }

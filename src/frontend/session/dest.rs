@@ -68,8 +68,8 @@ pub(super) struct Multi {
 pub(super) struct MultiPortal {
     pub(super) shards: Vec<ShardId>,
     pub(super) portal: Box<[u8]>,
-    /// Parse, Bind, Describe portal, Execute and Flush, the same for every shard.
-    pub(super) messages: BytesMut,
+    /// Parse, Bind, Describe portal, Execute and Flush, for each of `shards`.
+    pub(super) messages: Vec<BytesMut>,
     pub(super) combine: Combine,
 }
 
@@ -119,6 +119,35 @@ fn portal_messages(
         .finish();
     protocol::flush(&mut out);
     out
+}
+
+/// The messages that run each shard's part of a prepared INSERT whose VALUES rows
+/// (`row_shards`) go to several `shards`: its rows only, with their parameters' values,
+/// formats and declared types.
+fn split_portal(
+    text: &str,
+    param_types: &[u8],
+    rest: &[u8],
+    row_shards: &[ShardId],
+    shards: &[ShardId],
+) -> Result<Vec<BytesMut>, String> {
+    let parts = crate::executor::split::split_prepared_insert(text, row_shards, shards)?;
+    parts
+        .iter()
+        .map(|part| {
+            let rest = routing::select_params(rest, &part.params).map_err(|e| e.to_string())?;
+            let types = routing::select_param_types(param_types, &part.params);
+            Ok(portal_messages(part.sql.as_bytes(), &types, &rest, (0, 0)))
+        })
+        .collect()
+}
+
+/// For each VALUES row, the index in `shards` of the shard it goes to.
+fn row_indexes(row_shards: &[ShardId], shards: &[ShardId]) -> Vec<usize> {
+    row_shards
+        .iter()
+        .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
+        .collect()
 }
 
 impl Session {
@@ -323,15 +352,12 @@ impl Session {
                     },
                 ) => {
                     self.ctx.metrics.routed_multi.increment(1);
+                    let one =
+                        portal_messages(&statement.query, &statement.param_types, rest, (0, 0));
                     Dest::MultiPortal(MultiPortal {
                         shards: shards.clone(),
                         portal: portal.into(),
-                        messages: portal_messages(
-                            &statement.query,
-                            &statement.param_types,
-                            rest,
-                            (0, 0),
-                        ),
+                        messages: vec![one; shards.len()],
                         combine: Combine::Copies,
                     })
                 }
@@ -379,27 +405,51 @@ impl Session {
                         statement,
                         rest,
                     } => {
+                        self.ctx.metrics.routed_multi.increment(1);
                         if matches!(p.keys, Keys::Rows(_)) {
-                            return Dest::refuse(&FrontendError::PreparedMultiShardInsert);
+                            let text = String::from_utf8_lossy(&statement.query);
+                            let messages = match split_portal(
+                                &text,
+                                &statement.param_types,
+                                rest,
+                                &routed.rows,
+                                &shards,
+                            ) {
+                                Ok(m) => m,
+                                Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
+                            };
+                            return Dest::MultiPortal(MultiPortal {
+                                combine: Combine::Union {
+                                    kind: p.kind,
+                                    merge: p.merge.clone(),
+                                    rows: row_indexes(&routed.rows, &shards),
+                                },
+                                shards,
+                                portal: portal.into(),
+                                messages,
+                            });
                         }
-                        let text = p
-                            .merge
+                        let merge = match routing::bound_merge(&p.merge, params) {
+                            Ok(m) => m,
+                            Err(e) => return Dest::refuse(&e),
+                        };
+                        let text = merge
                             .shard_sql
                             .as_deref()
                             .map_or(&statement.query[..], str::as_bytes);
-                        self.ctx.metrics.routed_multi.increment(1);
+                        let one = portal_messages(
+                            text,
+                            &statement.param_types,
+                            rest,
+                            (merge.visible, merge.hidden),
+                        );
                         return Dest::MultiPortal(MultiPortal {
+                            messages: vec![one; shards.len()],
                             shards,
                             portal: portal.into(),
-                            messages: portal_messages(
-                                text,
-                                &statement.param_types,
-                                rest,
-                                (p.merge.visible, p.merge.hidden),
-                            ),
                             combine: Combine::Union {
                                 kind: p.kind,
-                                merge: p.merge.clone(),
+                                merge,
                                 rows: Vec::new(),
                             },
                         });
@@ -422,11 +472,7 @@ impl Session {
                         vec![one; shards.len()]
                     }
                 };
-                let rows = routed
-                    .rows
-                    .iter()
-                    .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
-                    .collect();
+                let rows = row_indexes(&routed.rows, &shards);
                 self.ctx.metrics.routed_multi.increment(1);
                 Dest::Multi(Multi {
                     shards,
@@ -477,11 +523,7 @@ impl Session {
         let mut shards = routed.rows.clone();
         shards.sort();
         shards.dedup();
-        let rows: Vec<usize> = routed
-            .rows
-            .iter()
-            .map(|s| shards.iter().position(|t| t == s).unwrap_or(0))
-            .collect();
+        let rows = row_indexes(&routed.rows, &shards);
         let combine = Combine::Union {
             kind: StatementKind::Insert,
             merge: Default::default(),
@@ -513,29 +555,41 @@ impl Session {
                 statement,
                 rest,
             } => {
-                if values.len() != 1 {
-                    return Dest::refuse(&FrontendError::PreparedGeneratedInsert);
-                }
                 let count = params.count();
                 let text = String::from_utf8_lossy(&statement.query);
+                // Row `i`'s key is parameter `count + 1 + i`, a value appended to the Bind.
                 let filled = match fill_generated(
                     &text,
                     &g.column,
                     g.missing,
-                    KeyValues::Param(count as i32 + 1),
+                    KeyValues::Params(count as i32 + 1),
                 ) {
                     Ok(t) => t,
                     Err(e) => return refuse(e),
                 };
-                let rest = match routing::with_extra_param(rest, &values[0].to_string()) {
-                    Ok(r) => r,
-                    Err(e) => return refuse(e.to_string()),
+                let mut rest = rest.to_vec();
+                let mut types = statement.param_types.to_vec();
+                for (i, v) in values.iter().enumerate() {
+                    rest = match routing::with_extra_param(&rest, &v.to_string()) {
+                        Ok(r) => r,
+                        Err(e) => return refuse(e.to_string()),
+                    };
+                    types = routing::with_extra_param_type(&types, count + i);
+                }
+                let messages = if values.len() == 1 {
+                    vec![portal_messages(filled.as_bytes(), &types, &rest, (0, 0))]
+                } else {
+                    // Split even onto one shard: the parameters of rows that give their own
+                    // key are not in the statement, and must not be in the Bind.
+                    match split_portal(&filled, &types, &rest, &routed.rows, &shards) {
+                        Ok(m) => m,
+                        Err(e) => return refuse(e),
+                    }
                 };
-                let types = routing::with_extra_param_type(&statement.param_types, count);
                 Dest::MultiPortal(MultiPortal {
                     shards,
                     portal: portal.into(),
-                    messages: portal_messages(filled.as_bytes(), &types, &rest, (0, 0)),
+                    messages,
                     combine,
                 })
             }

@@ -30,6 +30,16 @@ impl Portal {
     fn on_shards(&self) -> bool {
         matches!(self.rows, PortalRows::OnShards { .. })
     }
+
+    /// Whether an Execute may pass the rows on as they arrive: a split INSERT's RETURNING rows
+    /// go out in VALUES order, which needs every shard's first, and the copies of a duplicated
+    /// table answer as one.
+    fn streams(&self) -> bool {
+        matches!(
+            &self.rows,
+            PortalRows::OnShards { combine: Combine::Union { rows, .. }, .. } if rows.is_empty()
+        )
+    }
 }
 
 /// The session's multi-shard portals, by name. At most one has its rows still on its shards:
@@ -316,7 +326,7 @@ impl Session {
             // The shard's part of the batch stays open until the client's Sync.
             self.parked[i].unsynced = true;
         }
-        let messages = vec![m.messages; order.len()];
+        let messages = m.messages;
         let mut conns = conns_at(&mut self.parked, &order);
         let result = gather::describe_portal(&mut conns, &messages).await;
         drop(conns);
@@ -429,7 +439,7 @@ impl Session {
                 protocol::take_cstr(&mut body, "Execute")?;
                 let max = protocol::take_i32(&mut body, "Execute")?;
                 if self.portals.get_mut(&name).is_some_and(|p| p.on_shards()) {
-                    if max <= 0 {
+                    if max <= 0 && self.portals.get_mut(&name).is_some_and(|p| p.streams()) {
                         return self.stream_portal(&name, client).await;
                     }
                     self.buffer_portal().await?;

@@ -117,20 +117,6 @@ pub(super) fn plan_insert(
             set_key,
         });
     }
-    // The generated column is filled in every row, so a row that gives its own key would be
-    // stored with a generated one on another row's shard.
-    let partly_generated = rows.iter().any(|r| {
-        !r.key
-            .iter()
-            .chain(&r.set_key)
-            .any(|o| matches!(o, Operand::Generated(_)))
-    });
-    if generated.is_some() && partly_generated {
-        return Planned::Plan(unsupported(
-            "an INSERT that gives the generated sharding key in some VALUES rows and leaves \
-             it to the sequence in others is not supported yet: send them as two INSERTs",
-        ));
-    }
     Planned::Plan(Plan::Sharded(Arc::new(ShardedPlan {
         table: target.id,
         kind: StatementKind::Insert,

@@ -131,30 +131,8 @@ pub(super) fn merge_of(s: &SelectStmt) -> Result<Merge, String> {
     if s.limit_option == LimitOption::WithTies as i32 {
         return Err("FETCH … WITH TIES over several shards is not supported yet".into());
     }
-    let constant = |n: &Option<Box<Node>>| -> Result<Option<u64>, String> {
-        let Some(n) = n.as_deref() else {
-            return Ok(None);
-        };
-        match n.node.as_ref() {
-            Some(NodeEnum::AConst(c)) if c.isnull => Ok(None),
-            Some(NodeEnum::AConst(c)) => match &c.val {
-                Some(a_const::Val::Ival(i)) if i.ival >= 0 => Ok(Some(i.ival as u64)),
-                Some(a_const::Val::Fval(f)) => f
-                    .fval
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| "LIMIT and OFFSET over several shards take integers".into()),
-                _ => Err("LIMIT and OFFSET over several shards take non-negative integers".into()),
-            },
-            _ => Err(
-                "LIMIT and OFFSET over several shards must be constants for now (not parameters \
-                 or expressions)"
-                    .into(),
-            ),
-        }
-    };
-    let limit = constant(&s.limit_count)?;
-    let offset = constant(&s.limit_offset)?.unwrap_or(0);
+    let limit = bound(&s.limit_count)?;
+    let offset = bound(&s.limit_offset)?;
 
     let mut stmt = s.clone();
     let visible = s.target_list.len();
@@ -210,11 +188,15 @@ pub(super) fn merge_of(s: &SelectStmt) -> Result<Merge, String> {
             nulls_first,
         });
     }
-    let rewritten = hidden > 0 || (limit.is_some() && offset > 0) || s.limit_offset.is_some();
+    let rewritten = hidden > 0 || s.limit_offset.is_some();
     if rewritten {
         stmt.limit_offset = None;
-        if let Some(n) = limit {
-            stmt.limit_count = Some(Box::new(int_const(n + offset)));
+        stmt.limit_count = shard_limit(&limit, &offset, stmt.limit_count.take());
+        if let (Bound::Value(None), Bound::Param(o)) = (&limit, &offset) {
+            // The shards return every row, but must still see the parameter: PostgreSQL
+            // refuses a statement with a parameter it cannot give a type, and a Bind with more
+            // values than the statement's parameters. `0 * $n` offsets by nothing.
+            stmt.limit_offset = Some(Box::new(arith("*", int_const(0), int8_param(*o))));
         }
     }
     let shard_sql = if rewritten {
@@ -240,10 +222,120 @@ pub(super) fn merge_of(s: &SelectStmt) -> Result<Merge, String> {
         order,
         hidden,
         visible,
-        limit,
-        offset,
+        limit: limit.value(),
+        offset: offset.value().unwrap_or(0),
+        limit_param: limit.param(),
+        offset_param: offset.param(),
         shard_sql,
     })
+}
+
+/// A LIMIT or OFFSET as written: a value known from the text, or a Bind parameter.
+enum Bound {
+    /// `None`: none, `LIMIT ALL` or `LIMIT NULL`.
+    Value(Option<u64>),
+    /// 0-based.
+    Param(usize),
+}
+
+impl Bound {
+    fn value(&self) -> Option<u64> {
+        match self {
+            Bound::Value(v) => *v,
+            Bound::Param(_) => None,
+        }
+    }
+
+    fn param(&self) -> Option<usize> {
+        match self {
+            Bound::Value(_) => None,
+            Bound::Param(i) => Some(*i),
+        }
+    }
+}
+
+fn bound(n: &Option<Box<Node>>) -> Result<Bound, String> {
+    let Some(n) = n.as_deref() else {
+        return Ok(Bound::Value(None));
+    };
+    match n.node.as_ref() {
+        Some(NodeEnum::AConst(c)) if c.isnull => Ok(Bound::Value(None)),
+        Some(NodeEnum::AConst(c)) => match &c.val {
+            Some(a_const::Val::Ival(i)) if i.ival >= 0 => Ok(Bound::Value(Some(i.ival as u64))),
+            Some(a_const::Val::Fval(f)) => f
+                .fval
+                .parse::<u64>()
+                .map(|v| Bound::Value(Some(v)))
+                .map_err(|_| "LIMIT and OFFSET over several shards take integers".into()),
+            _ => Err("LIMIT and OFFSET over several shards take non-negative integers".into()),
+        },
+        Some(NodeEnum::ParamRef(p)) if p.number >= 1 => Ok(Bound::Param(p.number as usize - 1)),
+        _ => Err(
+            "LIMIT and OFFSET over several shards must be constants or parameters for now (not \
+             expressions)"
+                .into(),
+        ),
+    }
+}
+
+/// The shards' LIMIT: the client's limit plus its offset, so the proxy can drop the offset's
+/// rows from the merged ones. With parameters it is an expression the shards evaluate, so the
+/// text stays the same for every execution; `::int8` gives the parameters the type
+/// PostgreSQL infers for them in LIMIT and OFFSET (an unknown `+` an unknown is ambiguous).
+fn shard_limit(limit: &Bound, offset: &Bound, written: Option<Box<Node>>) -> Option<Box<Node>> {
+    let node = match (limit, offset) {
+        (Bound::Value(None), _) => return written,
+        (Bound::Value(Some(n)), Bound::Value(m)) => int_const(n + m.unwrap_or(0)),
+        (Bound::Param(_), Bound::Value(None | Some(0))) => return written,
+        (Bound::Param(l), Bound::Value(Some(m))) => arith("+", int8_param(*l), int_const(*m)),
+        (Bound::Value(Some(n)), Bound::Param(o)) => arith("+", int_const(*n), int8_param(*o)),
+        (Bound::Param(l), Bound::Param(o)) => arith("+", int8_param(*l), int8_param(*o)),
+    };
+    Some(Box::new(node))
+}
+
+fn arith(op: &str, left: Node, right: Node) -> Node {
+    Node {
+        node: Some(NodeEnum::AExpr(Box::new(AExpr {
+            kind: AExprKind::AexprOp as i32,
+            name: vec![string_node(op)],
+            lexpr: Some(Box::new(left)),
+            rexpr: Some(Box::new(right)),
+            rexpr_list_start: -1,
+            rexpr_list_end: -1,
+            location: -1,
+        }))),
+    }
+}
+
+/// `$n::int8` for the 0-based parameter `index`.
+fn int8_param(index: usize) -> Node {
+    let param = Node {
+        node: Some(NodeEnum::ParamRef(pg_query::protobuf::ParamRef {
+            number: index as i32 + 1,
+            location: -1,
+        })),
+    };
+    Node {
+        node: Some(NodeEnum::TypeCast(Box::new(pg_query::protobuf::TypeCast {
+            arg: Some(Box::new(param)),
+            type_name: Some(pg_query::protobuf::TypeName {
+                names: vec![string_node("pg_catalog"), string_node("int8")],
+                typemod: -1,
+                location: -1,
+                ..Default::default()
+            }),
+            location: -1,
+        }))),
+    }
+}
+
+fn string_node(s: &str) -> Node {
+    Node {
+        node: Some(NodeEnum::String(pg_query::protobuf::String {
+            sval: s.into(),
+        })),
+    }
 }
 
 pub(super) fn int_const(n: u64) -> Node {
