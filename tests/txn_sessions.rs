@@ -218,6 +218,44 @@ async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
     client.batch_execute("ROLLBACK").await.expect("rollback");
     assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5"]);
     assert!(prepared_anywhere().await.is_empty());
+    // A statement outside a block that writes on several shards is one transaction too.
+    let before = (prepares(shard_a), prepares(shard_b));
+    let msgs = client
+        .simple_query(&format!(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ({a}, 7, 'a7'), ({b}, 7, 'b7')"
+        ))
+        .await
+        .expect("multi-shard insert");
+    assert_eq!(tag(&msgs), 2);
+    assert_eq!(
+        (prepares(shard_a), prepares(shard_b)),
+        (before.0 + 1, before.1 + 1)
+    );
+    let err = client
+        .simple_query(&format!(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ({a}, 8, 'a8'), ({b}, 8, 'dup8'), \
+             ({b}, 9, 'dup8')"
+        ))
+        .await
+        .expect_err("the deferred constraint fails the statement's commit");
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION), "{err:?}");
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5", "a7"]);
+    let err = client
+        .simple_query(&format!(
+            "UPDATE dtx SET tag = tag || 'x' WHERE n = 7 OR (cust_id = {b} AND 1 / (n - 1) = 0)"
+        ))
+        .await
+        .expect_err("one shard fails the unkeyed update");
+    assert_eq!(err.code(), Some(&SqlState::DIVISION_BY_ZERO), "{err:?}");
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5", "a7"]);
+    let msgs = client
+        .simple_query("UPDATE dtx SET tag = tag || 'x' WHERE n = 7")
+        .await
+        .expect("unkeyed update");
+    assert_eq!(tag(&msgs), 2);
+    assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5", "a7x"]);
+    assert!(prepared_anywhere().await.is_empty());
+
     // No decision record is left behind (the catalog lives on shard 0 in the tests).
     let catalog = shards().connect(0).await;
     let left: i64 = catalog

@@ -19,7 +19,7 @@ struct Answer {
 }
 
 /// How the block ended, for the client: the tag of its COMMIT, or the error that ended it.
-type Ended = Result<&'static str, Bytes>;
+pub(super) type Ended = Result<&'static str, Bytes>;
 
 /// Whether a block-ending statement commits (COMMIT, END; not ROLLBACK or ABORT).
 fn commits(sql: &[u8]) -> bool {
@@ -91,8 +91,14 @@ impl Session {
         Ok(true)
     }
 
+    /// Opens a block on the parked connections at `at`, for a statement that must commit on
+    /// all of them or none.
+    pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {
+        self.ask(at, "BEGIN").await.map(drop)
+    }
+
     /// Commits every parked participant of the block, atomically.
-    async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
+    pub(super) async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
         let open: Vec<usize> = (0..self.parked.len())
             .filter(|&i| self.parked[i].tx_status != b'I')
             .collect();

@@ -240,6 +240,14 @@ impl Session {
         // Every shard's connection, with the client's settings applied, parked.
         let order = self.connections_for(&multi.shards).await?;
         let session_status = self.session_status();
+        // A write over several shards outside a block is one transaction, as on PostgreSQL:
+        // each shard runs it in a block, committed together (or rolled back) after; its answer
+        // waits for the commit, which may still fail.
+        let atomic = session_status == b'I' && writes(&multi.combine);
+        if atomic {
+            self.begin_on(&order).await?;
+        }
+        let mut held = BytesMut::new();
         self.announce_running();
         let origin = gather::Origin {
             shards: &multi.shards,
@@ -247,7 +255,7 @@ impl Session {
         };
         let mut conns = conns_at(&mut self.parked, &order);
         let result = match &multi.combine {
-            Combine::Union { kind, merge, rows } if rows.is_empty() => {
+            Combine::Union { kind, merge, rows } if rows.is_empty() && !atomic => {
                 let spec = gather::Spec {
                     kind: *kind,
                     merge,
@@ -267,7 +275,7 @@ impl Session {
             combine => gather::run_simple(&mut conns, &multi.sql, combine, &origin)
                 .await
                 .map(|(combined, statuses)| {
-                    gather::write(&combined, &mut self.cout);
+                    gather::write(&combined, if atomic { &mut held } else { &mut self.cout });
                     statuses
                 })
                 .map_err(gather::StreamError::Backend),
@@ -276,6 +284,20 @@ impl Session {
         self.deferred_parse_len = 0;
         self.cancel.slot.set_others(Vec::new());
         let statuses = self.after_multi(&order, result)?;
+        if atomic {
+            for (&i, &status) in order.iter().zip(&statuses) {
+                self.parked[i].tx_status = status;
+            }
+            // A failed statement rolls back everywhere and its error is the answer.
+            match self.commit_participants().await? {
+                Ok(_) => self.cout.extend_from_slice(&held),
+                Err(error) => self.cout.extend_from_slice(&error),
+            }
+            let status = self.session_status();
+            protocol::ready_for_query(&mut self.cout, status);
+            self.release_parked_if_idle();
+            return Ok(());
+        }
         protocol::ready_for_query(
             &mut self.cout,
             gather::combined_status(&statuses, session_status),
@@ -541,6 +563,14 @@ impl Session {
         }
         drop(conns);
         self.after_multi(&order, result.map_err(gather::StreamError::Backend))
+    }
+}
+
+/// Whether the statement writes: rows of a sharded table changed, or a duplicated table's copies.
+fn writes(combine: &Combine) -> bool {
+    match combine {
+        Combine::Union { kind, .. } => kind.writes(),
+        Combine::Copies => true,
     }
 }
 
