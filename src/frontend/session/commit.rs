@@ -199,7 +199,7 @@ impl Session {
     }
 
     /// Ends every open participant's block with `sql` (ROLLBACK).
-    async fn end_every_participant(&mut self, sql: &str) -> Result<(), SessionError> {
+    pub(super) async fn end_every_participant(&mut self, sql: &str) -> Result<(), SessionError> {
         let open: Vec<usize> = (0..self.parked.len())
             .filter(|&i| self.parked[i].tx_status != b'I')
             .collect();

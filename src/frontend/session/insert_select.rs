@@ -172,26 +172,11 @@ impl Session {
             None
         };
         if implicit {
-            let end = if failure.is_some() {
-                "ROLLBACK"
-            } else {
-                "COMMIT"
-            };
-            let open: Vec<ShardId> = self
-                .parked
-                .iter()
-                .filter(|p| p.tx_status != b'I')
-                .map(|p| p.conn.shard)
-                .collect();
-            let ended = self
-                .run_on_shards(
-                    &open,
-                    Work::Simple(&vec![end.to_string(); open.len()]),
-                    &select,
-                )
-                .await?;
-            if let (None, f @ Combined::Failed { .. }) = (&failure, ended) {
-                return self.answer(&f);
+            // Every shard's share commits together, by two-phase commit when several wrote.
+            if failure.is_some() {
+                self.end_every_participant("ROLLBACK").await?;
+            } else if let Err(error) = self.commit_participants().await? {
+                return self.answer(&failed(error));
             }
         }
         match failure {
