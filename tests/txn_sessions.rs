@@ -218,6 +218,65 @@ async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
     client.batch_execute("ROLLBACK").await.expect("rollback");
     assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5"]);
     assert!(prepared_anywhere().await.is_empty());
+    // Savepoints mean the same on every shard of the block: one that joined before the
+    // savepoint keeps its earlier work, one that joined after it loses all of its own.
+    client.batch_execute("BEGIN").await.expect("begin");
+    let insert = |id: i64, n: i32, tag: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .execute(
+                    "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, $2, $3)",
+                    &[&id, &n, &tag],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("insert {tag}: {e}"));
+        }
+    };
+    insert(a, 10, "a10").await;
+    client
+        .batch_execute("SAVEPOINT s1")
+        .await
+        .expect("savepoint");
+    insert(b, 10, "b10").await;
+    insert(a, 11, "a11").await;
+    client
+        .batch_execute("ROLLBACK TO SAVEPOINT s1")
+        .await
+        .expect("rollback to");
+    insert(a, 12, "a12").await;
+    client
+        .batch_execute("SAVEPOINT \"S 2\"")
+        .await
+        .expect("savepoint");
+    insert(b, 13, "b13").await;
+    client
+        .batch_execute("RELEASE SAVEPOINT \"S 2\"")
+        .await
+        .expect("release");
+    // The extended protocol too (JDBC's setSavepoint / rollback(savepoint)).
+    client
+        .execute("SAVEPOINT s3", &[])
+        .await
+        .expect("savepoint");
+    insert(a, 14, "a14").await;
+    insert(b, 14, "b14").await;
+    client
+        .execute("ROLLBACK TO s3", &[])
+        .await
+        .expect("rollback to");
+    client.batch_execute("COMMIT").await.expect("commit");
+    let on_a = tags_on_shard(shard_a, "dtx", a).await;
+    assert_eq!(on_a, ["a1", "a5", "a10", "a12"]);
+    assert_eq!(
+        tags_on_shard(shard_b, "dtx", b).await,
+        ["b1", "b4", "b5", "b13"]
+    );
+    client
+        .batch_execute("DELETE FROM dtx WHERE n >= 10")
+        .await
+        .expect("tidy");
+
     // A statement outside a block that writes on several shards is one transaction too.
     let before = (prepares(shard_a), prepares(shard_b));
     let msgs = client

@@ -39,6 +39,7 @@ mod general;
 mod insert_select;
 mod links;
 mod multi;
+mod savepoints;
 mod sequence;
 
 use dest::Dest;
@@ -147,6 +148,8 @@ pub struct Session {
     parked: Vec<Parked>,
     /// The statement that opened the transaction block, replayed on shards that join it.
     begin_sql: Option<String>,
+    /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
+    savepoints: Vec<String>,
     /// Spreads reads of duplicated tables over their shards.
     round_robin: usize,
     /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
@@ -195,6 +198,7 @@ impl Session {
             cancel,
             parked: Vec::new(),
             begin_sql: None,
+            savepoints: Vec::new(),
             round_robin: 0,
             portals: Portals::default(),
             pending_keys: Vec::new(),
@@ -527,6 +531,11 @@ impl Session {
             }
         }
         self.note_block_start(frame);
+        if self.tx_status != b'I' {
+            if let Some((op, _)) = self.savepoint_of(frame) {
+                self.note_savepoint(&op);
+            }
+        }
         self.forward(frame)?;
         Ok(true)
     }

@@ -152,6 +152,9 @@ impl Session {
             }
             self.end_parked_blocks(&text).await?;
             self.begin_sql = None;
+        } else if let Some((op, text)) = self.savepoint_of(&frame) {
+            self.savepoint_everywhere(&text).await?;
+            self.note_savepoint(&op);
         } else {
             self.note_block_start(&frame);
         }

@@ -105,6 +105,11 @@ impl Session {
             }
             protocol::query(&mut self.bout, &begin);
             self.pipeline.push(Pending::Internal, &mut self.cout);
+            let replay: Vec<String> = self.savepoint_replay().collect();
+            for savepoint in replay {
+                protocol::query(&mut self.bout, &savepoint);
+                self.pipeline.push(Pending::Internal, &mut self.cout);
+            }
             // The block is open there once BEGIN answers; until then it counts as open.
             self.tx_status = b'T';
         }
@@ -257,6 +262,7 @@ impl Session {
         };
         if may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text) {
             self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
+            self.savepoints.clear();
         }
     }
 
