@@ -16,6 +16,7 @@ pub const BACKEND_ERRORS_TOTAL: &str = "shardwire_backend_errors_total";
 pub const CANCELS_TOTAL: &str = "shardwire_cancel_requests_total";
 pub const STATEMENT_PARSES_TOTAL: &str = "shardwire_statement_parses_total";
 pub const ROUTED_STATEMENTS_TOTAL: &str = "shardwire_routed_statements_total";
+pub const DISTRIBUTED_COMMITS_TOTAL: &str = "shardwire_distributed_commits_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -29,6 +30,7 @@ pub const ALL: &[&str] = &[
     CANCELS_TOTAL,
     STATEMENT_PARSES_TOTAL,
     ROUTED_STATEMENTS_TOTAL,
+    DISTRIBUTED_COMMITS_TOTAL,
 ];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
@@ -76,6 +78,12 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         Unit::Count,
         "Statements over sharded or duplicated tables, by route (single: one shard, multi: several)."
     );
+    describe_counter!(
+        DISTRIBUTED_COMMITS_TOTAL,
+        Unit::Count,
+        "Client transactions that wrote on several shards, by outcome of their two-phase commit \
+         (committed, rolled_back, unknown: recovery decides)."
+    );
     Ok(())
 }
 
@@ -90,6 +98,9 @@ pub struct Metrics {
     pub statement_parses: Counter,
     pub routed_single: Counter,
     pub routed_multi: Counter,
+    pub distributed_committed: Counter,
+    pub distributed_rolled_back: Counter,
+    pub distributed_unknown: Counter,
     backend_errors: Vec<Counter>,
 }
 
@@ -105,6 +116,9 @@ impl Metrics {
             statement_parses: counter!(STATEMENT_PARSES_TOTAL),
             routed_single: counter!(ROUTED_STATEMENTS_TOTAL, "route" => "single"),
             routed_multi: counter!(ROUTED_STATEMENTS_TOTAL, "route" => "multi"),
+            distributed_committed: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "committed"),
+            distributed_rolled_back: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "rolled_back"),
+            distributed_unknown: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "unknown"),
             backend_errors: shard_names
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))

@@ -8,6 +8,8 @@
 mod common;
 mod routing_common;
 
+use std::io::{Read, Write};
+
 use common::shards;
 use routing_common::*;
 use tokio_postgres::error::SqlState;
@@ -80,8 +82,28 @@ fn count_in_log(i: usize, needle: &str) -> usize {
         .count()
 }
 
+/// `shardwire_distributed_commits_total{outcome}` as the proxy's metrics listener reports it.
+fn distributed_commits(metrics: std::net::SocketAddr, outcome: &str) -> f64 {
+    let mut stream = std::net::TcpStream::connect(metrics).expect("metrics listener");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("scrape");
+    let mut body = String::new();
+    stream.read_to_string(&mut body).expect("scrape");
+    let series = format!("shardwire_distributed_commits_total{{outcome=\"{outcome}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
+    // The recorder is process-wide: this binary's one test installs it.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    shardwire::metrics::install(metrics).expect("metrics");
+    let commits = |outcome: &'static str| distributed_commits(metrics, outcome);
     let proxy = start();
     let client = proxy.connect().await;
     exec(
@@ -119,7 +141,9 @@ async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
             .await
             .expect("insert");
     }
+    let committed = commits("committed");
     let msgs = client.simple_query("COMMIT").await.expect("commit");
+    assert_eq!(commits("committed"), committed + 1.0);
     assert!(matches!(
         msgs.last(),
         Some(tokio_postgres::SimpleQueryMessage::CommandComplete(0))
@@ -148,10 +172,12 @@ async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
         )
         .await
         .expect("insert b (checked at commit)");
+    let rolled_back = commits("rolled_back");
     let err = client
         .batch_execute("COMMIT")
         .await
         .expect_err("the deferred constraint fails the commit");
+    assert_eq!(commits("rolled_back"), rolled_back + 1.0);
     assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION), "{err:?}");
     assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1"]);
     assert_eq!(tags_on_shard(shard_b, "dtx", b).await, ["b1"]);

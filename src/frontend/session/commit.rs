@@ -159,6 +159,7 @@ impl Session {
                 .map(|(i, _)| *i)
                 .collect();
             self.finish_prepared(&done, &gid, "ROLLBACK").await?;
+            self.ctx.metrics.distributed_rolled_back.increment(1);
             return Ok(Err(match failed {
                 Some(error) => error,
                 None => error_frame(&crate::txn::TxnError::PrepareTooSlow {
@@ -170,8 +171,16 @@ impl Session {
         }
         // The commit point.
         if let Err(e) = coordinator.decide(&shards, &gid).await {
+            let outcome = match e {
+                crate::txn::TxnError::ResolutionUnknown { .. } => {
+                    &self.ctx.metrics.distributed_unknown
+                }
+                _ => &self.ctx.metrics.distributed_rolled_back,
+            };
+            outcome.increment(1);
             return Ok(Err(error_frame(&e)));
         }
+        self.ctx.metrics.distributed_committed.increment(1);
         let unconfirmed = self.finish_prepared(writers, &gid, "COMMIT").await?;
         let left = coordinator.complete(&unconfirmed, &gid).await;
         if !left.is_empty() {
