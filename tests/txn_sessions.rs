@@ -341,6 +341,36 @@ async fn a_block_over_several_shards_commits_everywhere_or_nowhere() {
     assert_eq!(tags_on_shard(shard_a, "dtx", a).await, ["a1", "a5", "a7x"]);
     assert!(prepared_anywhere().await.is_empty());
 
+    // Through the extended protocol (a prepared INSERT split at its Bind): committed together
+    // at the Sync, or not at all.
+    let before = (prepares(shard_a), prepares(shard_b));
+    let n = client
+        .execute(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 20, 'a20'), ($2, 20, 'b20')",
+            &[&a, &b],
+        )
+        .await
+        .expect("prepared multi-shard insert");
+    assert_eq!(n, 2);
+    assert_eq!(
+        (prepares(shard_a), prepares(shard_b)),
+        (before.0 + 1, before.1 + 1)
+    );
+    let err = client
+        .execute(
+            "INSERT INTO dtx (cust_id, n, tag) VALUES ($1, 21, 'a21'), ($2, 21, 'dup21'), \
+             ($2, 22, 'dup21')",
+            &[&a, &b],
+        )
+        .await
+        .expect_err("the deferred constraint fails the batch's commit");
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION), "{err:?}");
+    assert_eq!(
+        tags_on_shard(shard_a, "dtx", a).await,
+        ["a1", "a5", "a7x", "a20"]
+    );
+    assert!(prepared_anywhere().await.is_empty());
+
     // No decision record is left behind (the catalog lives on shard 0 in the tests).
     let catalog = shards().connect(0).await;
     let left: i64 = catalog

@@ -150,6 +150,9 @@ pub struct Session {
     begin_sql: Option<String>,
     /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
     savepoints: Vec<String>,
+    /// Shards whose part of the current extended-protocol batch runs in a block the proxy
+    /// opened for a multi-shard write, to commit together at the client's Sync.
+    atomic_batch: Vec<ShardId>,
     /// Spreads reads of duplicated tables over their shards.
     round_robin: usize,
     /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
@@ -199,6 +202,7 @@ impl Session {
             parked: Vec::new(),
             begin_sql: None,
             savepoints: Vec::new(),
+            atomic_batch: Vec::new(),
             round_robin: 0,
             portals: Portals::default(),
             pending_keys: Vec::new(),

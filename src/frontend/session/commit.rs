@@ -91,6 +91,24 @@ impl Session {
         Ok(true)
     }
 
+    /// At the client's Sync after a batch whose multi-shard writes ran in blocks of the proxy's
+    /// ([`Session::run_multi_portal`]): every shard of the batch ends its part, then they commit
+    /// together (or roll back, if the batch failed). A commit that fails is the batch's error.
+    pub(super) async fn end_atomic_batch(&mut self) -> Result<(), SessionError> {
+        if self.atomic_batch.is_empty() {
+            return Ok(());
+        }
+        self.atomic_batch.clear();
+        self.drain_current().await?;
+        self.park_current();
+        self.sync_parked().await?;
+        if let Err(error) = self.commit_participants().await? {
+            self.cout.extend_from_slice(&error);
+        }
+        self.release_parked_if_idle();
+        Ok(())
+    }
+
     /// Opens a block on the parked connections at `at`, for a statement that must commit on
     /// all of them or none.
     pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {

@@ -25,6 +25,9 @@ impl Session {
                 }
             }
         }
+        if frame.tag == b'S' {
+            self.end_atomic_batch().await?;
+        }
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());

@@ -343,12 +343,22 @@ impl Session {
     /// rows ([`Session::answer_portal`]).
     pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
         let order = self.connections_for(&m.shards).await?;
+        // A write over several shards outside a block is one transaction: each shard's part
+        // of the batch runs in a block, committed together at the client's Sync.
+        let atomic = self.session_status() == b'I' && writes(&m.combine);
         self.announce_running();
-        for &i in &order {
+        let mut messages = m.messages;
+        for (&i, messages) in order.iter().zip(messages.iter_mut()) {
             // The shard's part of the batch stays open until the client's Sync.
             self.parked[i].unsynced = true;
+            let shard = self.parked[i].conn.shard;
+            if atomic && !self.atomic_batch.contains(&shard) {
+                self.atomic_batch.push(shard);
+                let mut begun = begin_messages();
+                begun.extend_from_slice(messages);
+                *messages = begun;
+            }
         }
-        let messages = m.messages;
         let mut conns = conns_at(&mut self.parked, &order);
         let result = gather::describe_portal(&mut conns, &messages).await;
         drop(conns);
@@ -564,6 +574,30 @@ impl Session {
         drop(conns);
         self.after_multi(&order, result.map_err(gather::StreamError::Backend))
     }
+}
+
+/// BEGIN through the unnamed statement and portal: it turns the batch's implicit transaction on
+/// a shard into a block that the client's Sync leaves open (its answers go unread: the portal's
+/// reader skips to the statement's description).
+fn begin_messages() -> BytesMut {
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'P')
+        .cstr(b"")
+        .cstr(b"BEGIN")
+        .i16(0)
+        .finish();
+    MessageBuilder::new(&mut out, b'B')
+        .cstr(b"")
+        .cstr(b"")
+        .i16(0)
+        .i16(0)
+        .i16(0)
+        .finish();
+    MessageBuilder::new(&mut out, b'E')
+        .cstr(b"")
+        .i32(0)
+        .finish();
+    out
 }
 
 /// Whether the statement writes: rows of a sharded table changed, or a duplicated table's copies.
