@@ -37,12 +37,13 @@ mod copy;
 mod dest;
 mod general;
 mod insert_select;
+mod link;
 mod links;
 mod multi;
 mod sequence;
 
 use dest::Dest;
-use links::Parked;
+use link::{ParkedLinks, ShardLink};
 use multi::{ClientSink, Portals};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
@@ -144,7 +145,7 @@ pub struct Session {
     settings: Settings,
     cancel: CancelGuard,
     /// Connections on other shards that a transaction block or batch still holds.
-    parked: Vec<Parked>,
+    parked: ParkedLinks,
     /// The statement that opened the transaction block, replayed on shards that join it.
     begin_sql: Option<String>,
     /// Spreads reads of duplicated tables over their shards.
@@ -193,7 +194,7 @@ impl Session {
             skip_until_sync: false,
             settings,
             cancel,
-            parked: Vec::new(),
+            parked: ParkedLinks::default(),
             begin_sql: None,
             round_robin: 0,
             portals: Portals::default(),
@@ -703,7 +704,7 @@ impl Session {
             }
             self.ctx.pools.shard(b.shard).release(b);
         }
-        for mut p in self.parked.drain(..) {
+        for mut p in self.parked.drain() {
             if self.pinned || p.tx_status != b'I' || p.unsynced || !p.conn.conn.read_buf.is_empty()
             {
                 p.conn.conn.broken = true;

@@ -206,7 +206,7 @@ impl Session {
         let mut query = BytesMut::new();
         protocol::query(&mut query, sql);
         let order = at.to_vec();
-        let mut conns = multi::conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let result = async {
             for conn in conns.iter_mut() {
                 // A simple query drops the backend's unnamed statement.

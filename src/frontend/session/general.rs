@@ -88,7 +88,7 @@ impl Session {
             // A Sync after a multi-shard batch goes to one of the shards that took part.
             Dest::Here => self
                 .current_shard()
-                .or_else(|| self.parked.first().map(|p| p.conn.shard))
+                .or_else(|| self.parked.iter().next().map(ShardLink::shard))
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
             Dest::Hold => return self.hold_parse(&frame),

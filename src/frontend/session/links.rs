@@ -13,14 +13,6 @@ use super::*;
 use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A connection the session holds on a shard it is not talking to now. Its answers are all
-/// passed on: nothing is expected from it.
-pub(super) struct Parked {
-    pub conn: Pooled,
-    pub tx_status: u8,
-    pub unsynced: bool,
-}
-
 /// How a statement ends a transaction block, by its leading words.
 fn ends_block(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
@@ -86,8 +78,7 @@ impl Session {
                 self.park_current();
             }
         }
-        if let Some(i) = self.parked.iter().position(|p| p.conn.shard == shard) {
-            let p = self.parked.swap_remove(i);
+        if let Some(p) = self.parked.take(shard) {
             self.tx_status = p.tx_status;
             self.unsynced = p.unsynced;
             self.cancel.slot.set(Some((shard, p.conn.conn.cancel)));
@@ -121,7 +112,7 @@ impl Session {
     pub(super) fn park_current(&mut self) {
         if let Some(conn) = self.backend.take() {
             self.cancel.slot.set(None);
-            self.parked.push(Parked {
+            self.parked.put(ShardLink {
                 conn,
                 tx_status: self.tx_status,
                 unsynced: self.unsynced,
@@ -279,14 +270,11 @@ impl Session {
         if !session_idle {
             return;
         }
-        let mut i = 0;
-        while i < self.parked.len() {
-            if self.parked[i].tx_status == b'I' && !self.parked[i].unsynced {
-                let p = self.parked.swap_remove(i);
-                self.ctx.pools.shard(p.conn.shard).release(p.conn);
-            } else {
-                i += 1;
-            }
+        for p in self
+            .parked
+            .take_where(|p| p.tx_status == b'I' && !p.unsynced)
+        {
+            self.ctx.pools.shard(p.conn.shard).release(p.conn);
         }
     }
 
@@ -301,10 +289,7 @@ impl Session {
             self.drain_current().await?;
             self.park_current();
         }
-        Ok(shards
-            .iter()
-            .filter_map(|s| self.parked.iter().position(|p| p.conn.shard == *s))
-            .collect())
+        Ok(self.parked.positions(shards))
     }
 
     /// The transaction status the proxy reports when it answers a Sync itself: failed if any
