@@ -37,7 +37,7 @@ impl Session {
         frame: &Frame<&[u8]>,
         sql: &[u8],
     ) -> Result<bool, SessionError> {
-        let participants = usize::from(self.backend.is_some() && self.tx_status != b'I')
+        let participants = usize::from(self.tx_status() != b'I')
             + self.parked.iter().filter(|p| p.tx_status != b'I').count();
         if !commits(sql) || participants < 2 {
             return Ok(false);

@@ -227,13 +227,8 @@ impl Session {
             protocol::ready_for_query(&mut self.cout, status);
         }
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
-            let p = self.parked.take_at(i);
-            self.tx_status = p.tx_status;
-            self.cancel
-                .slot
-                .set(Some((p.conn.shard, p.conn.conn.cancel)));
-            self.backend = Some(p.conn);
-            self.backend_arm = ReadArm::default();
+            let link = self.parked.take_at(i);
+            self.make_current(link);
         }
         self.release_parked_if_idle();
     }
@@ -241,9 +236,9 @@ impl Session {
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
     /// client; the client's data then comes to [`Session::on_copy_frame`].
     async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
-        let in_block = matches!(self.tx_status, b'T' | b'E')
+        let in_block = matches!(self.tx_status(), b'T' | b'E')
             || self.parked.iter().any(|p| p.tx_status != b'I');
-        if self.backend.is_some() {
+        if self.current.is_some() {
             self.drain_current().await?;
             self.park_current();
         }

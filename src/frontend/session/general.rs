@@ -32,7 +32,7 @@ impl Session {
             self.skip_until_sync = false;
             self.drop_portals().await?;
             self.sync_parked().await?;
-            if self.backend.is_none() {
+            if self.current.is_none() {
                 let status = self.session_status();
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
@@ -48,7 +48,7 @@ impl Session {
                 return Ok(());
             }
         }
-        if matches!(frame.tag, b'd' | b'c' | b'f') && self.backend.is_none() {
+        if matches!(frame.tag, b'd' | b'c' | b'f') && self.current.is_none() {
             // Copy data with no copy in progress, which PostgreSQL ignores too.
             return Ok(());
         }
@@ -184,7 +184,7 @@ impl Session {
             rs.encode(&tag, &mut out);
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
-            if self.tx_status != b'I' {
+            if self.tx_status() != b'I' {
                 let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,
@@ -205,7 +205,7 @@ impl Session {
                 }
             }
         }
-        protocol::ready_for_query(&mut out, self.tx_status);
+        protocol::ready_for_query(&mut out, self.tx_status());
         Some(out)
     }
 }

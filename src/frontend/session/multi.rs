@@ -272,10 +272,8 @@ impl Session {
         }
         // A failed block is answered from the shard that failed it.
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
-            let p = self.parked.take_at(i);
-            self.tx_status = p.tx_status;
-            self.backend = Some(p.conn);
-            self.backend_arm = ReadArm::default();
+            let link = self.parked.take_at(i);
+            self.make_current(link);
         }
         self.release_parked_if_idle();
         Ok(())
