@@ -37,13 +37,14 @@ mod copy;
 mod dest;
 mod general;
 mod insert_select;
+mod link;
 mod links;
 mod multi;
 mod savepoints;
 mod sequence;
 
 use dest::Dest;
-use links::Parked;
+use link::{ParkedLinks, ShardLink};
 use multi::{ClientSink, Portals};
 
 /// Past this much unsent data in one direction, stop reading from the other side.
@@ -124,28 +125,33 @@ pub struct Session {
     ctx: Arc<ServerCtx>,
     cin: BytesMut,
     cout: BytesMut,
-    bout: BytesMut,
-    backend: Option<Pooled>,
-    /// The read side of the held backend connection, for this session's task.
-    backend_arm: ReadArm,
+    /// The connection the session talks to now; those it holds on other shards are `parked`.
+    /// A field of its own rather than an index into the map: the hot loop reaches the current
+    /// connection's socket, buffers and status at fixed offsets in the session, with no look-up
+    /// or pointer to follow per frame, and switching shards moves one struct each way.
+    current: Option<ShardLink>,
+    /// The output buffer of the last link given back, for the next one, so that a checkout
+    /// allocates no buffer.
+    spare_out: BytesMut,
     /// Client bytes arrived since the last look, or frames were left for lack of room.
     client_unread: bool,
     /// Turns of the loop since it last waited.
     turns: u32,
+    /// The answers the client is owed, in the client's order: the current connection's and the
+    /// ones the proxy composed itself between them. On the session, not on a link: the
+    /// proxy's answers belong to no connection, and a link stops being the current one only
+    /// once every answer owed from it is passed on (`drain_current`), so a parked one is owed
+    /// none.
     pipeline: Pipeline,
     statements: StatementNames,
     parse_effect: LastEffect,
-    /// Transaction status from the last ReadyForQuery.
-    tx_status: u8,
-    /// An extended-protocol message was sent and its Sync has not been yet.
-    unsynced: bool,
     pinned: bool,
     /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
     skip_until_sync: bool,
     settings: Settings,
     cancel: CancelGuard,
     /// Connections on other shards that a transaction block or batch still holds.
-    parked: Vec<Parked>,
+    parked: ParkedLinks,
     /// The statement that opened the transaction block, replayed on shards that join it.
     begin_sql: Option<String>,
     /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
@@ -185,21 +191,18 @@ impl Session {
             ctx,
             cin: read_buf,
             cout: BytesMut::with_capacity(8192),
-            bout: BytesMut::with_capacity(8192),
-            backend: None,
-            backend_arm: ReadArm::default(),
+            current: None,
+            spare_out: BytesMut::with_capacity(8192),
             client_unread: true,
             turns: 0,
             pipeline: Pipeline::default(),
             statements: StatementNames::default(),
             parse_effect: LastEffect::default(),
-            tx_status: b'I',
-            unsynced: false,
             pinned: false,
             skip_until_sync: false,
             settings,
             cancel,
-            parked: Vec::new(),
+            parked: ParkedLinks::default(),
             begin_sql: None,
             savepoints: Vec::new(),
             atomic_batch: Vec::new(),
@@ -276,7 +279,9 @@ impl Session {
                 }
                 Event::BackendWrote(r) => {
                     let n = r.map_err(|e| self.backend_lost(e))?;
-                    consume(&mut self.bout, n);
+                    if let Some(link) = self.current.as_mut() {
+                        consume(&mut link.out, n);
+                    }
                     // Frames left for lack of room may go now.
                     self.client_unread = true;
                 }
@@ -316,7 +321,7 @@ impl Session {
         let mut pos = 0;
         self.client_unread = false;
         let result = loop {
-            if self.bout.len() >= HIGH_WATER {
+            if self.current_out_len() >= HIGH_WATER {
                 self.client_unread = true;
                 break Ok(ClientStep::Said(ClientSaid::More));
             }
@@ -383,24 +388,22 @@ impl Session {
                 return Poll::Ready(Event::ClientWrote(r));
             }
         }
-        if let Some(b) = self.backend.as_mut() {
-            let conn = &mut b.conn;
-            if !self.bout.is_empty() {
-                if let Poll::Ready(r) = Pin::new(&mut conn.stream).poll_write(cx, &self.bout) {
+        if let Some(link) = self.current.as_mut() {
+            let conn = &mut link.conn.conn;
+            if !link.out.is_empty() {
+                if let Poll::Ready(r) = Pin::new(&mut conn.stream).poll_write(cx, &link.out) {
                     return Poll::Ready(Event::BackendWrote(r));
                 }
             }
             if self.cout.len() < HIGH_WATER {
                 reserve_for_read(&mut conn.read_buf);
-                let read = self
-                    .backend_arm
-                    .poll_read(&conn.stream, cx, &mut conn.read_buf);
+                let read = link.arm.poll_read(&conn.stream, cx, &mut conn.read_buf);
                 if let Poll::Ready(r) = read {
                     return Poll::Ready(Event::BackendRead(r));
                 }
             }
         }
-        if self.bout.len() < HIGH_WATER {
+        if self.current_out_len() < HIGH_WATER {
             reserve_for_read(&mut self.cin);
             if let Poll::Ready(r) = client.poll_read(cx, &mut self.cin) {
                 return Poll::Ready(Event::ClientRead(r));
@@ -413,10 +416,10 @@ impl Session {
     /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
     /// is left waits for `poll_event`.
     fn write_now<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
-        if !self.bout.is_empty() {
-            if let Some(b) = self.backend.as_mut() {
-                match socket::write_now(&b.conn.stream, &self.bout) {
-                    Ok(n) => consume(&mut self.bout, n),
+        if let Some(link) = self.current.as_mut() {
+            if !link.out.is_empty() {
+                match socket::write_now(&link.conn.conn.stream, &link.out) {
+                    Ok(n) => consume(&mut link.out, n),
                     Err(e) => return Err(self.backend_lost(e)),
                 }
             }
@@ -429,9 +432,14 @@ impl Session {
         Ok(())
     }
 
+    /// How much waits to go to the current connection (none without one).
+    fn current_out_len(&self) -> usize {
+        self.current.as_ref().map_or(0, |link| link.out.len())
+    }
+
     fn backend_lost(&mut self, e: std::io::Error) -> SessionError {
-        if let Some(b) = self.backend.as_mut() {
-            b.conn.broken = true;
+        if let Some(link) = self.current.as_mut() {
+            link.conn.conn.broken = true;
         }
         SessionError::Backend(BackendError::Io(e))
     }
@@ -440,10 +448,10 @@ impl Session {
     /// Consecutive forwarded frames are copied as one piece, and when the whole buffer goes to
     /// a client with nothing else pending, the buffers are swapped instead of copied.
     fn on_backend_data(&mut self) -> Result<(), SessionError> {
-        let Some(b) = self.backend.as_mut() else {
+        let Some(link) = self.current.as_mut() else {
             return Ok(());
         };
-        let conn = &mut b.conn;
+        let conn = &mut link.conn.conn;
         // Frames are looked at where they lie in the read buffer, which is taken out meanwhile
         // so the pipeline may update the connection.
         let mut buf = std::mem::take(&mut conn.read_buf);
@@ -466,7 +474,7 @@ impl Session {
             }
             let body = &buf[pos + 5..pos + len];
             match tag {
-                b'Z' => self.tx_status = body.first().copied().unwrap_or(b'I'),
+                b'Z' => link.tx_status = body.first().copied().unwrap_or(b'I'),
                 b'S' => conn.note_parameter_status(body),
                 _ => {}
             }
@@ -510,7 +518,7 @@ impl Session {
         // A session holding connections on several shards takes the general path: Syncs and
         // transaction ends must reach them all.
         if !self.parked.is_empty()
-            || (self.backend.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
+            || (self.current.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
         {
             return Ok(false);
         }
@@ -520,7 +528,7 @@ impl Session {
                 None => Some(ShardId(0)),
             },
             Dest::Shard(s) if self.current_shard() == Some(s) => None,
-            Dest::Shard(s) if self.backend.is_none() => Some(s),
+            Dest::Shard(s) if self.current.is_none() => Some(s),
             // Needs no connection at all.
             Dest::Hold => {
                 self.hold_parse(frame)?;
@@ -535,7 +543,7 @@ impl Session {
             }
         }
         self.note_block_start(frame);
-        if self.tx_status != b'I' {
+        if self.tx_status() != b'I' {
             if let Some((op, _)) = self.savepoint_of(frame) {
                 self.note_savepoint(&op);
             }
@@ -550,7 +558,7 @@ impl Session {
     /// at Sync): an extra write and wake-up per transaction would cost more than routing.
     fn client_output_due(&self) -> bool {
         let only_held_parses = self.cout.len() == self.deferred_parse_len
-            && self.backend.is_some()
+            && self.current.is_some()
             && !self.pipeline.is_empty();
         !self.cout.is_empty() && !only_held_parses
     }
@@ -567,8 +575,8 @@ impl Session {
             if held.is_err() {
                 self.skip_until_sync = true;
             }
-            if self.backend.is_some() {
-                self.unsynced = true;
+            if let Some(link) = self.current.as_mut() {
+                link.unsynced = true;
             }
         }
         Ok(())
@@ -576,24 +584,24 @@ impl Session {
 
     /// Sends a client frame to the held backend connection, noting what it does to the session.
     fn forward(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
-        let Some(b) = self.backend.as_mut() else {
+        let Some(link) = self.current.as_mut() else {
             return Ok(());
         };
         match frame.tag {
-            b'S' => self.unsynced = false,
-            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => self.unsynced = true,
+            b'S' => link.unsynced = false,
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => link.unsynced = true,
             _ => {}
         }
         if statements::goes_unchanged(frame.raw) {
             statements::send_unchanged(
                 frame.raw,
                 &mut self.pipeline,
-                &mut self.bout,
+                &mut link.out,
                 &mut self.cout,
             );
             return Ok(());
         }
-        let conn = &mut b.conn;
+        let conn = &mut link.conn.conn;
         let parsed = ClientFrame::parse(frame)?;
         let effect = match parsed {
             ClientFrame::Query(sql) => Some(session_effect(sql)),
@@ -621,7 +629,7 @@ impl Session {
             frame,
             conn,
             &mut self.pipeline,
-            &mut self.bout,
+            &mut link.out,
             &mut self.cout,
         );
         if forwarded.is_err() {
@@ -645,48 +653,6 @@ impl Session {
         }
     }
 
-    /// Makes a connection from the pool the session's own for a transaction.
-    fn adopt(&mut self, mut b: Pooled) {
-        let shard = b.shard;
-        self.ctx.metrics.transactions.increment(1);
-        let conn = &mut b.conn;
-        // Usually the connection last served a client with the same settings (or this one) and
-        // has no statements to drop.
-        if !Arc::ptr_eq(&conn.applied, &self.settings) || conn.prepared.has_excess() {
-            let set = settings_sql(conn, &self.settings);
-            if !set.is_empty() {
-                // A simple query replaces the unnamed statement.
-                conn.unnamed = None;
-                protocol::query(&mut self.bout, &set);
-                self.pipeline.push(Pending::Internal, &mut self.cout);
-            }
-        }
-        self.cancel.slot.set(Some((shard, conn.cancel)));
-        self.backend = Some(b);
-        self.backend_arm = ReadArm::default();
-    }
-
-    fn release_if_idle(&mut self) {
-        if self.backend.is_none() && !self.parked.is_empty() {
-            self.release_parked_if_idle();
-        }
-        if self.backend.is_some()
-            && !self.pinned
-            && self.tx_status == b'I'
-            && !self.unsynced
-            && self.pipeline.is_empty()
-            && self.bout.is_empty()
-        {
-            self.cancel.slot.set(None);
-            if let Some(b) = self.backend.take() {
-                self.ctx.pools.shard(b.shard).release(b);
-            }
-            if !self.parked.is_empty() {
-                self.release_parked_if_idle();
-            }
-        }
-    }
-
     /// The client's message cannot be sent anywhere: answer it as PostgreSQL answers a failed
     /// message, and keep the session usable.
     fn refuse(&mut self, frame: &Frame<&[u8]>, code: &SqlState, message: &str) {
@@ -697,31 +663,6 @@ impl Session {
                 protocol::ready_for_query(&mut self.cout, status)
             }
             _ => self.skip_until_sync = true,
-        }
-    }
-
-    /// On disconnect, or when the session's task is aborted: a connection that is idle and
-    /// unpinned goes back to the pool; any other is closed, since its state is the departed
-    /// client's.
-    fn finish(&mut self) {
-        self.cancel.slot.set(None);
-        if let Some(mut b) = self.backend.take() {
-            let clean = !self.pinned
-                && self.tx_status == b'I'
-                && !self.unsynced
-                && self.pipeline.is_empty()
-                && b.conn.read_buf.is_empty();
-            if !clean {
-                b.conn.broken = true;
-            }
-            self.ctx.pools.shard(b.shard).release(b);
-        }
-        for mut p in self.parked.drain(..) {
-            if self.pinned || p.tx_status != b'I' || p.unsynced || !p.conn.conn.read_buf.is_empty()
-            {
-                p.conn.conn.broken = true;
-            }
-            self.ctx.pools.shard(p.conn.shard).release(p.conn);
         }
     }
 }

@@ -37,7 +37,7 @@ impl Session {
         frame: &Frame<&[u8]>,
         sql: &[u8],
     ) -> Result<bool, SessionError> {
-        let participants = usize::from(self.backend.is_some() && self.tx_status != b'I')
+        let participants = usize::from(self.tx_status() != b'I')
             + self.parked.iter().filter(|p| p.tx_status != b'I').count();
         if !commits(sql) || participants < 2 {
             return Ok(false);
@@ -239,7 +239,7 @@ impl Session {
         let mut query = BytesMut::new();
         protocol::query(&mut query, sql);
         let order = at.to_vec();
-        let mut conns = multi::conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let result = async {
             for conn in conns.iter_mut() {
                 // A simple query drops the backend's unnamed statement.

@@ -207,8 +207,8 @@ impl Session {
         }
     }
 
-    fn parked_on(&mut self, shard: ShardId) -> Option<&mut Parked> {
-        self.parked.iter_mut().find(|p| p.conn.shard == shard)
+    fn parked_on(&mut self, shard: ShardId) -> Option<&mut ShardLink> {
+        self.parked.get_mut(shard)
     }
 
     /// The client's status after a COPY over parked connections, and the connections given
@@ -227,13 +227,8 @@ impl Session {
             protocol::ready_for_query(&mut self.cout, status);
         }
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
-            let p = self.parked.swap_remove(i);
-            self.tx_status = p.tx_status;
-            self.cancel
-                .slot
-                .set(Some((p.conn.shard, p.conn.conn.cancel)));
-            self.backend = Some(p.conn);
-            self.backend_arm = ReadArm::default();
+            let link = self.parked.take_at(i);
+            self.make_current(link);
         }
         self.release_parked_if_idle();
     }
@@ -241,9 +236,9 @@ impl Session {
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
     /// client; the client's data then comes to [`Session::on_copy_frame`].
     async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
-        let in_block = matches!(self.tx_status, b'T' | b'E')
+        let in_block = matches!(self.tx_status(), b'T' | b'E')
             || self.parked.iter().any(|p| p.tx_status != b'I');
-        if self.backend.is_some() {
+        if self.current.is_some() {
             self.drain_current().await?;
             self.park_current();
         }
@@ -356,7 +351,7 @@ impl Session {
     /// After a shard connection failed mid-COPY: every connection the COPY holds is in an
     /// unknown state.
     fn copy_lost(&mut self, e: SessionError) -> SessionError {
-        for p in &mut self.parked {
+        for p in self.parked.iter_mut() {
             if p.unsynced {
                 p.conn.conn.broken = true;
             }
@@ -379,7 +374,7 @@ impl Session {
         }
         self.drain_current().await?;
         self.park_current();
-        let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
+        let Some(p) = self.parked.get_mut(shard) else {
             return Err(Stop::Fail(error_frame(&FrontendError::CopyNoConnection)));
         };
         // Held by the COPY: not given back to the pool, closed if the client leaves.
@@ -546,7 +541,7 @@ impl Session {
                 self.open_shard(st, i).await?;
             }
             let out = &mut st.outs[i];
-            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+            let Some(p) = self.parked.get_mut(out.shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;
@@ -614,7 +609,7 @@ impl Session {
         let mut done = BytesMut::new();
         MessageBuilder::new(&mut done, b'c').finish();
         for out in st.outs.iter().filter(|o| o.started && o.ready.is_none()) {
-            if let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) {
+            if let Some(p) = self.parked.get_mut(out.shard) {
                 if let Err(e) = p.conn.conn.stream.write_all(&done).await {
                     p.conn.conn.broken = true;
                     return Err(self.copy_lost(BackendError::Io(e).into()));
@@ -626,7 +621,7 @@ impl Session {
             .iter_mut()
             .filter(|o| o.started && o.ready.is_none())
         {
-            if let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) {
+            if let Some(p) = self.parked.get_mut(out.shard) {
                 if let Err(e) = read_answer(&mut p.conn.conn, out, &mut self.cout).await {
                     return Err(self.copy_lost(e.into()));
                 }
@@ -635,7 +630,7 @@ impl Session {
         let error = st.outs.iter().find_map(|o| o.error.clone());
         let mut commit_error: Option<String> = None;
         for out in st.outs.iter().filter(|o| o.started) {
-            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+            let Some(p) = self.parked.get_mut(out.shard) else {
                 continue;
             };
             p.unsynced = false;
@@ -719,7 +714,7 @@ impl Session {
             .cstr(b"COPY aborted by shardwire: the COPY failed on another shard or in the proxy")
             .finish();
         for out in st.outs.iter_mut().filter(|o| o.started) {
-            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == out.shard) else {
+            let Some(p) = self.parked.get_mut(out.shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;

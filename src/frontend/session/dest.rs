@@ -320,7 +320,7 @@ impl Session {
         source: Source<'_>,
     ) -> Dest {
         // A failed transaction block refuses everything but its end, wherever it runs.
-        if self.tx_status == b'E' {
+        if self.tx_status() == b'E' {
             return Dest::Here;
         }
         match plan {

@@ -35,7 +35,7 @@ impl Session {
             self.skip_until_sync = false;
             self.drop_portals().await?;
             self.sync_parked().await?;
-            if self.backend.is_none() {
+            if self.current.is_none() {
                 let status = self.session_status();
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
@@ -51,7 +51,7 @@ impl Session {
                 return Ok(());
             }
         }
-        if matches!(frame.tag, b'd' | b'c' | b'f') && self.backend.is_none() {
+        if matches!(frame.tag, b'd' | b'c' | b'f') && self.current.is_none() {
             // Copy data with no copy in progress, which PostgreSQL ignores too.
             return Ok(());
         }
@@ -91,7 +91,7 @@ impl Session {
             // A Sync after a multi-shard batch goes to one of the shards that took part.
             Dest::Here => self
                 .current_shard()
-                .or_else(|| self.parked.first().map(|p| p.conn.shard))
+                .or_else(|| self.parked.iter().next().map(ShardLink::shard))
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
             Dest::Hold => return self.hold_parse(&frame),
@@ -190,7 +190,7 @@ impl Session {
             rs.encode(&tag, &mut out);
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
-            if self.tx_status != b'I' {
+            if self.tx_status() != b'I' {
                 let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,
@@ -211,7 +211,7 @@ impl Session {
                 }
             }
         }
-        protocol::ready_for_query(&mut out, self.tx_status);
+        protocol::ready_for_query(&mut out, self.tx_status());
         Some(out)
     }
 }

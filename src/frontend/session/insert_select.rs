@@ -251,13 +251,7 @@ impl Session {
     ) -> Result<Combined, SessionError> {
         let order = self.connections_for(shards).await?;
         self.announce_running();
-        let mut parked: Vec<Option<&mut Parked>> = self.parked.iter_mut().map(Some).collect();
-        let mut conns: Vec<&mut crate::backend::BackendConn> = Vec::with_capacity(order.len());
-        for &i in &order {
-            if let Some(p) = parked[i].take() {
-                conns.push(&mut *p.conn.conn);
-            }
-        }
+        let mut conns = self.parked.conns_at(&order);
         let origin = gather::Origin {
             shards,
             control: &self.ctx.control,

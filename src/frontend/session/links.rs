@@ -5,21 +5,13 @@
 //! routes elsewhere while that connection still belongs to the client (a transaction block, a
 //! batch before its Sync), the connection is first drained — every answer the client is owed
 //! read and passed on — and parked; the other shard's connection becomes the current one. A
-//! shard joining a transaction block gets the block's BEGIN first. COMMIT/ROLLBACK and Sync
-//! reach the parked connections before the current one answers the client. Until distributed
-//! transactions land, each shard commits on its own (docs/behaviour.md).
+//! shard joining a transaction block gets the block's BEGIN (and savepoints) first. ROLLBACK
+//! and Sync reach the parked connections before the current one answers the client; a COMMIT
+//! of a block that spans shards is the proxy's own (`commit.rs`: two-phase commit).
 
 use super::*;
 use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A connection the session holds on a shard it is not talking to now. Its answers are all
-/// passed on: nothing is expected from it.
-pub(super) struct Parked {
-    pub conn: Pooled,
-    pub tx_status: u8,
-    pub unsynced: bool,
-}
 
 /// How a statement ends a transaction block, by its leading words.
 fn ends_block(sql: &[u8]) -> bool {
@@ -57,28 +49,15 @@ impl Session {
         );
     }
 
-    pub(super) fn current_shard(&self) -> Option<ShardId> {
-        self.backend.as_ref().map(|b| b.shard)
-    }
-
-    /// Whether the current connection could go back to its pool now.
-    fn current_is_idle(&self) -> bool {
-        !self.pinned
-            && self.tx_status == b'I'
-            && !self.unsynced
-            && self.pipeline.is_empty()
-            && self.bout.is_empty()
-    }
-
     /// Makes `shard`'s connection the current one: the one held already, a parked one, or one
     /// from the pool (joining the transaction block, if one is open).
     pub(super) async fn switch_to(&mut self, shard: ShardId) -> Result<(), SessionError> {
         if self.current_shard() == Some(shard) {
             return Ok(());
         }
-        let in_block = matches!(self.tx_status, b'T' | b'E')
+        let in_block = matches!(self.tx_status(), b'T' | b'E')
             || self.parked.iter().any(|p| p.tx_status != b'I');
-        if self.backend.is_some() {
+        if self.current.is_some() {
             if self.current_is_idle() && self.parked.is_empty() {
                 self.release_current();
             } else {
@@ -86,76 +65,51 @@ impl Session {
                 self.park_current();
             }
         }
-        if let Some(i) = self.parked.iter().position(|p| p.conn.shard == shard) {
-            let p = self.parked.swap_remove(i);
-            self.tx_status = p.tx_status;
-            self.unsynced = p.unsynced;
-            self.cancel.slot.set(Some((shard, p.conn.conn.cancel)));
-            self.backend = Some(p.conn);
-            self.backend_arm = ReadArm::default();
+        if let Some(link) = self.parked.take(shard) {
+            self.make_current(link);
             return Ok(());
         }
         self.acquire(shard).await?;
-        self.tx_status = b'I';
         if in_block {
             let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
-            if let Some(b) = self.backend.as_mut() {
-                // A simple query drops the backend's unnamed statement.
-                b.conn.unnamed = None;
-            }
-            protocol::query(&mut self.bout, &begin);
-            self.pipeline.push(Pending::Internal, &mut self.cout);
             let replay: Vec<String> = self.savepoint_replay().collect();
-            for savepoint in replay {
-                protocol::query(&mut self.bout, &savepoint);
+            if let Some(link) = self.current.as_mut() {
+                // A simple query drops the backend's unnamed statement.
+                link.conn.conn.unnamed = None;
+                protocol::query(&mut link.out, &begin);
                 self.pipeline.push(Pending::Internal, &mut self.cout);
+                for savepoint in replay {
+                    protocol::query(&mut link.out, &savepoint);
+                    self.pipeline.push(Pending::Internal, &mut self.cout);
+                }
+                // The block is open there once BEGIN answers; until then it counts as open.
+                link.tx_status = b'T';
             }
-            // The block is open there once BEGIN answers; until then it counts as open.
-            self.tx_status = b'T';
         }
         Ok(())
-    }
-
-    fn release_current(&mut self) {
-        self.cancel.slot.set(None);
-        if let Some(b) = self.backend.take() {
-            self.ctx.pools.shard(b.shard).release(b);
-        }
-    }
-
-    pub(super) fn park_current(&mut self) {
-        if let Some(conn) = self.backend.take() {
-            self.cancel.slot.set(None);
-            self.parked.push(Parked {
-                conn,
-                tx_status: self.tx_status,
-                unsynced: self.unsynced,
-            });
-            self.tx_status = b'I';
-            self.unsynced = false;
-        }
     }
 
     /// Sends what is queued for the current connection and passes on every answer the client
     /// is still owed (asking the backend to flush first, mid-batch).
     pub(super) async fn drain_current(&mut self) -> Result<(), SessionError> {
-        if self.backend.is_none() {
+        let Some(link) = self.current.as_mut() else {
             return Ok(());
+        };
+        if link.unsynced && !self.pipeline.is_empty() {
+            protocol::flush(&mut link.out);
         }
-        if self.unsynced && !self.pipeline.is_empty() {
-            protocol::flush(&mut self.bout);
-        }
-        while !self.bout.is_empty() || !self.pipeline.is_empty() {
-            let Some(b) = self.backend.as_mut() else {
+        while let Some(link) = self.current.as_mut() {
+            if link.out.is_empty() && self.pipeline.is_empty() {
                 break;
-            };
-            if !self.bout.is_empty() {
-                let r = b.conn.stream.write_all(&self.bout).await;
-                r.map_err(|e| self.backend_lost(e))?;
-                self.bout.clear();
+            }
+            if !link.out.is_empty() {
+                if let Err(e) = link.conn.conn.stream.write_all(&link.out).await {
+                    return Err(self.backend_lost(e));
+                }
+                link.out.clear();
                 continue;
             }
-            let conn = &mut b.conn;
+            let conn = &mut link.conn.conn;
             reserve_for_read(&mut conn.read_buf);
             let n = conn.stream.read_buf(&mut conn.read_buf).await;
             let n = n.map_err(|e| self.backend_lost(e))?;
@@ -164,7 +118,10 @@ impl Session {
             }
             self.on_backend_data()?;
         }
-        self.backend_arm = ReadArm::default();
+        // Read by awaits here, not through the arm, which knows nothing of it.
+        if let Some(link) = self.current.as_mut() {
+            link.arm = ReadArm::default();
+        }
         Ok(())
     }
 
@@ -276,26 +233,6 @@ impl Session {
         ends_block(&text).then_some(text)
     }
 
-    /// Parked connections go back to their pools once no block or batch holds them.
-    pub(super) fn release_parked_if_idle(&mut self) {
-        if self.pinned || self.parked.is_empty() {
-            return;
-        }
-        let session_idle = self.backend.is_none() || self.current_is_idle();
-        if !session_idle {
-            return;
-        }
-        let mut i = 0;
-        while i < self.parked.len() {
-            if self.parked[i].tx_status == b'I' && !self.parked[i].unsynced {
-                let p = self.parked.swap_remove(i);
-                self.ctx.pools.shard(p.conn.shard).release(p.conn);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
     /// The parked connections of `shards` (switching to each first, so a block or batch
     /// includes them), as indexes into `self.parked` in the order of `shards`.
     pub(super) async fn connections_for(
@@ -307,16 +244,13 @@ impl Session {
             self.drain_current().await?;
             self.park_current();
         }
-        Ok(shards
-            .iter()
-            .filter_map(|s| self.parked.iter().position(|p| p.conn.shard == *s))
-            .collect())
+        Ok(self.parked.positions(shards))
     }
 
     /// The transaction status the proxy reports when it answers a Sync itself: failed if any
     /// shard's block failed, in a block if any shard is.
     pub(super) fn session_status(&self) -> u8 {
-        let all = std::iter::once(self.tx_status).chain(self.parked.iter().map(|p| p.tx_status));
+        let all = std::iter::once(self.tx_status()).chain(self.parked.iter().map(|p| p.tx_status));
         all.fold(b'I', |acc, s| match (acc, s) {
             (b'E', _) | (_, b'E') => b'E',
             (b'T', _) | (_, b'T') => b'T',

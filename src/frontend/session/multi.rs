@@ -134,19 +134,6 @@ impl gather::Sink for ClientSink<'_> {
     }
 }
 
-/// The connections of `parked` at `order`'s indexes, in that order.
-pub(super) fn conns_at<'a>(
-    parked: &'a mut [Parked],
-    order: &[usize],
-) -> Vec<&'a mut crate::backend::BackendConn> {
-    let mut slots: Vec<Option<&mut Parked>> = parked.iter_mut().map(Some).collect();
-    order
-        .iter()
-        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
-        .map(|p| &mut *p.conn.conn)
-        .collect()
-}
-
 /// A simple-protocol reply the proxy composed, as a portal's result; its ErrorResponse if it
 /// failed.
 fn rows_of_reply(reply: &[u8]) -> Result<gather::Rows, bytes::Bytes> {
@@ -253,7 +240,7 @@ impl Session {
             shards: &multi.shards,
             control: &self.ctx.control,
         };
-        let mut conns = conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let result = match &multi.combine {
             Combine::Union { kind, merge, rows } if rows.is_empty() && !atomic => {
                 let spec = gather::Spec {
@@ -307,10 +294,8 @@ impl Session {
         }
         // A failed block is answered from the shard that failed it.
         if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
-            let p = self.parked.swap_remove(i);
-            self.tx_status = p.tx_status;
-            self.backend = Some(p.conn);
-            self.backend_arm = ReadArm::default();
+            let link = self.parked.take_at(i);
+            self.make_current(link);
         }
         self.release_parked_if_idle();
         Ok(())
@@ -359,7 +344,7 @@ impl Session {
                 *messages = begun;
             }
         }
-        let mut conns = conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let result = gather::describe_portal(&mut conns, &messages).await;
         drop(conns);
         self.cancel.slot.set_others(Vec::new());
@@ -405,12 +390,12 @@ impl Session {
         else {
             return Ok(());
         };
-        let order = self.parked_order(&shards);
+        let order = self.parked.positions(&shards);
         let origin = gather::Origin {
             shards: &shards,
             control: &self.ctx.control,
         };
-        let mut conns = conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let result = gather::finish_portal(&mut conns, &combine, &origin, description).await;
         drop(conns);
         let combined = self.after_multi(&order, result.map_err(gather::StreamError::Backend))?;
@@ -428,14 +413,6 @@ impl Session {
             }
         }
         Ok(())
-    }
-
-    /// Indexes into `self.parked` of the connections on `shards`, in that order.
-    fn parked_order(&self, shards: &[ShardId]) -> Vec<usize> {
-        shards
-            .iter()
-            .filter_map(|s| self.parked.iter().position(|p| p.conn.shard == *s))
-            .collect()
     }
 
     /// Answers a Describe, Execute or Close of a multi-shard portal.
@@ -519,7 +496,7 @@ impl Session {
         };
         // Every answer owed before this one has been written: the rows go straight out.
         self.drain_current().await?;
-        let order = self.parked_order(&shards);
+        let order = self.parked.positions(&shards);
         let origin = gather::Origin {
             shards: &shards,
             control: &self.ctx.control,
@@ -530,7 +507,7 @@ impl Session {
             describe: false,
             description,
         };
-        let mut conns = conns_at(&mut self.parked, &order);
+        let mut conns = self.parked.conns_at(&order);
         let mut sink = ClientSink {
             cout: &mut self.cout,
             client,
@@ -562,8 +539,8 @@ impl Session {
         let PortalRows::OnShards { shards, .. } = portal.rows else {
             return Ok(());
         };
-        let order = self.parked_order(&shards);
-        let mut conns = conns_at(&mut self.parked, &order);
+        let order = self.parked.positions(&shards);
+        let mut conns = self.parked.conns_at(&order);
         let mut result = Ok(());
         for conn in conns.iter_mut() {
             result = gather::skip_to_end(conn).await;

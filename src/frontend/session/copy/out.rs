@@ -37,7 +37,7 @@ impl Session {
         let mut error: Option<Bytes> = None;
         let mut started = false;
         for (i, &shard) in job.shards.iter().enumerate() {
-            let Some(p) = self.parked.iter_mut().find(|p| p.conn.shard == shard) else {
+            let Some(p) = self.parked.get_mut(shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;
