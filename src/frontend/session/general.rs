@@ -55,11 +55,13 @@ impl Session {
             // Copy data with no copy in progress, which PostgreSQL ignores too.
             return Ok(());
         }
-        let mut fetched = false;
+        // Columns fetched at one catalog version are dropped when DDL of another session moves
+        // it on before they are used: a few fetches, each at the version then current.
+        let mut fetches = 0;
         let dest = loop {
             match self.decide(&frame)? {
-                Dest::NeedColumns(table) if !fetched => {
-                    fetched = true;
+                Dest::NeedColumns(table) if fetches < 3 => {
+                    fetches += 1;
                     if let Err(e) = self.fetch_columns(table).await {
                         break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
                     }
