@@ -295,15 +295,3 @@ async fn read_answer(conn: &mut crate::backend::BackendConn) -> Result<(Answer, 
         }
     }
 }
-
-/// The proxy's own error as an ErrorResponse.
-fn error_frame(e: &impl crate::error::ClientError) -> Bytes {
-    let mut out = BytesMut::new();
-    protocol::error_response(
-        &mut out,
-        Severity::Error,
-        &e.sqlstate(),
-        &e.client_message(),
-    );
-    out.freeze()
-}

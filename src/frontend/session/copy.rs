@@ -104,17 +104,6 @@ impl From<BackendError> for Stop {
     }
 }
 
-fn error_frame(e: &impl ClientError) -> Bytes {
-    let mut out = BytesMut::new();
-    protocol::error_response(
-        &mut out,
-        Severity::Error,
-        &e.sqlstate(),
-        &e.client_message(),
-    );
-    out.freeze()
-}
-
 fn copy_error(e: &CopyError) -> Bytes {
     error_frame(e)
 }

@@ -305,27 +305,15 @@ fn by_shard(
             })
             .collect();
         let Ok(key) = key else {
-            return Err(refusal(&FrontendError::KeyNotUtf8));
+            return Err(error_frame(&FrontendError::KeyNotUtf8));
         };
         let (key, set_key) = key.split_at(key_len.min(key.len()));
         let shard = crate::router::place::shard_for(snapshot, target, key, set_key)
-            .map_err(|e| refusal(&routing::RouteError::Place(e)))?;
+            .map_err(|e| error_frame(&routing::RouteError::Place(e)))?;
         drop(values);
         by_shard.entry(shard).or_default().push(row);
     }
     Ok(by_shard)
-}
-
-/// The proxy's own error as an ErrorResponse.
-fn refusal(e: &impl ClientError) -> Bytes {
-    let mut error = BytesMut::new();
-    protocol::error_response(
-        &mut error,
-        Severity::Error,
-        &e.sqlstate(),
-        &e.client_message(),
-    );
-    error.freeze()
 }
 
 /// A failed answer of the proxy's own error.
