@@ -706,7 +706,6 @@ impl Drop for Session {
     }
 }
 
-/// Room for a read of useful size: a nearly full buffer would make many small reads.
 /// The proxy's own error as an ErrorResponse, for the paths that compose their answers.
 fn error_frame(e: &impl ClientError) -> bytes::Bytes {
     let mut out = BytesMut::new();
@@ -719,6 +718,7 @@ fn error_frame(e: &impl ClientError) -> bytes::Bytes {
     out.freeze()
 }
 
+/// Room for a read of useful size: a nearly full buffer would make many small reads.
 fn reserve_for_read(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(8192);

@@ -227,13 +227,7 @@ impl Session {
     }
 
     fn answer_error(&mut self, e: &impl ClientError) -> Result<(), SessionError> {
-        let mut out = BytesMut::new();
-        protocol::error_response(
-            &mut out,
-            Severity::Error,
-            &e.sqlstate(),
-            &e.client_message(),
-        );
+        let mut out = BytesMut::from(&error_frame(e)[..]);
         let status = self.session_status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline
