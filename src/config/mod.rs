@@ -32,6 +32,60 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     #[serde(default)]
     pub ddl: DdlConfig,
+    #[serde(default)]
+    pub transactions: TransactionsConfig,
+}
+
+/// Distributed transactions: two-phase commit, in-doubt recovery, lock waits.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransactionsConfig {
+    /// Pause between in-doubt recovery passes (one more runs before clients are accepted).
+    #[serde(default = "default_recovery_interval_ms")]
+    pub recovery_interval_ms: u64,
+    /// Recovery leaves a prepared transaction alone until it is this old by its shard's clock.
+    #[serde(default = "default_recovery_grace_ms")]
+    pub recovery_grace_ms: u64,
+    /// A coordinator that has not prepared every participant within this time rolls back
+    /// instead of deciding commit; shorter than `recovery_grace_ms`.
+    #[serde(default = "default_prepare_deadline_ms")]
+    pub prepare_deadline_ms: u64,
+    /// How long a proxy's lease in the catalog protects its live transactions from other
+    /// proxies' recovery; renewed every third of it.
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
+    /// `lock_timeout` of the shard sessions of transactions that span shards and of row
+    /// movement: PostgreSQL cannot see a deadlock whose waits are on different shards.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+}
+
+fn default_recovery_interval_ms() -> u64 {
+    30_000
+}
+fn default_recovery_grace_ms() -> u64 {
+    60_000
+}
+fn default_prepare_deadline_ms() -> u64 {
+    20_000
+}
+fn default_lease_ms() -> u64 {
+    30_000
+}
+fn default_lock_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Default for TransactionsConfig {
+    fn default() -> Self {
+        TransactionsConfig {
+            recovery_interval_ms: default_recovery_interval_ms(),
+            recovery_grace_ms: default_recovery_grace_ms(),
+            prepare_deadline_ms: default_prepare_deadline_ms(),
+            lease_ms: default_lease_ms(),
+            lock_timeout_ms: default_lock_timeout_ms(),
+        }
+    }
 }
 
 /// How sharding DDL is read.

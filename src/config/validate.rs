@@ -122,6 +122,28 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             ));
         }
     }
+    let t = &c.transactions;
+    for (key, value) in [
+        ("transactions.recovery_interval_ms", t.recovery_interval_ms),
+        ("transactions.recovery_grace_ms", t.recovery_grace_ms),
+        ("transactions.prepare_deadline_ms", t.prepare_deadline_ms),
+        ("transactions.lease_ms", t.lease_ms),
+        ("transactions.lock_timeout_ms", t.lock_timeout_ms),
+    ] {
+        if value == 0 {
+            return Err(bad(key.into(), "must be at least 1".into()));
+        }
+    }
+    if t.prepare_deadline_ms >= t.recovery_grace_ms {
+        return Err(bad(
+            "transactions.prepare_deadline_ms".into(),
+            format!(
+                "must be shorter than transactions.recovery_grace_ms ({}), or recovery could roll \
+                 back a transaction its coordinator is about to commit",
+                t.recovery_grace_ms
+            ),
+        ));
+    }
     if c.pool.size == 0 {
         return Err(bad("pool.size".into(), "must be at least 1".into()));
     }

@@ -76,10 +76,14 @@ impl Default for TxnSettings {
 }
 
 impl TxnSettings {
-    /// The defaults, with the connect timeout of `[pool]`.
+    /// The defaults, with the connect timeout of `[pool]` and the timings of `[transactions]`.
     pub fn from_config(config: &Config) -> TxnSettings {
+        let t = &config.transactions;
         TxnSettings {
             connect_timeout: Duration::from_millis(config.pool.connect_timeout_ms),
+            prepare_deadline: Duration::from_millis(t.prepare_deadline_ms),
+            recovery_grace: Duration::from_millis(t.recovery_grace_ms),
+            recovery_interval: Duration::from_millis(t.recovery_interval_ms),
             ..TxnSettings::default()
         }
     }
