@@ -112,6 +112,22 @@ impl ClientError for crate::router::route::RouteError {
     }
 }
 
+impl ClientError for crate::movement::MoveError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::movement::MoveError as M;
+        match self {
+            M::RowMovementDisabled { .. } => SqlState::CHECK_VIOLATION,
+            M::Place(e) => e.sqlstate(),
+            M::RowsChanged { .. } => SqlState::T_R_SERIALIZATION_FAILURE,
+            M::Malformed { .. } => SqlState::INTERNAL_ERROR,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
 impl ClientError for crate::router::plan::Refusal {
     fn sqlstate(&self) -> SqlState {
         use crate::router::plan::Refusal as R;

@@ -25,6 +25,8 @@
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8, with a stack
 //!   of just-returned connections in front for the per-transaction checkout.
 //! - [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard.
+//! - [`movement`]: the statements that move rows whose sharding key an UPDATE changed, with
+//!   their family's rows, to the shard that owns the new key.
 //! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
@@ -45,6 +47,7 @@ pub mod executor;
 pub mod frontend;
 pub mod metrics;
 pub mod model;
+pub mod movement;
 pub mod pgcluster;
 pub mod protocol;
 pub mod router;

@@ -17,6 +17,8 @@ pub const CANCELS_TOTAL: &str = "shardwire_cancel_requests_total";
 pub const STATEMENT_PARSES_TOTAL: &str = "shardwire_statement_parses_total";
 pub const ROUTED_STATEMENTS_TOTAL: &str = "shardwire_routed_statements_total";
 pub const DISTRIBUTED_COMMITS_TOTAL: &str = "shardwire_distributed_commits_total";
+pub const ROW_MOVEMENT_STATEMENTS_TOTAL: &str = "shardwire_row_movement_statements_total";
+pub const ROW_MOVEMENT_ROWS_TOTAL: &str = "shardwire_row_movement_rows_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -31,6 +33,8 @@ pub const ALL: &[&str] = &[
     STATEMENT_PARSES_TOTAL,
     ROUTED_STATEMENTS_TOTAL,
     DISTRIBUTED_COMMITS_TOTAL,
+    ROW_MOVEMENT_STATEMENTS_TOTAL,
+    ROW_MOVEMENT_ROWS_TOTAL,
 ];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
@@ -84,6 +88,19 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         "Client transactions that wrote on several shards, by outcome of their two-phase commit \
          (committed, rolled_back, unknown: recovery decides)."
     );
+    describe_counter!(
+        ROW_MOVEMENT_STATEMENTS_TOTAL,
+        Unit::Count,
+        "UPDATEs of a sharding key that the proxy ran itself, by case (moved: rows changed \
+         shard or carried their family along, in_place: every row stayed on its shard, refused: \
+         row movement disabled)."
+    );
+    describe_counter!(
+        ROW_MOVEMENT_ROWS_TOTAL,
+        Unit::Count,
+        "Rows deleted on one shard and inserted on another (or re-keyed with their family) by \
+         sharding-key UPDATEs, descendants included."
+    );
     Ok(())
 }
 
@@ -101,6 +118,10 @@ pub struct Metrics {
     pub distributed_committed: Counter,
     pub distributed_rolled_back: Counter,
     pub distributed_unknown: Counter,
+    pub key_updates_moved: Counter,
+    pub key_updates_in_place: Counter,
+    pub key_updates_refused: Counter,
+    pub rows_moved: Counter,
     backend_errors: Vec<Counter>,
 }
 
@@ -119,6 +140,10 @@ impl Metrics {
             distributed_committed: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "committed"),
             distributed_rolled_back: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "rolled_back"),
             distributed_unknown: counter!(DISTRIBUTED_COMMITS_TOTAL, "outcome" => "unknown"),
+            key_updates_moved: counter!(ROW_MOVEMENT_STATEMENTS_TOTAL, "case" => "moved"),
+            key_updates_in_place: counter!(ROW_MOVEMENT_STATEMENTS_TOTAL, "case" => "in_place"),
+            key_updates_refused: counter!(ROW_MOVEMENT_STATEMENTS_TOTAL, "case" => "refused"),
+            rows_moved: counter!(ROW_MOVEMENT_ROWS_TOTAL),
             backend_errors: shard_names
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))

@@ -39,6 +39,7 @@ mod general;
 mod insert_select;
 mod link;
 mod links;
+mod movement;
 mod multi;
 mod savepoints;
 mod sequence;

@@ -44,6 +44,7 @@ struct CacheInner {
     /// By normalised text: simple queries.
     shared: HashMap<Box<[u8]>, Shared>,
     columns: HashMap<TableId, Arc<Vec<String>>>,
+    column_defs: HashMap<TableId, Arc<Vec<plan::ColumnDef>>>,
     /// Bumped on every hit, so eviction can drop the least recently used half.
     clock: u64,
 }
@@ -177,10 +178,12 @@ impl PlanCache {
 
     /// Records a table's columns in order (fetched from a shard) for INSERTs without a column
     /// list, valid until the catalog version changes.
-    pub fn set_columns(&self, version: i64, table: TableId, columns: Vec<String>) {
+    pub fn set_columns(&self, version: i64, table: TableId, columns: Vec<plan::ColumnDef>) {
         let mut inner = self.lock();
         if inner.version == version {
-            inner.columns.insert(table, Arc::new(columns));
+            let names = columns.iter().map(|c| c.name.clone()).collect();
+            inner.columns.insert(table, Arc::new(names));
+            inner.column_defs.insert(table, Arc::new(columns));
         }
     }
 
@@ -190,6 +193,7 @@ impl PlanCache {
         inner.plans.clear();
         inner.shared.clear();
         inner.columns.clear();
+        inner.column_defs.clear();
     }
 }
 
@@ -200,6 +204,7 @@ impl CacheInner {
             self.plans.clear();
             self.shared.clear();
             self.columns.clear();
+            self.column_defs.clear();
             self.version = version;
         }
     }
@@ -210,5 +215,9 @@ struct ColumnsOf<'a>(&'a PlanCache);
 impl plan::ColumnSource for ColumnsOf<'_> {
     fn columns(&self, table: TableId) -> Option<Arc<Vec<String>>> {
         self.0.lock().columns.get(&table).cloned()
+    }
+
+    fn column_defs(&self, table: TableId) -> Option<Arc<Vec<plan::ColumnDef>>> {
+        self.0.lock().column_defs.get(&table).cloned()
     }
 }

@@ -20,6 +20,7 @@ mod conditions;
 mod copy;
 mod insert;
 mod insert_select;
+mod key_update;
 mod select;
 mod sequence;
 mod walk;
@@ -28,6 +29,7 @@ use conditions::*;
 pub use copy::{CopyArg, CopyOption, CopyPlan};
 use insert::*;
 pub use insert_select::InsertSelect;
+pub use key_update::{Descendant, KeyUpdate};
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
 use walk::*;
@@ -180,6 +182,8 @@ pub struct ShardedPlan {
     pub generated: Option<GeneratedInsert>,
     /// An INSERT … SELECT the proxy runs in two steps (the SELECT, then the rows by shard).
     pub insert_select: Option<Box<InsertSelect>>,
+    /// An UPDATE of the sharding key, whose rows may move to other shards.
+    pub key_update: Option<Box<KeyUpdate>>,
 }
 
 /// The generated key column of an INSERT.
@@ -230,10 +234,22 @@ fn unsupported(msg: impl Into<String>) -> Plan {
     Plan::Refused(Refusal::Unsupported(msg.into()))
 }
 
+/// A table column as a statement the proxy writes needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDef {
+    pub name: String,
+    /// The type as `format_type` spells it, typmod included (`numeric(10,2)`).
+    pub type_sql: String,
+    /// A stored generated column: PostgreSQL computes it, nobody inserts it.
+    pub generated: bool,
+}
+
 /// The columns of a table in their order, for INSERTs that name none; `None` when the caller
 /// must fetch them first.
 pub trait ColumnSource {
     fn columns(&self, table: TableId) -> Option<Arc<Vec<String>>>;
+    /// The columns with their types, for statements that move rows between shards.
+    fn column_defs(&self, table: TableId) -> Option<Arc<Vec<ColumnDef>>>;
 }
 
 /// The plan of one SQL text, or the table whose columns are needed to make it.
@@ -272,7 +288,7 @@ impl Plan {
             Plan::Copy(_) => return used,
             Plan::Sharded(p) => p,
         };
-        if p.merge.shard_sql.is_some() || p.insert_select.is_some() {
+        if p.merge.shard_sql.is_some() || p.insert_select.is_some() || p.key_update.is_some() {
             // The rewritten text has the values in it.
             return used;
         }
@@ -461,7 +477,7 @@ fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) 
         NodeEnum::UpdateStmt(u) => {
             let mut from = vec![range_var_node(u.relation.as_ref())];
             from.extend(u.from_clause.iter().cloned());
-            Planned::Plan(plan_filtered(
+            let mut plan = plan_filtered(
                 StatementKind::Update,
                 &from,
                 u.where_clause.as_deref(),
@@ -469,7 +485,16 @@ fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) 
                 &sharded,
                 shards,
                 u.returning_clause.is_some(),
-            ))
+            );
+            let target = writes_target.filter(|t| t.kind == TableKind::Sharded);
+            if let (Some(target), Plan::Sharded(p)) = (target, &mut plan) {
+                match key_update::plan_key_update(u, target, snapshot, columns) {
+                    None => {}
+                    Some(Ok(k)) => Arc::make_mut(p).key_update = Some(Box::new(k)),
+                    Some(Err(planned)) => return planned,
+                }
+            }
+            Planned::Plan(plan)
         }
         NodeEnum::DeleteStmt(d) => {
             let mut from = vec![range_var_node(d.relation.as_ref())];

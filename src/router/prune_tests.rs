@@ -20,6 +20,10 @@ impl ColumnSource for NoColumns {
     fn columns(&self, _: TableId) -> Option<Arc<Vec<String>>> {
         None
     }
+
+    fn column_defs(&self, _: TableId) -> Option<Arc<Vec<crate::router::plan::ColumnDef>>> {
+        None
+    }
 }
 
 fn lit(s: &str) -> B {

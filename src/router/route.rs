@@ -56,32 +56,9 @@ impl<'a> Params<'a> {
     /// Reads Bind's parameter part (`rest`: formats, values, result formats) and Parse's
     /// declared types (`types`: count and OIDs, as sent).
     pub fn parse(rest: &'a [u8], types: &[u8]) -> Result<Params<'a>, FrameError> {
-        let mut b = rest;
-        let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut formats = Vec::with_capacity(nformats);
-        for _ in 0..nformats {
-            formats.push(take_i16(&mut b, "Bind")?);
-        }
-        let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut values = Vec::with_capacity(nvalues);
-        for _ in 0..nvalues {
-            let len = take_i32(&mut b, "Bind")?;
-            if len < 0 {
-                values.push(None);
-            } else {
-                let len = len as usize;
-                if b.len() < len {
-                    return Err(FrameError::Malformed("Bind"));
-                }
-                values.push(Some(&b[..len]));
-                b = &b[len..];
-            }
-        }
-        let formats = match formats.as_slice() {
-            [] => vec![0; nvalues],
-            [one] => vec![*one; nvalues],
-            _ => formats,
-        };
+        let BindParts {
+            formats, values, ..
+        } = BindParts::read(rest)?;
         let mut t = types;
         let ntypes = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
         let mut oids = Vec::with_capacity(ntypes);
@@ -153,6 +130,50 @@ impl<'a> Params<'a> {
         Ok(match int {
             Some(n) => Owned::Formatted(n.to_string()),
             None => Owned::Binary(bytes),
+        })
+    }
+}
+
+/// Bind's parameter part read: a format code per value (short forms expanded), the values,
+/// and the result format codes that follow them (count and codes, as sent).
+pub struct BindParts<'a> {
+    pub formats: Vec<i16>,
+    pub values: Vec<Option<&'a [u8]>>,
+    pub result_formats: &'a [u8],
+}
+
+impl<'a> BindParts<'a> {
+    pub fn read(rest: &'a [u8]) -> Result<BindParts<'a>, FrameError> {
+        let mut b = rest;
+        let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
+        let mut formats = Vec::with_capacity(nformats);
+        for _ in 0..nformats {
+            formats.push(take_i16(&mut b, "Bind")?);
+        }
+        let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
+        let mut values = Vec::with_capacity(nvalues);
+        for _ in 0..nvalues {
+            let len = take_i32(&mut b, "Bind")?;
+            if len < 0 {
+                values.push(None);
+            } else {
+                let len = len as usize;
+                if b.len() < len {
+                    return Err(FrameError::Malformed("Bind"));
+                }
+                values.push(Some(&b[..len]));
+                b = &b[len..];
+            }
+        }
+        let formats = match formats.as_slice() {
+            [] => vec![0; nvalues],
+            [one] => vec![*one; nvalues],
+            _ => formats,
+        };
+        Ok(BindParts {
+            formats,
+            values,
+            result_formats: b,
         })
     }
 }
@@ -403,6 +424,16 @@ fn tuple_shard(
         return Ok(plan.shards.first().copied().unwrap_or(ShardId(0)));
     };
     Ok(place::shard_for(snapshot, table, &key, &set_key)?)
+}
+
+/// The shard of one key tuple of a plan's family (a sharding-key UPDATE's new key).
+pub fn key_shard(
+    snapshot: &Snapshot,
+    plan: &ShardedPlan,
+    tuple: &KeyTuple,
+    params: &Params<'_>,
+) -> Result<ShardId, RouteError> {
+    tuple_shard(snapshot, plan, tuple, params)
 }
 
 /// Routes a sharded statement. A condition whose value the proxy cannot place (a value of

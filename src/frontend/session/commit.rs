@@ -11,11 +11,11 @@ use bytes::Bytes;
 use std::time::Instant;
 
 /// What one participant answered to a statement of the commit.
-struct Answer {
+pub(super) struct Answer {
     /// The first column of the first row, as text.
     value: Option<Vec<u8>>,
     /// The participant's ErrorResponse, as the client would get it.
-    error: Option<Bytes>,
+    pub(super) error: Option<Bytes>,
 }
 
 /// How the block ended, for the client: the tag of its COMMIT, or the error that ended it.
@@ -235,7 +235,11 @@ impl Session {
 
     /// Sends `sql` to the parked connections at `at` at once, then reads each answer up to its
     /// ReadyForQuery, noting its transaction status.
-    async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, SessionError> {
+    pub(super) async fn ask(
+        &mut self,
+        at: &[usize],
+        sql: &str,
+    ) -> Result<Vec<Answer>, SessionError> {
         let mut query = BytesMut::new();
         protocol::query(&mut query, sql);
         let order = at.to_vec();

@@ -36,6 +36,8 @@ pub(super) enum Dest {
     LocalDescribe {
         sql: Vec<u8>,
     },
+    /// An UPDATE of a sharding key whose rows may move between shards.
+    KeyUpdate(super::movement::KeyUpdateJob),
     /// An INSERT … SELECT the proxy runs in two steps.
     InsertSelect(Arc<crate::router::plan::ShardedPlan>),
     /// An INSERT needs `count` values of a generated key column first.
@@ -377,6 +379,9 @@ impl Session {
                 Source::Bind { .. } => Dest::refuse(&FrontendError::PreparedInsertSelect),
                 Source::Placement => Dest::Shard(p.shards[0]),
             },
+            Plan::Sharded(p) if p.key_update.is_some() => {
+                self.key_update_dest(p, snapshot, params, source)
+            }
             Plan::Sharded(p) if p.generated.is_some() => {
                 self.generated_insert(p, snapshot, params, source)
             }
@@ -597,6 +602,70 @@ impl Session {
         }
     }
 
+    /// Where a sharding-key UPDATE goes: as it is to the one shard holding its rows when the new
+    /// key (a constant or parameter) is that shard's too and no family rows must follow;
+    /// otherwise the proxy runs it, moving the rows that change shard.
+    fn key_update_dest(
+        &mut self,
+        p: &Arc<crate::router::plan::ShardedPlan>,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        let Some(k) = p.key_update.as_deref() else {
+            return Dest::Here;
+        };
+        let routed = match routing::route(snapshot, p, params) {
+            Ok(r) => r,
+            Err(e) => return Dest::refuse(&e),
+        };
+        let sources = match routed.route {
+            Route::Single(s) => vec![s],
+            Route::Multi(shards) => shards,
+            Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+        };
+        if let (Source::Placement, Some(&first)) = (&source, sources.first()) {
+            return Dest::Shard(first);
+        }
+        if let ([only], Some(new_key), true) =
+            (sources.as_slice(), &k.new_key, k.descendants.is_empty())
+        {
+            if routing::key_shard(snapshot, p, new_key, params).ok() == Some(*only) {
+                self.ctx.metrics.routed_single.increment(1);
+                return Dest::Shard(*only);
+            }
+        }
+        self.ctx.metrics.routed_multi.increment(1);
+        let bound = match source {
+            Source::Simple(_) | Source::Placement => None,
+            Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                // Read once already, for routing.
+                let Ok(parts) = routing::BindParts::read(rest) else {
+                    return Dest::Here;
+                };
+                let used: Vec<usize> = (0..k.client_params.min(parts.values.len())).collect();
+                let bind = crate::movement::ClientBind {
+                    params: used
+                        .iter()
+                        .map(|&i| (parts.formats[i], parts.values[i].map(<[u8]>::to_vec)))
+                        .collect(),
+                    types: routing::select_param_types(&statement.param_types, &used),
+                    result_formats: parts.result_formats.to_vec(),
+                };
+                Some((Box::<[u8]>::from(portal), bind))
+            }
+        };
+        Dest::KeyUpdate(super::movement::KeyUpdateJob {
+            plan: p.clone(),
+            sources,
+            bound,
+        })
+    }
+
     /// Fetches a table's columns from a shard holding it, for INSERTs that name none.
     pub(super) async fn fetch_columns(&mut self, table: TableId) -> Result<(), String> {
         let snapshot = self.ctx.catalog.snapshot();
@@ -616,7 +685,8 @@ impl Session {
             .map_err(|e| e.to_string())?;
         let rows = client
             .query(
-                "SELECT attname::text FROM pg_catalog.pg_attribute \
+                "SELECT attname::text, format_type(atttypid, atttypmod), attgenerated <> '' \
+                 FROM pg_catalog.pg_attribute \
                  WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped \
                  ORDER BY attnum",
                 &[&format!(
@@ -627,7 +697,14 @@ impl Session {
             )
             .await
             .map_err(|e| e.to_string())?;
-        let columns = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let columns = rows
+            .iter()
+            .map(|r| crate::router::plan::ColumnDef {
+                name: r.get(0),
+                type_sql: r.get(1),
+                generated: r.get(2),
+            })
+            .collect();
         self.ctx
             .plans
             .set_columns(snapshot.version(), table, columns);

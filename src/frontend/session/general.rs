@@ -119,6 +119,10 @@ impl Session {
                 self.release_parked_if_idle();
                 return Ok(());
             }
+            Dest::KeyUpdate(job) => {
+                self.drain_current().await?;
+                return self.run_key_update(job).await;
+            }
             Dest::Copy(job) => {
                 self.run_copy(job, frame.tag, client).await?;
                 return Ok(());

@@ -237,7 +237,7 @@ impl Session {
 
     /// Runs work on the connections of `shards` (joining them to the session's block or
     /// batch), noting each one's transaction status after.
-    async fn run_on_shards(
+    pub(super) async fn run_on_shards(
         &mut self,
         shards: &[ShardId],
         work: Work<'_>,
@@ -324,7 +324,7 @@ fn inserted(tag: &str) -> Option<u64> {
 }
 
 /// What [`Session::run_on_shards`] sends each shard.
-enum Work<'a> {
+pub(super) enum Work<'a> {
     Simple(&'a [String]),
     Batches(&'a [BytesMut]),
 }

@@ -615,5 +615,6 @@ pub(super) fn plan_filtered(
         returning,
         generated: None,
         insert_select: None,
+        key_update: None,
     }))
 }

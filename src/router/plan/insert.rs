@@ -127,5 +127,6 @@ pub(super) fn plan_insert(
         returning: i.returning_clause.is_some(),
         generated,
         insert_select: None,
+        key_update: None,
     })))
 }

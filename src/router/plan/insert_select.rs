@@ -86,6 +86,7 @@ pub(super) fn plan_insert_select(
                 returning: insert.returning_clause.is_some(),
                 generated: None,
                 insert_select: None,
+                key_update: None,
             })));
         }
         if sp.multi_shard_refusal.is_some() && sp.keys == Keys::Any {
@@ -119,6 +120,7 @@ pub(super) fn plan_insert_select(
             insert_head: head,
             insert_tail: tail,
         })),
+        key_update: None,
     })))
 }
 
@@ -142,7 +144,7 @@ fn colocated(select: &SelectStmt, key_positions: &[usize], snapshot: &Snapshot) 
     })
 }
 
-fn deparse_select(select: &SelectStmt) -> Result<String, String> {
+pub(super) fn deparse_select(select: &SelectStmt) -> Result<String, String> {
     let tree = pg_query::protobuf::ParseResult {
         version: 0,
         stmts: vec![pg_query::protobuf::RawStmt {
