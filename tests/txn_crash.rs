@@ -5,6 +5,8 @@
 //!   without fail points: once recovery ran, every shard shows the same outcome — rolled back
 //!   when the proxy died before its decision, committed after — and no shard keeps a prepared
 //!   transaction.
+//! - The same for the coordinator's own two-phase commit, a CREATE SHARDED TABLE (`ddl.*`):
+//!   the table ends on every shard or on none, and DROP TABLE clears the catalog's entry.
 //! - A commit the client saw acknowledged survives the proxy's kill.
 //! - A shard that crashes (`pg_ctl stop -m immediate`) while the proxy is held in the middle of a
 //!   COMMIT: what the client was told matches what every shard shows once it is back.
@@ -408,6 +410,16 @@ async fn killed_during_ddl(point: &str, table: &str, prepared: usize, created: b
         assert_eq!(has_table(i, table).await, created, "{table} on shard {i}");
     }
     let client = proxy.connect().await;
+    // Nobody marked the entry ACTIVE: the table is refused until DROP TABLE clears it.
+    let refused = client
+        .simple_query(&format!("INSERT INTO {table} VALUES (1, 'x')"))
+        .await
+        .expect_err("a CREATING table is refused");
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE),
+        "{refused}"
+    );
     exec(&client, &format!("DROP TABLE {table}")).await;
     exec(&client, &create).await;
     for i in 0..SHARDS {
