@@ -11,6 +11,7 @@ use crate::catalog::Catalog;
 use crate::config::{Config, TlsConfig};
 use crate::error::StartError;
 use crate::executor::ddl::DdlCtx;
+use crate::failpoint::FailPoints;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
 use crate::metrics::Metrics;
@@ -37,13 +38,18 @@ pub struct ServerCtx {
     pub plans: crate::router::PlanCache,
     /// Blocks of generated sharding-key values.
     pub keys: crate::catalog::keys::KeyBlocks,
+    /// Where crash tests stop or kill the proxy (nothing without the `failpoints` feature).
+    pub failpoints: FailPoints,
     recovery: Arc<Recovery>,
 }
 
 impl ServerCtx {
     /// Opens the catalog (creating or migrating it), readies the transaction layer and finishes
     /// in-doubt transactions left by an earlier run, before any client is accepted.
-    pub async fn start(config: Arc<Config>) -> Result<ServerCtx, StartError> {
+    pub async fn start(
+        config: Arc<Config>,
+        failpoints: FailPoints,
+    ) -> Result<ServerCtx, StartError> {
         let catalog = Catalog::open(&config).await?;
         let settings = TxnSettings::from_config(&config);
         let control = Arc::new(ControlPools::new(&config, &settings));
@@ -53,7 +59,8 @@ impl ServerCtx {
             control.clone(),
             settings.clone(),
             GidGenerator::new(cluster.clone()),
-        )?;
+        )?
+        .with_failpoints(failpoints.clone());
         for problem in coordinator.check_shards().await {
             tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
         }
@@ -62,7 +69,7 @@ impl ServerCtx {
             Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
             Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
         }
-        Self::assemble(config, catalog, control, coordinator, recovery)
+        Self::assemble(config, catalog, control, coordinator, recovery, failpoints)
     }
 
     /// The periodic pass over in-doubt transactions, which the accept loop runs beside the
@@ -87,6 +94,7 @@ impl ServerCtx {
         control: Arc<ControlPools>,
         coordinator: Coordinator,
         recovery: Recovery,
+        failpoints: FailPoints,
     ) -> Result<ServerCtx, StartError> {
         let users = Arc::new(Users::new(&config));
         let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
@@ -105,6 +113,7 @@ impl ServerCtx {
             metrics: Metrics::new(&shard_names),
             plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
             keys: Default::default(),
+            failpoints,
             config,
         })
     }

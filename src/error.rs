@@ -61,6 +61,8 @@ pub enum StartError {
     Catalog(#[from] crate::catalog::CatalogError),
     #[error("transaction layer: {0}")]
     Txn(#[from] crate::txn::TxnError),
+    #[error("{0}")]
+    FailPoints(#[from] crate::failpoint::FailPointError),
 }
 
 impl ClientError for crate::router::hash::HashError {

@@ -33,6 +33,8 @@
 //! - [`dev`]: the `shardwire dev` command.
 //! - [`admin`]: the SHOW statements the proxy answers itself.
 //! - [`metrics`]: every metric name in one place.
+//! - [`failpoint`]: named steps where crash tests make the proxy die or stop (feature
+//!   `failpoints`; nothing without it).
 //! - [`error`]: the one mapping from each layer's errors to SQLSTATE and client-safe text.
 
 pub mod admin;
@@ -44,6 +46,7 @@ pub mod ddl;
 pub mod dev;
 pub mod error;
 pub mod executor;
+pub mod failpoint;
 pub mod frontend;
 pub mod metrics;
 pub mod model;

@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use crate::config::Config;
 use crate::context::ServerCtx;
 use crate::error::StartError;
+use crate::failpoint::FailPoints;
 use crate::frontend::driver::{Next, SessionDriver};
 
 /// What a running proxy needs from its caller, passed explicitly so tests can run several
@@ -19,6 +20,8 @@ use crate::frontend::driver::{Next, SessionDriver};
 #[derive(Clone)]
 pub struct Deps {
     pub config: Arc<Config>,
+    /// What `SHARDWIRE_FAILPOINTS` armed (crash tests); [`FailPoints::none`] otherwise.
+    pub failpoints: FailPoints,
 }
 
 /// Serves clients on `listener` until `shutdown` completes; then stops accepting and ends the
@@ -28,7 +31,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
     deps: Deps,
 ) -> Result<(), StartError> {
-    let ctx = Arc::new(ServerCtx::start(deps.config).await?);
+    let ctx = Arc::new(ServerCtx::start(deps.config, deps.failpoints).await?);
     // Background work ends with the accept loop.
     let stop = tokio_util::sync::CancellationToken::new();
     let catalog_watcher = ctx.catalog.spawn_watcher(stop.clone().cancelled_owned());
@@ -145,6 +148,8 @@ pub fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtim
 
 /// Binds the configured addresses and serves until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> Result<(), String> {
+    // Read here, once: the only place the environment decides anything about a proxy.
+    let failpoints = FailPoints::from_env().map_err(|e| StartError::from(e).to_string())?;
     let listener = TcpListener::bind(config.listen_addr()).await.map_err(|e| {
         StartError::Listen {
             addr: config.proxy.listen.clone(),
@@ -157,6 +162,7 @@ pub async fn serve(config: Config) -> Result<(), String> {
     }
     let deps = Deps {
         config: Arc::new(config),
+        failpoints,
     };
     run(listener, shutdown_signal(), deps)
         .await

@@ -13,6 +13,7 @@ use super::decision_log::{self, Decision};
 use super::error::TxnError;
 use super::gid::{Gid, GidGenerator};
 use super::TxnSettings;
+use crate::failpoint::{fail_point, FailPoint, FailPoints};
 use crate::model::ShardId;
 
 /// What one shard did: the row count of every command, in order (0 for commands without one).
@@ -52,6 +53,7 @@ pub struct Coordinator {
     gids: GidGenerator,
     /// `max_prepared_transactions` of each shard as last checked; `None` when not known.
     prepared_capacity: RwLock<Vec<Option<i32>>>,
+    failpoints: FailPoints,
 }
 
 impl Coordinator {
@@ -67,7 +69,18 @@ impl Coordinator {
             settings,
             gids,
             prepared_capacity: RwLock::new(vec![None; shards]),
+            failpoints: FailPoints::none(),
         })
+    }
+
+    /// Arms the fail points of [`crate::failpoint`] in this coordinator's transactions.
+    pub fn with_failpoints(mut self, failpoints: FailPoints) -> Coordinator {
+        self.failpoints = failpoints;
+        self
+    }
+
+    pub fn failpoints(&self) -> &FailPoints {
+        &self.failpoints
     }
 
     pub fn gids(&self) -> &GidGenerator {
@@ -169,13 +182,16 @@ impl Coordinator {
         let gid = self.gids.next_gid();
         let shards: Vec<&ShardPool> = work.iter().map(|(s, _)| self.pools.shard(*s)).collect();
 
-        let prepared = join_all(
-            shards
-                .iter()
-                .zip(work)
-                .map(|(shard, (_, statements))| prepare(shard, statements, &gid)),
-        )
-        .await;
+        let prepared = self
+            .failpoints
+            .join_all(
+                FailPoint::DdlAfterFirstPrepare,
+                shards
+                    .iter()
+                    .zip(work)
+                    .map(|(shard, (_, statements))| prepare(shard, statements, &gid)),
+            )
+            .await;
         if prepared.iter().any(Result::is_err) {
             let mut first_error = None;
             let mut to_roll_back = Vec::new();
@@ -212,8 +228,15 @@ impl Coordinator {
         }
 
         self.decide_commit(&shards, &gid).await?;
+        fail_point!(self.failpoints, FailPoint::DdlAfterDecision);
 
-        let confirmed = join_all(shards.iter().map(|s| self.commit_prepared(s, &gid))).await;
+        let confirmed = self
+            .failpoints
+            .join_all(
+                FailPoint::DdlBetweenCommitPrepared,
+                shards.iter().map(|s| self.commit_prepared(s, &gid)),
+            )
+            .await;
         let unconfirmed: Vec<ShardId> = shards
             .iter()
             .zip(&confirmed)

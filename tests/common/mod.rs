@@ -197,6 +197,7 @@ impl TestProxy {
         let (finished_tx, finished) = mpsc::channel();
         let deps = Deps {
             config: config.clone(),
+            failpoints: shardwire::failpoint::FailPoints::none(),
         };
         let thread = std::thread::Builder::new()
             .name(format!("test-proxy-{}", addr.port()))

@@ -6,9 +6,12 @@
 
 use super::*;
 use crate::executor::gather;
+use crate::failpoint::{fail_point, FailPoint};
 use crate::txn::Gid;
 use bytes::Bytes;
 use std::time::Instant;
+
+mod failpoints;
 
 /// What one participant answered to a statement of the commit.
 pub(super) struct Answer {
@@ -165,7 +168,9 @@ impl Session {
         let gid = coordinator.gids().next_gid();
         let started = Instant::now();
         let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
-        let prepared = self.ask(writers, &prepare).await?;
+        let prepared = self
+            .ask_split(writers, &prepare, FailPoint::CommitAfterFirstPrepare)
+            .await?;
         let failed = prepared.iter().find_map(|a| a.error.clone());
         let took = started.elapsed();
         if failed.is_some() || took >= coordinator.prepare_deadline() {
@@ -198,8 +203,16 @@ impl Session {
             outcome.increment(1);
             return Ok(Err(error_frame(&e)));
         }
+        fail_point!(self.ctx.failpoints, FailPoint::CommitAfterDecision);
         self.ctx.metrics.distributed_committed.increment(1);
-        let unconfirmed = self.finish_prepared(writers, &gid, "COMMIT").await?;
+        let unconfirmed = self
+            .finish_prepared_split(
+                writers,
+                &gid,
+                "COMMIT",
+                FailPoint::CommitBetweenCommitPrepared,
+            )
+            .await?;
         let left = coordinator.complete(&unconfirmed, &gid).await;
         if !left.is_empty() {
             tracing::warn!(parent: &self.span, %gid, ?left, "COMMIT PREPARED not confirmed; recovery will finish it");

@@ -1,0 +1,43 @@
+//! The commit steps a fail point splits (see [`crate::failpoint`]): PREPARE and COMMIT PREPARED
+//! go to every participant at once, so "done on some, not yet sent to the others" is a step
+//! only when a point is armed there; then the first participant goes alone, the point fires,
+//! and the rest follow together. Without an armed point (and always without the feature) they
+//! are the plain calls.
+
+use super::*;
+use crate::failpoint::FailPoint;
+
+impl Session {
+    /// [`Session::ask`] over `at`, split around `point`.
+    pub(super) async fn ask_split(
+        &mut self,
+        at: &[usize],
+        sql: &str,
+        point: FailPoint,
+    ) -> Result<Vec<Answer>, SessionError> {
+        if at.len() > 1 && self.ctx.failpoints.is_armed(point) {
+            let mut answers = self.ask(&at[..1], sql).await?;
+            crate::failpoint::fail_point!(self.ctx.failpoints, point);
+            answers.extend(self.ask(&at[1..], sql).await?);
+            return Ok(answers);
+        }
+        self.ask(at, sql).await
+    }
+
+    /// [`Session::finish_prepared`] over `participants`, split around `point`.
+    pub(super) async fn finish_prepared_split(
+        &mut self,
+        participants: &[usize],
+        gid: &Gid,
+        verb: &str,
+        point: FailPoint,
+    ) -> Result<Vec<ShardId>, SessionError> {
+        if participants.len() > 1 && self.ctx.failpoints.is_armed(point) {
+            let mut unconfirmed = self.finish_prepared(&participants[..1], gid, verb).await?;
+            crate::failpoint::fail_point!(self.ctx.failpoints, point);
+            unconfirmed.extend(self.finish_prepared(&participants[1..], gid, verb).await?);
+            return Ok(unconfirmed);
+        }
+        self.finish_prepared(participants, gid, verb).await
+    }
+}

@@ -1,0 +1,532 @@
+//! Crash acceptance tests of two-phase commit (DESIGN.md §4): the real `shardwire` binary, built
+//! with fail points (`src/failpoint.rs`), runs as a child process in front of three real shards.
+//!
+//! - Killed (SIGKILL) at each step of a client's COMMIT over all three shards, then restarted
+//!   without fail points: once recovery ran, every shard shows the same outcome — rolled back
+//!   when the proxy died before its decision, committed after — and no shard keeps a prepared
+//!   transaction.
+//! - The same for the coordinator's own two-phase commit, a CREATE SHARDED TABLE (`ddl.*`):
+//!   the table ends on every shard or on none, and DROP TABLE clears the catalog's entry.
+//! - A commit the client saw acknowledged survives the proxy's kill.
+//! - A shard that crashes (`pg_ctl stop -m immediate`) while the proxy is held in the middle of a
+//!   COMMIT: what the client was told matches what every shard shows once it is back.
+//!
+//! The timings are short (`[transactions]` below) and every wait polls up to a deadline, so the
+//! tests hold whichever rule recovery follows to judge a predecessor's transaction abandoned (its
+//! age, or its proxy's expired lease).
+//!
+//! The tests run one at a time: each checks that no shard holds a prepared transaction, which
+//! another test's commit in flight would break, and one stops a shard.
+
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::fs::File;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{shards, use_shards, APP};
+use shardwire::failpoint::ENV_VAR;
+use shardwire::pgcluster::{free_port, StopMode};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+const SHARDS: usize = 3;
+/// The signal number Linux gives SIGKILL (`kill -l KILL`).
+const SIGKILL: i32 = 9;
+/// How long anything a test waits for may take.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The `shardwire` binary serving in front of [`shards()`], with its output in a file.
+struct Proxy {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Proxy {
+    /// Starts the binary on a configuration of its own in `dir`, with `failpoints` as
+    /// `SHARDWIRE_FAILPOINTS`, and waits until it accepts clients.
+    async fn start(dir: &Path, failpoints: Option<&str>) -> Proxy {
+        use_shards(SHARDS);
+        let port = free_port().expect("free port");
+        let config = dir.join(format!("shardwire-{port}.toml"));
+        std::fs::write(&config, config_text(port)).expect("write config");
+        let log = dir.join(format!("proxy-{port}.log"));
+        let out = File::create(&log).expect("proxy log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shardwire"));
+        command
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove(ENV_VAR)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log handle"))
+            .stderr(out);
+        if let Some(failpoints) = failpoints {
+            command.env(ENV_VAR, failpoints);
+        }
+        let mut proxy = Proxy {
+            child: command.spawn().expect("spawn shardwire"),
+            port,
+            log,
+        };
+        let started = Instant::now();
+        while !proxy.output().contains("shardwire is accepting clients") {
+            if let Some(status) = proxy.child.try_wait().expect("proxy status") {
+                panic!("proxy exited ({status}) at start:\n{}", proxy.output());
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "proxy not ready:\n{}",
+                proxy.output()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        proxy
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn conn_string(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user={APP} password={APP} dbname={APP} sslmode=disable",
+            self.port
+        )
+    }
+
+    async fn connect(&self) -> Client {
+        let (client, conn) = tokio_postgres::connect(&self.conn_string(), NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connect to proxy: {e}\n{}", self.output()));
+        tokio::spawn(conn);
+        client
+    }
+
+    /// Waits for the process to end, which it must by SIGKILL: its fail point's or ours.
+    async fn wait_killed(&mut self) {
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("proxy status") {
+                break status;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "proxy still running:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(
+            status.signal(),
+            Some(SIGKILL),
+            "proxy ended with {status}, not by SIGKILL:\n{}",
+            self.output()
+        );
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn config_text(port: u16) -> String {
+    let mut text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:{port}\"\ndatabase = \"{APP}\"\n\n\
+         [[users]]\nname = \"{APP}\"\npassword = \"{APP}\"\n\n\
+         [transactions]\nrecovery_interval_ms = 300\nrecovery_grace_ms = 2000\n\
+         prepare_deadline_ms = 1000\nlease_ms = 1500\n"
+    );
+    for (i, url) in shards().urls.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[shards]]\nname = \"s{}\"\nurl = \"{url}\"\n",
+            i + 1
+        ));
+    }
+    text
+}
+
+async fn exec(client: &Client, sql: &str) {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Creates `table` through the proxy and seeds it with rows `v = 'seed'`; returns one key on
+/// each shard, in shard order.
+async fn seeded_table(client: &Client, table: &str) -> Vec<i64> {
+    exec(
+        client,
+        &format!(
+            "CREATE SHARDED TABLE {table} (id bigint PRIMARY KEY, v text) \
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
+        ),
+    )
+    .await;
+    // One row per statement: each commits on its own shard, so no fail point fires.
+    for id in 1..=60 {
+        exec(
+            client,
+            &format!("INSERT INTO {table} VALUES ({id}, 'seed')"),
+        )
+        .await;
+    }
+    let mut keys = Vec::new();
+    for i in 0..SHARDS {
+        let key: Option<i64> = shards()
+            .connect(i)
+            .await
+            .query_one(&format!("SELECT min(id) FROM {table}"), &[])
+            .await
+            .expect("a key on the shard")
+            .get(0);
+        keys.push(key.unwrap_or_else(|| panic!("no key of 1..=60 on shard {i}")));
+    }
+    keys
+}
+
+/// One block updating each key's row (one per shard) to `value`, then COMMIT.
+async fn write_everywhere(
+    client: &Client,
+    table: &str,
+    keys: &[i64],
+    value: &str,
+) -> Result<(), tokio_postgres::Error> {
+    client.simple_query("BEGIN").await?;
+    for key in keys {
+        client
+            .simple_query(&format!(
+                "UPDATE {table} SET v = '{value}' WHERE id = {key}"
+            ))
+            .await?;
+    }
+    client.simple_query("COMMIT").await.map(drop)
+}
+
+/// The gids prepared on shard `i`.
+async fn prepared_on(i: usize) -> Vec<String> {
+    shards()
+        .connect(i)
+        .await
+        .query(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()",
+            &[],
+        )
+        .await
+        .expect("pg_prepared_xacts")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+async fn prepared_everywhere() -> Vec<Vec<String>> {
+    let mut all = Vec::new();
+    for i in 0..SHARDS {
+        all.push(prepared_on(i).await);
+    }
+    all
+}
+
+/// Waits until no shard holds a prepared transaction; then each key's value, read on its shard.
+async fn settled(table: &str, keys: &[i64]) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let prepared = prepared_everywhere().await;
+        if prepared.iter().all(Vec::is_empty) {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "still prepared after {DEADLINE:?}: {prepared:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut values = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let value: String = shards()
+            .connect(i)
+            .await
+            .query_one(&format!("SELECT v FROM {table} WHERE id = $1"), &[key])
+            .await
+            .expect("the row")
+            .get(0);
+        values.push(value);
+    }
+    values
+}
+
+/// The proxy dies by `point`'s SIGKILL during a COMMIT over every shard, leaving `prepared`
+/// shards with the transaction prepared; restarted, it settles every shard on `outcome`.
+async fn killed_during_commit(point: &str, table: &str, prepared: usize, outcome: &str) {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = Proxy::start(dir.path(), Some(&format!("{point}=kill"))).await;
+    let client = proxy.connect().await;
+    let keys = seeded_table(&client, table).await;
+
+    let err = write_everywhere(&client, table, &keys, "txn")
+        .await
+        .expect_err("the proxy dies in the COMMIT");
+    assert!(
+        err.as_db_error().is_none(),
+        "the COMMIT was answered: {err}"
+    );
+    proxy.wait_killed().await;
+    assert!(
+        proxy.output().contains(point),
+        "the kill was not {point}'s:\n{}",
+        proxy.output()
+    );
+    // Where the point stopped the commit: on how many shards the transaction waits prepared.
+    let left: Vec<Vec<String>> = prepared_everywhere().await;
+    assert_eq!(
+        left.iter().filter(|gids| !gids.is_empty()).count(),
+        prepared,
+        "prepared after the kill at {point}: {left:?}"
+    );
+
+    let proxy = Proxy::start(dir.path(), None).await;
+    assert_eq!(
+        settled(table, &keys).await,
+        vec![outcome; SHARDS],
+        "after recovery\n{}",
+        proxy.output()
+    );
+    // The restarted proxy commits over every shard again.
+    let client = proxy.connect().await;
+    write_everywhere(&client, table, &keys, "again")
+        .await
+        .expect("COMMIT after the restart");
+    assert_eq!(settled(table, &keys).await, vec!["again"; SHARDS]);
+}
+
+#[tokio::test]
+async fn killed_after_the_first_prepare_rolls_back_everywhere() {
+    killed_during_commit("commit.after_first_prepare", "crash_prep", 1, "seed").await;
+}
+
+#[tokio::test]
+async fn killed_after_the_decision_commits_everywhere() {
+    killed_during_commit("commit.after_decision", "crash_decided", SHARDS, "txn").await;
+}
+
+#[tokio::test]
+async fn killed_between_commit_prepareds_commits_everywhere() {
+    killed_during_commit(
+        "commit.between_commit_prepared",
+        "crash_half",
+        SHARDS - 1,
+        "txn",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_acknowledged_commit_survives_a_kill_of_the_proxy() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = Proxy::start(dir.path(), None).await;
+    let keys = seeded_table(&proxy.connect().await, "crash_acked").await;
+    let updates: String = keys
+        .iter()
+        .map(|k| format!("UPDATE crash_acked SET v = 'acked' WHERE id = {k};\n"))
+        .collect();
+    let out = common::psql(
+        &proxy.conn_string(),
+        &[],
+        &format!("BEGIN;\n{updates}COMMIT;\n"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().any(|l| l == "COMMIT"),
+        "psql: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // At once, as kill -9 would: the acknowledgement must not depend on anything still to run.
+    proxy.child.kill().expect("SIGKILL the proxy");
+    proxy.wait_killed().await;
+
+    let _proxy = Proxy::start(dir.path(), None).await;
+    assert_eq!(settled("crash_acked", &keys).await, vec!["acked"; SHARDS]);
+}
+
+/// Whether shard `i` has `table`.
+async fn has_table(i: usize, table: &str) -> bool {
+    shards()
+        .connect(i)
+        .await
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .expect("to_regclass")
+        .get(0)
+}
+
+/// The proxy dies by `point`'s SIGKILL in the two-phase commit of a CREATE SHARDED TABLE over
+/// every shard; restarted, it settles the table on every shard (`created`) or on none, and the
+/// name works again: DROP TABLE clears what is left, and CREATE succeeds.
+async fn killed_during_ddl(point: &str, table: &str, prepared: usize, created: bool) {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = Proxy::start(dir.path(), Some(&format!("{point}=kill"))).await;
+    let create = format!(
+        "CREATE SHARDED TABLE {table} (id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
+    );
+    let err = proxy
+        .connect()
+        .await
+        .simple_query(&create)
+        .await
+        .expect_err("the proxy dies in the CREATE");
+    assert!(
+        err.as_db_error().is_none(),
+        "the CREATE was answered: {err}"
+    );
+    proxy.wait_killed().await;
+    let left = prepared_everywhere().await;
+    assert_eq!(
+        left.iter().filter(|gids| !gids.is_empty()).count(),
+        prepared,
+        "prepared after the kill at {point}: {left:?}"
+    );
+
+    let proxy = Proxy::start(dir.path(), None).await;
+    settled(table, &[]).await;
+    for i in 0..SHARDS {
+        assert_eq!(has_table(i, table).await, created, "{table} on shard {i}");
+    }
+    let client = proxy.connect().await;
+    // Nobody marked the entry ACTIVE: the table is refused until DROP TABLE clears it.
+    let refused = client
+        .simple_query(&format!("INSERT INTO {table} VALUES (1, 'x')"))
+        .await
+        .expect_err("a CREATING table is refused");
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE),
+        "{refused}"
+    );
+    exec(&client, &format!("DROP TABLE {table}")).await;
+    exec(&client, &create).await;
+    for i in 0..SHARDS {
+        assert!(has_table(i, table).await, "{table} on shard {i}");
+    }
+}
+
+#[tokio::test]
+async fn ddl_killed_after_the_first_prepare_creates_nothing() {
+    killed_during_ddl("ddl.after_first_prepare", "crash_ddl_prep", 1, false).await;
+}
+
+#[tokio::test]
+async fn ddl_killed_after_the_decision_creates_everywhere() {
+    killed_during_ddl("ddl.after_decision", "crash_ddl_decided", SHARDS, true).await;
+}
+
+#[tokio::test]
+async fn ddl_killed_between_commit_prepareds_creates_everywhere() {
+    killed_during_ddl(
+        "ddl.between_commit_prepared",
+        "crash_ddl_half",
+        SHARDS - 1,
+        true,
+    )
+    .await;
+}
+
+/// A participant shard crashes while the proxy is held at `point` of a COMMIT over every
+/// shard; the commit then goes on, the shard comes back, and recovery runs. The decision was
+/// recorded before the crash, so every shard ends committed; the client may have been told so,
+/// or that the outcome is unknown, but never that the transaction failed.
+async fn shard_crash_during_commit(point: &str, table: &str) {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let marker = dir.path().join("paused");
+    let proxy = Proxy::start(
+        dir.path(),
+        Some(&format!("{point}=pause({})", marker.display())),
+    )
+    .await;
+    let client = proxy.connect().await;
+    let keys = seeded_table(&client, table).await;
+    client.simple_query("BEGIN").await.expect("BEGIN");
+    for key in &keys {
+        exec(
+            &client,
+            &format!("UPDATE {table} SET v = 'txn' WHERE id = {key}"),
+        )
+        .await;
+    }
+    let commit = tokio::spawn(async move { client.simple_query("COMMIT").await.map(drop) });
+    let started = Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{point} not reached:\n{}",
+            proxy.output()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // A shard still holding the transaction prepared, and not the first: it holds the catalog,
+    // whose loss is another story.
+    let mut victim = None;
+    for i in 1..SHARDS {
+        if !prepared_on(i).await.is_empty() {
+            victim = Some(i);
+            break;
+        }
+    }
+    let victim = victim.expect("a participant still prepared");
+    let cluster = &shards().clusters[victim];
+    tokio::task::spawn_blocking(move || cluster.stop(StopMode::Immediate))
+        .await
+        .expect("pg_ctl stop")
+        .expect("stop the shard");
+    std::fs::remove_file(&marker).expect("release the fail point");
+
+    let told = tokio::time::timeout(DEADLINE, commit)
+        .await
+        .expect("the COMMIT is answered or the connection ends")
+        .expect("COMMIT task");
+    tokio::task::spawn_blocking(move || cluster.start())
+        .await
+        .expect("pg_ctl start")
+        .expect("restart the shard");
+
+    let values = settled(table, &keys).await;
+    eprintln!("{point}, shard {victim} crashed: client told {told:?}; shards show {values:?}");
+    // No answer at all (the connection ended) tells the client nothing, so it matches any end.
+    if let Some(code) = told.as_ref().err().and_then(|e| e.code()) {
+        assert_eq!(
+            code,
+            &SqlState::TRANSACTION_RESOLUTION_UNKNOWN,
+            "the client was told the commit failed: {told:?}"
+        );
+    }
+    assert_eq!(values, vec!["txn"; SHARDS], "\n{}", proxy.output());
+}
+
+#[tokio::test]
+async fn a_shard_crash_between_commit_prepareds_ends_committed() {
+    shard_crash_during_commit("commit.between_commit_prepared", "crash_shard_half").await;
+}
+
+#[tokio::test]
+async fn a_shard_crash_after_the_decision_ends_committed() {
+    shard_crash_during_commit("commit.after_decision", "crash_shard_decided").await;
+}
