@@ -229,13 +229,24 @@ impl Session {
         verb: &str,
     ) -> Result<Vec<ShardId>, SessionError> {
         let sql = format!("{verb} PREPARED {}", gid.sql_literal());
-        let answers = self.ask(participants, &sql).await?;
-        Ok(participants
-            .iter()
-            .zip(answers)
-            .filter(|(_, a)| a.error.is_some())
-            .map(|(&i, _)| self.parked[i].conn.shard)
-            .collect())
+        let answers = self.ask_each(participants, &sql).await;
+        let mut unconfirmed = Vec::new();
+        for (&i, answer) in participants.iter().zip(answers) {
+            let confirmed = match answer {
+                Ok(a) => a.error.is_none(),
+                Err(e) => {
+                    // The prepared transaction is the coordinator's now, not the session's:
+                    // it is finished over a control connection, and the lost one is dropped.
+                    tracing::warn!(parent: &self.span, %gid, error = %e, "a participant's connection was lost during {verb} PREPARED");
+                    self.parked[i].tx_status = b'I';
+                    false
+                }
+            };
+            if !confirmed {
+                unconfirmed.push(self.parked[i].conn.shard);
+            }
+        }
+        Ok(unconfirmed)
     }
 
     /// Ends every open participant's block with `sql` (ROLLBACK).
@@ -247,44 +258,51 @@ impl Session {
     }
 
     /// Sends `sql` to the parked connections at `at` at once, then reads each answer up to its
-    /// ReadyForQuery, noting its transaction status.
-    pub(super) async fn ask(
-        &mut self,
-        at: &[usize],
-        sql: &str,
-    ) -> Result<Vec<Answer>, SessionError> {
+    /// ReadyForQuery, noting its transaction status. A lost connection fails the whole call.
+    pub(super) async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, SessionError> {
+        let answers = self.ask_each(at, sql).await;
+        let mut out = Vec::with_capacity(answers.len());
+        for answer in answers {
+            out.push(answer?);
+        }
+        Ok(out)
+    }
+
+    /// [`Session::ask`], each connection on its own: a lost one is marked broken and its
+    /// error returned in its place, while the others are still asked and read.
+    async fn ask_each(&mut self, at: &[usize], sql: &str) -> Vec<Result<Answer, SessionError>> {
         let mut query = BytesMut::new();
         protocol::query(&mut query, sql);
         let order = at.to_vec();
         let mut conns = self.parked.conns_at(&order);
-        let result = async {
-            for conn in conns.iter_mut() {
-                // A simple query drops the backend's unnamed statement.
-                conn.unnamed = None;
-                tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query).await?;
-            }
-            let mut answers = Vec::with_capacity(conns.len());
-            for conn in conns.iter_mut() {
-                answers.push(read_answer(conn).await?);
-            }
-            Ok::<_, BackendError>(answers)
+        let mut sent = Vec::with_capacity(conns.len());
+        for conn in conns.iter_mut() {
+            // A simple query drops the backend's unnamed statement.
+            conn.unnamed = None;
+            sent.push(tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query).await);
         }
-        .await;
+        let mut answers = Vec::with_capacity(conns.len());
+        for (conn, sent) in conns.iter_mut().zip(sent) {
+            answers.push(match sent {
+                Ok(()) => read_answer(conn).await,
+                Err(e) => Err(e.into()),
+            });
+        }
         drop(conns);
-        match result {
-            Ok(answers) => {
-                for (&i, (_, status)) in order.iter().zip(&answers) {
-                    self.parked[i].tx_status = *status;
+        order
+            .iter()
+            .zip(answers)
+            .map(|(&i, answer)| match answer {
+                Ok((answer, status)) => {
+                    self.parked[i].tx_status = status;
+                    Ok(answer)
                 }
-                Ok(answers.into_iter().map(|(a, _)| a).collect())
-            }
-            Err(e) => {
-                for &i in &order {
+                Err(e) => {
                     self.parked[i].conn.conn.broken = true;
+                    Err(e.into())
                 }
-                Err(e.into())
-            }
-        }
+            })
+            .collect()
     }
 }
 
