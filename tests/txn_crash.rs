@@ -524,3 +524,64 @@ async fn a_shard_crash_between_commit_prepareds_ends_committed() {
 async fn a_shard_crash_after_the_decision_ends_committed() {
     shard_crash_during_commit("commit.after_decision", "crash_shard_decided").await;
 }
+
+/// The proxy killed in the middle of a family move (rows deleted on the old shard, not yet
+/// inserted on the new): nothing was prepared, so every shard rolls back when its connection
+/// goes; the account and its orders are where they were, once, and nowhere else.
+#[tokio::test]
+async fn killed_mid_family_move_loses_nothing() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = Proxy::start(dir.path(), Some("move.mid_family=kill")).await;
+    let client = proxy.connect().await;
+    let keys = seeded_table(&client, "crash_mv_acc").await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE crash_mv_ord (n int, id bigint NOT NULL, \
+           CONSTRAINT crash_mv_ord_pk PRIMARY KEY (id, n), \
+           CONSTRAINT crash_mv_ord_fk FOREIGN KEY (id) REFERENCES crash_mv_acc (id)) \
+         PARTITION BY REFERENCE (crash_mv_ord_fk)",
+    )
+    .await;
+    exec(&client, "ALTER TABLE crash_mv_ord ENABLE ROW MOVEMENT").await;
+    exec(&client, "ALTER TABLE crash_mv_acc ENABLE ROW MOVEMENT").await;
+    let (from, to) = (keys[0], keys[1]);
+    exec(&client, &format!("DELETE FROM crash_mv_acc WHERE id = {to}")).await;
+    for n in 1..=3 {
+        exec(
+            &client,
+            &format!("INSERT INTO crash_mv_ord VALUES ({n}, {from})"),
+        )
+        .await;
+    }
+    let err = client
+        .simple_query(&format!(
+            "UPDATE crash_mv_acc SET id = {to} WHERE id = {from}"
+        ))
+        .await
+        .expect_err("the proxy dies mid-move");
+    assert!(err.as_db_error().is_none(), "the UPDATE was answered: {err}");
+    proxy.wait_killed().await;
+    assert!(proxy.output().contains("move.mid_family"), "{}", proxy.output());
+
+    let _proxy = Proxy::start(dir.path(), None).await;
+    let mut accounts = Vec::new();
+    let mut orders = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let count = |sql: String| {
+            let c = &c;
+            async move { c.query_one(&sql, &[]).await.expect("count").get::<_, i64>(0) }
+        };
+        accounts.push(count(format!("SELECT count(*) FROM crash_mv_acc WHERE id = {from}")).await);
+        orders.push(count(format!("SELECT count(*) FROM crash_mv_ord WHERE id = {from}")).await);
+        assert_eq!(
+            count(format!("SELECT count(*) FROM crash_mv_acc WHERE id = {to}")).await,
+            0,
+            "shard {i} has the half-moved row"
+        );
+    }
+    assert_eq!(accounts, vec![1, 0, 0], "the account stays on its shard, once");
+    assert_eq!(orders, vec![3, 0, 0], "its orders with it");
+    assert!(prepared_everywhere().await.iter().all(Vec::is_empty));
+}

@@ -299,6 +299,15 @@ impl Session {
             }
         }
 
+        // Deleted at their old place, not yet inserted at the new one: the transaction holds
+        // the only copy, and a crash here must lose nothing.
+        if !inserts.is_empty() {
+            crate::failpoint::fail_point!(
+                self.ctx.failpoints,
+                crate::failpoint::FailPoint::MoveMidFamily
+            );
+        }
+
         // 4. The moved rows on their new shards, each table after its parent.
         let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
         for (&target, tables) in &inserts {
