@@ -430,3 +430,73 @@ async fn a_family_root_moves_with_its_children_and_grandchildren() {
     assert_eq!(counts("mv_orders").await.iter().sum::<i64>(), 6);
     assert_eq!(counts("mv_lineitems").await.iter().sum::<i64>(), 12);
 }
+
+/// A transaction spanning shards waits for a lock at most `lock_timeout_ms`: a deadlock whose
+/// waits are on different shards is invisible to each PostgreSQL, so the wait ends with 55P03
+/// and the block fails, rolling back everything it did on every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_wait_in_a_transaction_over_several_shards_times_out() {
+    common::use_shards(SHARDS);
+    let proxy = common::TestProxy::start_with(|c| c.transactions.lock_timeout_ms = 300);
+    let holder = proxy.connect().await;
+    let waiter = proxy.connect().await;
+    exec(
+        &holder,
+        "CREATE SHARDED TABLE mv_locks (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await;
+    let (first, _, other, _) = seeded(&holder, "mv_locks").await;
+    holder.simple_query("BEGIN").await.expect("begin");
+    holder
+        .simple_query(&format!(
+            "UPDATE mv_locks SET v = 'held' WHERE cust_id = {other}"
+        ))
+        .await
+        .expect("lock the row");
+
+    waiter.simple_query("BEGIN").await.expect("begin");
+    waiter
+        .simple_query(&format!(
+            "UPDATE mv_locks SET v = 'mine' WHERE cust_id = {first}"
+        ))
+        .await
+        .expect("first shard");
+    let err = waiter
+        .simple_query(&format!(
+            "UPDATE mv_locks SET v = 'mine' WHERE cust_id = {other}"
+        ))
+        .await
+        .expect_err("the wait on the second shard ends");
+    assert_eq!(code(&err), SqlState::LOCK_NOT_AVAILABLE, "{err:?}");
+    let commit = waiter.simple_query("COMMIT").await.expect("commit answers");
+    assert!(
+        commit
+            .iter()
+            .any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::CommandComplete(_))),
+        "COMMIT of a failed block"
+    );
+    holder.simple_query("COMMIT").await.expect("holder commits");
+    let v: Vec<String> = {
+        let mut out = Vec::new();
+        for i in 0..SHARDS {
+            let c = shards().connect(i).await;
+            for row in c
+                .query(
+                    &format!("SELECT v FROM mv_locks WHERE cust_id = {first}"),
+                    &[],
+                )
+                .await
+                .expect("row")
+            {
+                out.push(row.get(0));
+            }
+        }
+        out
+    };
+    assert_eq!(
+        v,
+        vec![format!("v{first}")],
+        "the failed block changed nothing"
+    );
+}

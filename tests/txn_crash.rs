@@ -546,7 +546,11 @@ async fn killed_mid_family_move_loses_nothing() {
     exec(&client, "ALTER TABLE crash_mv_ord ENABLE ROW MOVEMENT").await;
     exec(&client, "ALTER TABLE crash_mv_acc ENABLE ROW MOVEMENT").await;
     let (from, to) = (keys[0], keys[1]);
-    exec(&client, &format!("DELETE FROM crash_mv_acc WHERE id = {to}")).await;
+    exec(
+        &client,
+        &format!("DELETE FROM crash_mv_acc WHERE id = {to}"),
+    )
+    .await;
     for n in 1..=3 {
         exec(
             &client,
@@ -560,9 +564,16 @@ async fn killed_mid_family_move_loses_nothing() {
         ))
         .await
         .expect_err("the proxy dies mid-move");
-    assert!(err.as_db_error().is_none(), "the UPDATE was answered: {err}");
+    assert!(
+        err.as_db_error().is_none(),
+        "the UPDATE was answered: {err}"
+    );
     proxy.wait_killed().await;
-    assert!(proxy.output().contains("move.mid_family"), "{}", proxy.output());
+    assert!(
+        proxy.output().contains("move.mid_family"),
+        "{}",
+        proxy.output()
+    );
 
     let _proxy = Proxy::start(dir.path(), None).await;
     let mut accounts = Vec::new();
@@ -571,17 +582,36 @@ async fn killed_mid_family_move_loses_nothing() {
         let c = shards().connect(i).await;
         let count = |sql: String| {
             let c = &c;
-            async move { c.query_one(&sql, &[]).await.expect("count").get::<_, i64>(0) }
+            async move {
+                c.query_one(&sql, &[])
+                    .await
+                    .expect("count")
+                    .get::<_, i64>(0)
+            }
         };
-        accounts.push(count(format!("SELECT count(*) FROM crash_mv_acc WHERE id = {from}")).await);
-        orders.push(count(format!("SELECT count(*) FROM crash_mv_ord WHERE id = {from}")).await);
+        accounts.push(
+            count(format!(
+                "SELECT count(*) FROM crash_mv_acc WHERE id = {from}"
+            ))
+            .await,
+        );
+        orders.push(
+            count(format!(
+                "SELECT count(*) FROM crash_mv_ord WHERE id = {from}"
+            ))
+            .await,
+        );
         assert_eq!(
             count(format!("SELECT count(*) FROM crash_mv_acc WHERE id = {to}")).await,
             0,
             "shard {i} has the half-moved row"
         );
     }
-    assert_eq!(accounts, vec![1, 0, 0], "the account stays on its shard, once");
+    assert_eq!(
+        accounts,
+        vec![1, 0, 0],
+        "the account stays on its shard, once"
+    );
     assert_eq!(orders, vec![3, 0, 0], "its orders with it");
     assert!(prepared_everywhere().await.iter().all(Vec::is_empty));
 }

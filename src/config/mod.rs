@@ -55,7 +55,8 @@ pub struct TransactionsConfig {
     #[serde(default = "default_lease_ms")]
     pub lease_ms: u64,
     /// `lock_timeout` of the shard sessions of transactions that span shards and of row
-    /// movement: PostgreSQL cannot see a deadlock whose waits are on different shards.
+    /// movement: PostgreSQL cannot see a deadlock whose waits are on different shards. 0 turns
+    /// it off.
     #[serde(default = "default_lock_timeout_ms")]
     pub lock_timeout_ms: u64,
 }

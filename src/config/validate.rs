@@ -128,7 +128,6 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         ("transactions.recovery_grace_ms", t.recovery_grace_ms),
         ("transactions.prepare_deadline_ms", t.prepare_deadline_ms),
         ("transactions.lease_ms", t.lease_ms),
-        ("transactions.lock_timeout_ms", t.lock_timeout_ms),
     ] {
         if value == 0 {
             return Err(bad(key.into(), "must be at least 1".into()));

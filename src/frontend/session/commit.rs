@@ -115,7 +115,13 @@ impl Session {
     /// Opens a block on the parked connections at `at`, for a statement that must commit on
     /// all of them or none.
     pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {
-        self.ask(at, "BEGIN").await.map(drop)
+        let bound_waits = self.bound_lock_waits();
+        let begin = if at.len() > 1 && !bound_waits.is_empty() {
+            format!("BEGIN; {bound_waits}")
+        } else {
+            "BEGIN".into()
+        };
+        self.ask(at, &begin).await.map(drop)
     }
 
     /// Commits every parked participant of the block, atomically.
@@ -259,7 +265,11 @@ impl Session {
 
     /// Sends `sql` to the parked connections at `at` at once, then reads each answer up to its
     /// ReadyForQuery, noting its transaction status. A lost connection fails the whole call.
-    pub(super) async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, SessionError> {
+    pub(super) async fn ask(
+        &mut self,
+        at: &[usize],
+        sql: &str,
+    ) -> Result<Vec<Answer>, SessionError> {
         let answers = self.ask_each(at, sql).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {

@@ -69,6 +69,17 @@ impl Session {
             self.make_current(link);
             return Ok(());
         }
+        let bound_waits = self.bound_lock_waits();
+        if in_block && !bound_waits.is_empty() {
+            // The block is about to span shards: a lock wait on one shard may now be part of
+            // a deadlock no shard can see, so every participant's waits end.
+            let alone: Vec<usize> = (0..self.parked.len())
+                .filter(|&i| self.parked[i].tx_status == b'T')
+                .collect();
+            if alone.len() == 1 {
+                self.ask(&alone, &bound_waits).await?;
+            }
+        }
         self.acquire(shard).await?;
         if in_block {
             let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
@@ -82,11 +93,25 @@ impl Session {
                     protocol::query(&mut link.out, &savepoint);
                     self.pipeline.push(Pending::Internal, &mut self.cout);
                 }
+                if !bound_waits.is_empty() {
+                    protocol::query(&mut link.out, &bound_waits);
+                    self.pipeline.push(Pending::Internal, &mut self.cout);
+                }
                 // The block is open there once BEGIN answers; until then it counts as open.
                 link.tx_status = b'T';
             }
         }
         Ok(())
+    }
+
+    /// The statement that bounds lock waits in a transaction spanning shards (`[transactions]
+    /// lock_timeout_ms`; empty when 0 turns it off). Set for the transaction only: the
+    /// session's own setting is back after it.
+    pub(super) fn bound_lock_waits(&self) -> String {
+        match self.ctx.config.transactions.lock_timeout_ms {
+            0 => String::new(),
+            ms => format!("SET LOCAL lock_timeout = '{ms}ms'"),
+        }
     }
 
     /// Sends what is queued for the current connection and passes on every answer the client
