@@ -21,142 +21,26 @@
 #![cfg(feature = "failpoints")]
 
 mod common;
+mod process_common;
 
-use std::fs::File;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{shards, use_shards, APP};
-use shardwire::failpoint::ENV_VAR;
-use shardwire::pgcluster::{free_port, StopMode};
+use common::shards;
+use process_common::Proxy;
+use shardwire::pgcluster::StopMode;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 const SHARDS: usize = 3;
-/// The signal number Linux gives SIGKILL (`kill -l KILL`).
-const SIGKILL: i32 = 9;
 /// How long anything a test waits for may take.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The `shardwire` binary serving in front of [`shards()`], with its output in a file.
-struct Proxy {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Proxy {
-    /// Starts the binary on a configuration of its own in `dir`, with `failpoints` as
-    /// `SHARDWIRE_FAILPOINTS`, and waits until it accepts clients.
-    async fn start(dir: &Path, failpoints: Option<&str>) -> Proxy {
-        use_shards(SHARDS);
-        let port = free_port().expect("free port");
-        let config = dir.join(format!("shardwire-{port}.toml"));
-        std::fs::write(&config, config_text(port)).expect("write config");
-        let log = dir.join(format!("proxy-{port}.log"));
-        let out = File::create(&log).expect("proxy log");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_shardwire"));
-        command
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .env_remove(ENV_VAR)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log handle"))
-            .stderr(out);
-        if let Some(failpoints) = failpoints {
-            command.env(ENV_VAR, failpoints);
-        }
-        let mut proxy = Proxy {
-            child: command.spawn().expect("spawn shardwire"),
-            port,
-            log,
-        };
-        let started = Instant::now();
-        while !proxy.output().contains("shardwire is accepting clients") {
-            if let Some(status) = proxy.child.try_wait().expect("proxy status") {
-                panic!("proxy exited ({status}) at start:\n{}", proxy.output());
-            }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "proxy not ready:\n{}",
-                proxy.output()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        proxy
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn conn_string(&self) -> String {
-        format!(
-            "host=127.0.0.1 port={} user={APP} password={APP} dbname={APP} sslmode=disable",
-            self.port
-        )
-    }
-
-    async fn connect(&self) -> Client {
-        let (client, conn) = tokio_postgres::connect(&self.conn_string(), NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connect to proxy: {e}\n{}", self.output()));
-        tokio::spawn(conn);
-        client
-    }
-
-    /// Waits for the process to end, which it must by SIGKILL: its fail point's or ours.
-    async fn wait_killed(&mut self) {
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("proxy status") {
-                break status;
-            }
-            assert!(
-                started.elapsed() < DEADLINE,
-                "proxy still running:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        assert_eq!(
-            status.signal(),
-            Some(SIGKILL),
-            "proxy ended with {status}, not by SIGKILL:\n{}",
-            self.output()
-        );
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn config_text(port: u16) -> String {
-    let mut text = format!(
-        "[proxy]\nlisten = \"127.0.0.1:{port}\"\ndatabase = \"{APP}\"\n\n\
-         [[users]]\nname = \"{APP}\"\npassword = \"{APP}\"\n\n\
-         [transactions]\nrecovery_interval_ms = 300\nrecovery_grace_ms = 2000\n\
-         prepare_deadline_ms = 1000\nlease_ms = 1500\n"
-    );
-    for (i, url) in shards().urls.iter().enumerate() {
-        text.push_str(&format!(
-            "\n[[shards]]\nname = \"s{}\"\nurl = \"{url}\"\n",
-            i + 1
-        ));
-    }
-    text
+/// The binary in front of this file's three shards.
+async fn start_proxy(dir: &std::path::Path, failpoints: Option<&str>) -> Proxy {
+    common::use_shards(SHARDS);
+    Proxy::start(dir, failpoints).await
 }
 
 async fn exec(client: &Client, sql: &str) {
@@ -274,7 +158,7 @@ async fn settled(table: &str, keys: &[i64]) -> Vec<String> {
 async fn killed_during_commit(point: &str, table: &str, prepared: usize, outcome: &str) {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut proxy = Proxy::start(dir.path(), Some(&format!("{point}=kill"))).await;
+    let mut proxy = start_proxy(dir.path(), Some(&format!("{point}=kill"))).await;
     let client = proxy.connect().await;
     let keys = seeded_table(&client, table).await;
 
@@ -299,7 +183,7 @@ async fn killed_during_commit(point: &str, table: &str, prepared: usize, outcome
         "prepared after the kill at {point}: {left:?}"
     );
 
-    let proxy = Proxy::start(dir.path(), None).await;
+    let proxy = start_proxy(dir.path(), None).await;
     assert_eq!(
         settled(table, &keys).await,
         vec![outcome; SHARDS],
@@ -339,7 +223,7 @@ async fn killed_between_commit_prepareds_commits_everywhere() {
 async fn an_acknowledged_commit_survives_a_kill_of_the_proxy() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut proxy = Proxy::start(dir.path(), None).await;
+    let mut proxy = start_proxy(dir.path(), None).await;
     let keys = seeded_table(&proxy.connect().await, "crash_acked").await;
     let updates: String = keys
         .iter()
@@ -357,10 +241,9 @@ async fn an_acknowledged_commit_survives_a_kill_of_the_proxy() {
         String::from_utf8_lossy(&out.stderr)
     );
     // At once, as kill -9 would: the acknowledgement must not depend on anything still to run.
-    proxy.child.kill().expect("SIGKILL the proxy");
-    proxy.wait_killed().await;
+    proxy.kill().await;
 
-    let _proxy = Proxy::start(dir.path(), None).await;
+    let _proxy = start_proxy(dir.path(), None).await;
     assert_eq!(settled("crash_acked", &keys).await, vec!["acked"; SHARDS]);
 }
 
@@ -381,7 +264,7 @@ async fn has_table(i: usize, table: &str) -> bool {
 async fn killed_during_ddl(point: &str, table: &str, prepared: usize, created: bool) {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut proxy = Proxy::start(dir.path(), Some(&format!("{point}=kill"))).await;
+    let mut proxy = start_proxy(dir.path(), Some(&format!("{point}=kill"))).await;
     let create = format!(
         "CREATE SHARDED TABLE {table} (id bigint PRIMARY KEY, v text) \
          PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
@@ -404,7 +287,7 @@ async fn killed_during_ddl(point: &str, table: &str, prepared: usize, created: b
         "prepared after the kill at {point}: {left:?}"
     );
 
-    let proxy = Proxy::start(dir.path(), None).await;
+    let proxy = start_proxy(dir.path(), None).await;
     settled(table, &[]).await;
     for i in 0..SHARDS {
         assert_eq!(has_table(i, table).await, created, "{table} on shard {i}");
@@ -456,7 +339,7 @@ async fn shard_crash_during_commit(point: &str, table: &str) {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let marker = dir.path().join("paused");
-    let proxy = Proxy::start(
+    let proxy = start_proxy(
         dir.path(),
         Some(&format!("{point}=pause({})", marker.display())),
     )
@@ -532,7 +415,7 @@ async fn a_shard_crash_after_the_decision_ends_committed() {
 async fn killed_mid_family_move_loses_nothing() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut proxy = Proxy::start(dir.path(), Some("move.mid_family=kill")).await;
+    let mut proxy = start_proxy(dir.path(), Some("move.mid_family=kill")).await;
     let client = proxy.connect().await;
     let keys = seeded_table(&client, "crash_mv_acc").await;
     exec(
@@ -575,7 +458,7 @@ async fn killed_mid_family_move_loses_nothing() {
         proxy.output()
     );
 
-    let _proxy = Proxy::start(dir.path(), None).await;
+    let _proxy = start_proxy(dir.path(), None).await;
     let mut accounts = Vec::new();
     let mut orders = Vec::new();
     for i in 0..SHARDS {
