@@ -6,8 +6,8 @@
 //! account exists exactly once across all shards and its balance is the sum of its ledger rows,
 //! every ledger row is on its account's shard, and no prepared transaction outlives recovery.
 //!
-//! `BANK_SECONDS=300 cargo test --test bank` is the long version (scripts/bank.sh runs it with a
-//! shard crash too).
+//! scripts/bank.sh is the long version: minutes, a kill every 30 s, and a shard crashed with
+//! `pg_ctl stop -m immediate` half-way (`BANK_SECONDS`, `BANK_KILL_EVERY`, `BANK_SHARD_CRASH`).
 
 mod common;
 mod process_common;
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::shards;
 use process_common::Proxy;
+use shardwire::pgcluster::StopMode;
 use tokio_postgres::{Client, NoTls};
 
 const SHARDS: usize = 4;
@@ -234,10 +235,34 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
         .collect();
     let started = Instant::now();
     let run = Duration::from_secs(seconds);
+    // The long version (scripts/bank.sh) kills every `BANK_KILL_EVERY` seconds and crashes a
+    // shard (not the catalog's) once, half-way.
+    let kill_every = std::env::var("BANK_KILL_EVERY")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(run / 3, Duration::from_secs);
+    let crash_shard = std::env::var("BANK_SHARD_CRASH").is_ok_and(|v| v == "1");
     let mut kills = 0;
+    let mut crashed = false;
+    let mut next_kill = kill_every;
     while started.elapsed() < run {
-        tokio::time::sleep(run / 3).await;
-        if kills < 2 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if crash_shard && !crashed && started.elapsed() >= run / 2 {
+            crashed = true;
+            let cluster = &shards().clusters[SHARDS - 1];
+            tokio::task::spawn_blocking(move || cluster.stop(StopMode::Immediate))
+                .await
+                .expect("pg_ctl stop")
+                .expect("crash a shard");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::task::spawn_blocking(move || cluster.start())
+                .await
+                .expect("pg_ctl start")
+                .expect("restart the shard");
+        }
+        if started.elapsed() >= next_kill && (kills < 2 || std::env::var("BANK_KILL_EVERY").is_ok())
+        {
+            next_kill += kill_every;
             proxy.kill().await;
             kills += 1;
             // The restarted proxy listens where the clients reconnect.
@@ -250,7 +275,8 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
     }
     let t = &*tally;
     eprintln!(
-        "bank: {} transfers acknowledged of {} tried, {} moves, {} failed statements, {kills} kills",
+        "bank: {seconds} s, {} transfers acknowledged of {} tried, {} moves, {} failed \
+         statements, {kills} kills, shard crash: {crashed}",
         t.transfers_acked.load(Ordering::Relaxed),
         t.transfers_tried.load(Ordering::Relaxed),
         t.moves_acked.load(Ordering::Relaxed),
