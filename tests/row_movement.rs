@@ -500,3 +500,47 @@ async fn a_lock_wait_in_a_transaction_over_several_shards_times_out() {
         "the failed block changed nothing"
     );
 }
+
+/// The same moves through psql (simple protocol, as a person types them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_moves_a_row_and_reports_ora_14402() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_psql (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO ENABLE ROW MOVEMENT",
+    )
+    .await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_psql_off (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await;
+    let (first, _, other, placement) = seeded(&client, "mv_psql").await;
+    for id in [first, other] {
+        exec(&client, &format!("INSERT INTO mv_psql_off VALUES ({id}, 'off')")).await;
+    }
+    exec(&client, &format!("DELETE FROM mv_psql WHERE cust_id = {other}")).await;
+    exec(&client, &format!("DELETE FROM mv_psql_off WHERE cust_id = {other}")).await;
+    let out = proxy.psql(&format!(
+        "UPDATE mv_psql SET cust_id = {other} WHERE cust_id = {first} RETURNING cust_id, v;\n\
+         UPDATE mv_psql_off SET cust_id = {other} WHERE cust_id = {first};\n"
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains(&format!(" {other} | v{first}")), "{stdout}");
+    assert!(stdout.contains("UPDATE 1"), "{stdout}");
+    assert!(
+        stderr.contains("ORA-14402: updating partition key column would cause a partition change"),
+        "{stderr}"
+    );
+    assert_eq!(
+        shards_of("mv_psql", "cust_id", other).await,
+        vec![placement[other as usize - 1]]
+    );
+    assert!(shards_of("mv_psql", "cust_id", first).await.is_empty());
+    assert_eq!(shards_of("mv_psql_off", "cust_id", first).await.len(), 1);
+    assert!(shards_of("mv_psql_off", "cust_id", other).await.is_empty());
+}
