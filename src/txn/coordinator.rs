@@ -9,9 +9,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use super::control::{ConnectError, ControlPools, ShardPool};
-use super::decision_log::{self, Decision};
+use super::decision_log::{self, CommitRecord, Decision};
 use super::error::TxnError;
 use super::gid::{Gid, GidGenerator};
+use super::in_flight::{InFlight, InFlightGuard, Phase};
+use super::lease::Incarnation;
 use super::TxnSettings;
 use crate::model::ShardId;
 
@@ -52,6 +54,7 @@ pub struct Coordinator {
     gids: GidGenerator,
     /// `max_prepared_transactions` of each shard as last checked; `None` when not known.
     prepared_capacity: RwLock<Vec<Option<i32>>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl Coordinator {
@@ -67,12 +70,35 @@ impl Coordinator {
             settings,
             gids,
             prepared_capacity: RwLock::new(vec![None; shards]),
+            in_flight: Arc::default(),
         })
     }
 
     pub fn gids(&self) -> &GidGenerator {
         &self.gids
     }
+
+    /// The proxy process whose gids this coordinator hands out.
+    pub fn incarnation(&self) -> Incarnation {
+        self.gids.incarnation()
+    }
+
+    /// The transactions this coordinator's proxy is committing now.
+    pub fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+
+    /// Registers a distributed transaction over `shards` as in flight until the guard is
+    /// dropped; every two-phase commit holds one from before its first PREPARE until it is
+    /// finished or left to recovery, so that this proxy's recovery keeps its hands off it.
+    pub fn register(&self, gid: &Gid, shards: &[ShardId]) -> InFlightGuard {
+        let names = shards
+            .iter()
+            .map(|s| self.pools.shard(*s).label.name.clone())
+            .collect();
+        self.in_flight.register(gid, names)
+    }
+
 
     /// Reads `max_prepared_transactions` on every shard and remembers it: a shard with 0 makes
     /// multi-shard work fail at once, with an error naming it. Returns the problems found (also
@@ -167,6 +193,7 @@ impl Coordinator {
         let participants: Vec<ShardId> = work.iter().map(|(s, _)| *s).collect();
         self.ensure_can_prepare(&participants)?;
         let gid = self.gids.next_gid();
+        let _in_flight = self.register(&gid, &participants);
         let shards: Vec<&ShardPool> = work.iter().map(|(s, _)| self.pools.shard(*s)).collect();
 
         let prepared = join_all(
@@ -294,6 +321,7 @@ impl Coordinator {
     /// is rolled back, except `ResolutionUnknown`, where nothing may be touched.
     async fn decide_commit(&self, shards: &[&ShardPool], gid: &Gid) -> Result<(), TxnError> {
         let participants: Vec<String> = shards.iter().map(|s| s.label.name.clone()).collect();
+        self.in_flight.set_phase(gid, Phase::Deciding);
         let recorded = match self.pools.catalog().get().await {
             Ok(conn) => decision_log::record_commit(&conn, gid, &participants).await,
             Err(e) => {
@@ -303,10 +331,18 @@ impl Coordinator {
             }
         };
         match recorded {
-            Ok(true) => Ok(()),
-            Ok(false) => {
+            Ok(CommitRecord::Recorded) => {
+                self.in_flight.set_phase(gid, Phase::Committing);
+                Ok(())
+            }
+            Ok(CommitRecord::AlreadyDecided) => {
                 self.roll_back_prepared(shards, gid).await;
                 Err(TxnError::AbortedByRecovery { gid: gid.clone() })
+            }
+            Ok(CommitRecord::LeaseExpired) => {
+                tracing::warn!(%gid, "lease expired before the commit decision; rolling back");
+                self.roll_back_prepared(shards, gid).await;
+                Err(TxnError::LeaseExpired { gid: gid.clone() })
             }
             // The server answered with an error: the autocommit INSERT did not commit.
             Err(e) if e.as_db_error().is_some() => {
@@ -347,6 +383,7 @@ impl Coordinator {
     /// Best effort: a prepared transaction left behind has no commit record, so recovery rolls
     /// it back.
     async fn roll_back_prepared(&self, shards: &[&ShardPool], gid: &Gid) {
+        self.in_flight.set_phase(gid, Phase::RollingBack);
         join_all(shards.iter().map(|shard| async move {
             if let Err(e) = finish_prepared(shard, gid, Decision::Abort).await {
                 tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");
