@@ -654,6 +654,37 @@ async fn shard_without_prepared_transactions_is_named() {
         .await
         .expect("single-shard work");
     assert_eq!(outcome.commit, Commit::OnePhase);
+
+    // Reconfigured and restarted: the next control connection to s2 (a recovery pass makes
+    // one) reads the setting again, with no new check_shards and no proxy restart.
+    let set_capacity = |n: u32| {
+        let url = own.url();
+        async move {
+            connect(&url)
+                .await
+                .batch_execute(&format!("ALTER SYSTEM SET max_prepared_transactions = {n}"))
+                .await
+                .expect("alter system");
+        }
+    };
+    set_capacity(8).await;
+    stop(&own, StopMode::Fast).await;
+    start(&own).await;
+    f.recovery.run_once().await.expect("recovery pass");
+    f.coordinator
+        .ensure_can_prepare(&[S1, S2])
+        .expect("s2 can prepare now");
+    let drop_it = "DROP TABLE txn_noprep";
+    f.coordinator
+        .run(vec![(S1, stmts(&[create])), (S2, stmts(&[drop_it]))])
+        .await
+        .expect("two-phase commit with s2");
+    set_capacity(0).await;
+    stop(&own, StopMode::Fast).await;
+    start(&own).await;
+    f.recovery.run_once().await.expect("recovery pass");
+    let err = f.coordinator.ensure_can_prepare(&[S1, S2]).expect_err("off again");
+    assert!(is_disabled_on_s2(&err), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

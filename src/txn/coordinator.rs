@@ -1,7 +1,7 @@
 //! The two-phase-commit coordinator: one unit of work over several shards, committed on all of
 //! them or on none (DESIGN.md §4).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
@@ -52,8 +52,6 @@ pub struct Coordinator {
     pools: Arc<ControlPools>,
     settings: TxnSettings,
     gids: GidGenerator,
-    /// `max_prepared_transactions` of each shard as last checked; `None` when not known.
-    prepared_capacity: RwLock<Vec<Option<i32>>>,
     in_flight: Arc<InFlight>,
 }
 
@@ -64,12 +62,10 @@ impl Coordinator {
         gids: GidGenerator,
     ) -> Result<Coordinator, TxnError> {
         settings.validate()?;
-        let shards = pools.shards().len();
         Ok(Coordinator {
             pools,
             settings,
             gids,
-            prepared_capacity: RwLock::new(vec![None; shards]),
             in_flight: Arc::default(),
         })
     }
@@ -99,42 +95,29 @@ impl Coordinator {
         self.in_flight.register(gid, names)
     }
 
-
-    /// Reads `max_prepared_transactions` on every shard and remembers it: a shard with 0 makes
-    /// multi-shard work fail at once, with an error naming it. Returns the problems found (also
-    /// logged); a shard that cannot be reached is checked again on the next call.
+    /// Reads `max_prepared_transactions` on every shard (the control pools read it again on
+    /// every connection they make): a shard with 0 makes multi-shard work fail at once, with an
+    /// error naming it. Returns the problems found (also logged); a shard that cannot be
+    /// reached is read when a control connection to it is next made.
     pub async fn check_shards(&self) -> Vec<TxnError> {
         let checks = join_all(self.pools.shards().iter().map(|shard| async move {
             let conn = shard.pool.get().await?;
-            let row = conn
-                .query_one(
-                    "SELECT current_setting('max_prepared_transactions')::int4",
-                    &[],
-                )
+            let n = shard
+                .prepared_capacity
+                .read(&shard.label.name, &conn)
                 .await?;
-            Ok::<i32, ConnectError>(row.get(0))
+            Ok::<i32, ConnectError>(n)
         }))
         .await;
         let mut problems = Vec::new();
-        let mut capacity = self
-            .prepared_capacity
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
         for (shard, check) in self.pools.shards().iter().zip(checks) {
-            let known = match check {
-                Ok(0) => {
-                    problems.push(TxnError::PreparedTransactionsDisabled {
-                        shard: shard.label.clone(),
-                    });
-                    Some(0)
-                }
-                Ok(n) => Some(n),
-                Err(e) => {
-                    problems.push(TxnError::on_shard(&shard.label, e));
-                    None
-                }
-            };
-            capacity[shard.label.id.index()] = known;
+            match check {
+                Ok(0) => problems.push(TxnError::PreparedTransactionsDisabled {
+                    shard: shard.label.clone(),
+                }),
+                Ok(_) => {}
+                Err(e) => problems.push(TxnError::on_shard(&shard.label, e)),
+            }
         }
         for problem in &problems {
             tracing::error!(error = %problem, "shard check failed");
@@ -266,11 +249,8 @@ impl Coordinator {
     /// Refuses a two-phase commit over `shards` at once when one of them cannot prepare
     /// transactions (as last checked).
     pub fn ensure_can_prepare(&self, shards: &[ShardId]) -> Result<(), TxnError> {
-        let capacity = self
-            .prepared_capacity
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        match shards.iter().find(|s| capacity[s.index()] == Some(0)) {
+        let disabled = |s: &&ShardId| self.pools.shard(**s).prepared_capacity.get() == Some(0);
+        match shards.iter().find(disabled) {
             Some(shard) => Err(TxnError::PreparedTransactionsDisabled {
                 shard: self.pools.shard(*shard).label.clone(),
             }),
