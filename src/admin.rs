@@ -266,13 +266,13 @@ impl Owners<'_> {
         let lease = if whose == self.me {
             Some("this proxy")
         } else {
-            self.leases.map(|leases| {
-                match leases.iter().find(|l| l.incarnation == whose) {
+            self.leases.map(
+                |leases| match leases.iter().find(|l| l.incarnation == whose) {
                     Some(l) if l.live => "live",
                     Some(_) => "expired",
                     None => "none",
-                }
-            })
+                },
+            )
         };
         [Some(whose.to_string()), lease.map(str::to_owned)]
     }
@@ -284,7 +284,10 @@ impl Owners<'_> {
 /// record in the catalog (a record outlives its transaction until all participants confirmed).
 /// A shard or catalog that cannot be asked gets a row saying so, so the answer never looks
 /// complete when it is not.
-pub async fn transactions(control: &ControlPools, coordinator: &Coordinator) -> (ResultSet, String) {
+pub async fn transactions(
+    control: &ControlPools,
+    coordinator: &Coordinator,
+) -> (ResultSet, String) {
     let mut rs = transactions_columns();
     let catalog = control.catalog().get().await;
     // Every record, however old: the retention only marks which ones recovery may forget.

@@ -83,7 +83,8 @@ impl Fixture {
         ensure_decision_log(&pools).await.expect("decision log");
         let cluster = ClusterTag::new(tag).expect("tag");
         let gids = GidGenerator::with_identity(cluster.clone(), ProxyId::new("p1").unwrap(), 7);
-        let coordinator = Coordinator::new(pools.clone(), settings.clone(), gids).expect("settings");
+        let coordinator =
+            Coordinator::new(pools.clone(), settings.clone(), gids).expect("settings");
         // The coordinator decides commit only under a live lease, as a proxy's does.
         Lease::new(pools.clone(), coordinator.incarnation(), settings.lease)
             .take()
@@ -683,7 +684,10 @@ async fn shard_without_prepared_transactions_is_named() {
     stop(&own, StopMode::Fast).await;
     start(&own).await;
     f.recovery.run_once().await.expect("recovery pass");
-    let err = f.coordinator.ensure_can_prepare(&[S1, S2]).expect_err("off again");
+    let err = f
+        .coordinator
+        .ensure_can_prepare(&[S1, S2])
+        .expect_err("off again");
     assert!(is_disabled_on_s2(&err), "{err}");
 }
 

@@ -96,12 +96,12 @@ impl TxnError {
             TxnError::PreparedTransactionsDisabled { .. } => {
                 SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
             }
-            TxnError::DecisionLog { source } | TxnError::Lease { source, .. } => match source
-                .db_error()
-            {
-                Some(db) => db.code().clone(),
-                None => SqlState::CONNECTION_FAILURE,
-            },
+            TxnError::DecisionLog { source } | TxnError::Lease { source, .. } => {
+                match source.db_error() {
+                    Some(db) => db.code().clone(),
+                    None => SqlState::CONNECTION_FAILURE,
+                }
+            }
             TxnError::ResolutionUnknown { .. } | TxnError::CommitUnknown { .. } => {
                 SqlState::TRANSACTION_RESOLUTION_UNKNOWN
             }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use super::control::{ConnectError, ControlPools, ShardPool};
 use super::coordinator::finish_prepared;
-use super::decision_log::{self, Decision, DecisionRecord};
 use super::coordinator::Coordinator;
+use super::decision_log::{self, Decision, DecisionRecord};
 use super::error::TxnError;
 use super::gid::{ClusterTag, Gid};
 use super::in_flight::InFlight;
