@@ -25,7 +25,8 @@
 //! - [`backend`]: our own backend connections (startup, md5/SCRAM) pooled by bb8, with a stack
 //!   of just-returned connections in front for the per-transaction checkout.
 //! - [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard.
-//! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
+//! - [`txn`]: two-phase commit over several shards, its decision log, each proxy's lease and
+//!   in-flight registry, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
 //! - [`dev`]: the `shardwire dev` command.
