@@ -253,8 +253,9 @@ fn transactions_columns() -> ResultSet {
 }
 
 /// Who may finish a gid, as recovery sees it: its coordinator is this proxy, or another with a
-/// `live` lease; with an `expired` lease or `none`, any proxy's recovery finishes it. NULL when
-/// the leases could not be read.
+/// `live` lease; with an `expired` lease or `none`, any proxy's recovery finishes it; a gid of
+/// `other cluster` (another catalog's proxies) is never touched by ours. NULL when the leases
+/// could not be read.
 struct Owners<'a> {
     me: Incarnation,
     leases: Option<&'a [LeaseRecord]>,
@@ -265,6 +266,8 @@ impl Owners<'_> {
         let whose = Incarnation::of(gid);
         let lease = if whose == self.me {
             Some("this proxy")
+        } else if whose.cluster != self.me.cluster {
+            Some("other cluster")
         } else {
             self.leases.map(
                 |leases| match leases.iter().find(|l| l.incarnation == whose) {
@@ -296,7 +299,9 @@ pub async fn transactions(
             let records = decision_log::list(conn, std::time::Duration::from_secs(86_400))
                 .await
                 .map_err(|e| pg_error_text(&e));
-            let leases = lease::list(conn, None).await.ok();
+            let leases = lease::list(conn, Some(coordinator.gids().cluster()))
+                .await
+                .ok();
             (records, leases)
         }
         Err(e) => (Err(e.to_string()), None),

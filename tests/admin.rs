@@ -83,8 +83,8 @@ async fn show_transactions_lists_prepared_and_decided_transactions() {
         out.contains(&format!("{gid}|decided commit|s1,s2|")),
         "{out}"
     );
-    // Its coordinator, and that no lease protects it: any proxy's recovery may finish it.
-    let owner = format!("|{}|none", Incarnation::of(&gid));
+    // Its coordinator, of another cluster than the proxy's: its recovery never touches it.
+    let owner = format!("|{}|other cluster", Incarnation::of(&gid));
     assert_eq!(
         out.lines().filter(|l| l.contains(&owner)).count(),
         2,

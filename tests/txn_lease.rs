@@ -73,7 +73,7 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn start(catalog_url: &str) -> Proxy {
+    fn start(catalog_url: &str, lease_ms: u64) -> Proxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let mut text = format!(
@@ -81,7 +81,7 @@ impl Proxy {
              [[users]]\nname = \"{APP}\"\npassword = \"{APP}\"\n\
              [catalog]\nurl = \"{catalog_url}\"\n\
              [transactions]\nrecovery_interval_ms = 200\nrecovery_grace_ms = 1200\n\
-             prepare_deadline_ms = 800\nlease_ms = {LEASE_MS}\n"
+             prepare_deadline_ms = 800\nlease_ms = {lease_ms}\n"
         );
         for (i, url) in shards().urls.iter().enumerate() {
             text.push_str(&format!(
@@ -270,8 +270,8 @@ const WAITING_DECISION: &str = "FROM pg_stat_activity WHERE wait_event_type = 'L
 /// holds A's commit decision on a lock in the catalog until A is crashed. Returns B, the gid,
 /// and the session still holding the lock.
 async fn prepare_on_a_then_crash(catalog: &OwnCluster, table: &str) -> (Proxy, String, Client) {
-    let a = Proxy::start(&catalog.url());
-    let b = Proxy::start(&catalog.url());
+    let a = Proxy::start(&catalog.url(), LEASE_MS);
+    let b = Proxy::start(&catalog.url(), LEASE_MS);
     let cluster = a.cluster();
     let client = a.connect().await;
     client
@@ -438,4 +438,53 @@ async fn an_abandoned_transaction_decided_commit_is_committed_once_the_lease_exp
     )
     .await;
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_whose_lease_lapsed_rolls_back_instead_of_committing() {
+    let catalog = OwnCluster::start("lease-lapsed");
+    // Renewed at start, then not for 20 s: the test expires it by hand meanwhile.
+    let proxy = Proxy::start(&catalog.url(), 60_000);
+    let cluster = proxy.cluster();
+    let client = proxy.connect().await;
+    client
+        .batch_execute("CREATE DUPLICATED TABLE lease_lapsed (id int PRIMARY KEY)")
+        .await
+        .expect("create");
+    let cat = connect(&catalog.url()).await;
+    cat.batch_execute(
+        "UPDATE shardwire_catalog.proxy_lease SET expires_at = now() - interval '1 second'",
+    )
+    .await
+    .expect("expire the lease");
+
+    let err = client
+        .batch_execute("INSERT INTO lease_lapsed VALUES (1)")
+        .await
+        .expect_err("no commit without a lease");
+    assert_eq!(
+        err.code(),
+        Some(&tokio_postgres::error::SqlState::TRANSACTION_ROLLBACK),
+        "{err:?}"
+    );
+    assert!(format!("{err:?}").contains("lease"), "{err:?}");
+    for i in 0..2 {
+        assert_eq!(count(i, "lease_lapsed").await, 0, "shard {i} committed");
+        assert!(prepared(i, &cluster).await.is_empty(), "shard {i} kept it");
+    }
+    let recorded: i64 = cat
+        .query_one("SELECT count(*) FROM shardwire_catalog.txn_decision", &[])
+        .await
+        .expect("decision log")
+        .get(0);
+    assert_eq!(recorded, 0, "a decision was recorded");
+    // The session goes on, and the proxy lists nothing in flight any more.
+    // (Other tests' transactions on the shared shards are listed too, as another cluster's.)
+    let left = show_transactions(&client).await;
+    assert!(
+        left.iter()
+            .all(|r| r[5].as_deref() == Some("other cluster")),
+        "{left:?}"
+    );
+    proxy.stop().await;
 }
