@@ -7,7 +7,8 @@ use crate::catalog::{Catalog, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
 use crate::protocol::{ColumnType, ResultSet};
 use crate::sql::classify::{is_blank, keyword, leading_words_and_rest};
-use crate::txn::{decision_log, ControlPools, Gid};
+use crate::txn::lease::{self, LeaseRecord};
+use crate::txn::{decision_log, ControlPools, Coordinator, Gid, Incarnation};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminCommand {
@@ -246,15 +247,81 @@ fn transactions_columns() -> ResultSet {
         ("state", ColumnType::Text),
         ("participants", ColumnType::Text),
         ("age_seconds", ColumnType::Int8),
+        ("coordinator", ColumnType::Text),
+        ("lease", ColumnType::Text),
     ])
 }
 
-/// SHOW TRANSACTIONS: the distributed transactions that are not finished — every shard's
-/// prepared transactions with a shardwire gid, and every decision record in the catalog (a
-/// record outlives its transaction until all participants confirmed). A shard or catalog that
-/// cannot be asked gets a row saying so, so the answer never looks complete when it is not.
-pub async fn transactions(control: &ControlPools) -> (ResultSet, String) {
+/// Who may finish a gid, as recovery sees it: its coordinator is this proxy, or another with a
+/// `live` lease; with an `expired` lease or `none`, any proxy's recovery finishes it; a gid of
+/// `other cluster` (another catalog's proxies) is never touched by ours. NULL when the leases
+/// could not be read.
+struct Owners<'a> {
+    me: Incarnation,
+    leases: Option<&'a [LeaseRecord]>,
+}
+
+impl Owners<'_> {
+    fn columns(&self, gid: &Gid) -> [Option<String>; 2] {
+        let whose = Incarnation::of(gid);
+        let lease = if whose == self.me {
+            Some("this proxy")
+        } else if whose.cluster != self.me.cluster {
+            Some("other cluster")
+        } else {
+            self.leases.map(
+                |leases| match leases.iter().find(|l| l.incarnation == whose) {
+                    Some(l) if l.live => "live",
+                    Some(_) => "expired",
+                    None => "none",
+                },
+            )
+        };
+        [Some(whose.to_string()), lease.map(str::to_owned)]
+    }
+}
+
+/// SHOW TRANSACTIONS: the distributed transactions that are not finished — those this proxy is
+/// committing now (state `preparing`, `deciding`, `committing` or `rolling back`, age by this
+/// proxy's clock), every shard's prepared transactions with a shardwire gid, and every decision
+/// record in the catalog (a record outlives its transaction until all participants confirmed).
+/// A shard or catalog that cannot be asked gets a row saying so, so the answer never looks
+/// complete when it is not.
+pub async fn transactions(
+    control: &ControlPools,
+    coordinator: &Coordinator,
+) -> (ResultSet, String) {
     let mut rs = transactions_columns();
+    let catalog = control.catalog().get().await;
+    // Every record, however old: the retention only marks which ones recovery may forget.
+    let (records, leases) = match &catalog {
+        Ok(conn) => {
+            let records = decision_log::list(conn, std::time::Duration::from_secs(86_400))
+                .await
+                .map_err(|e| pg_error_text(&e));
+            let leases = lease::list(conn, Some(coordinator.gids().cluster()))
+                .await
+                .ok();
+            (records, leases)
+        }
+        Err(e) => (Err(e.to_string()), None),
+    };
+    drop(catalog);
+    let owners = Owners {
+        me: coordinator.incarnation(),
+        leases: leases.as_deref(),
+    };
+    for t in coordinator.in_flight().list() {
+        let [whose, lease] = owners.columns(&t.gid);
+        rs.push(vec![
+            Some(t.gid.to_string()),
+            Some(t.phase.as_str().into()),
+            Some(t.participants.join(",")),
+            Some(t.age.as_secs().to_string()),
+            whose,
+            lease,
+        ]);
+    }
     for shard in control.shards() {
         let rows = match shard.pool.get().await {
             Ok(conn) => conn
@@ -270,16 +337,19 @@ pub async fn transactions(control: &ControlPools) -> (ResultSet, String) {
         match rows {
             Ok(rows) => {
                 for row in rows {
-                    let gid: String = row.get(0);
-                    if gid.parse::<Gid>().is_ok() {
-                        let age: i64 = row.get(1);
-                        rs.push(vec![
-                            Some(gid),
-                            Some("prepared".into()),
-                            Some(shard.label.name.clone()),
-                            Some(age.to_string()),
-                        ]);
-                    }
+                    let Ok(gid) = row.get::<_, &str>(0).parse::<Gid>() else {
+                        continue;
+                    };
+                    let age: i64 = row.get(1);
+                    let [whose, lease] = owners.columns(&gid);
+                    rs.push(vec![
+                        Some(gid.to_string()),
+                        Some("prepared".into()),
+                        Some(shard.label.name.clone()),
+                        Some(age.to_string()),
+                        whose,
+                        lease,
+                    ]);
                 }
             }
             Err(e) => rs.push(vec![
@@ -287,30 +357,30 @@ pub async fn transactions(control: &ControlPools) -> (ResultSet, String) {
                 Some(format!("shard {} unreachable: {e}", shard.label.name)),
                 Some(shard.label.name.clone()),
                 None,
+                None,
+                None,
             ]),
         }
     }
-    let records = match control.catalog().get().await {
-        // Every record, however old: the retention only marks which ones recovery may forget.
-        Ok(conn) => decision_log::list(&conn, std::time::Duration::from_secs(86_400))
-            .await
-            .map_err(|e| pg_error_text(&e)),
-        Err(e) => Err(e.to_string()),
-    };
     match records {
         Ok(records) => {
             for r in records {
+                let [whose, lease] = owners.columns(&r.gid);
                 rs.push(vec![
                     Some(r.gid.to_string()),
                     Some(format!("decided {}", r.decision)),
                     Some(r.participants.join(",")),
                     None,
+                    whose,
+                    lease,
                 ]);
             }
         }
         Err(e) => rs.push(vec![
             None,
             Some(format!("catalog unreachable: {e}")),
+            None,
+            None,
             None,
             None,
         ]),

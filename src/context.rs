@@ -16,7 +16,8 @@ use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
 use crate::metrics::Metrics;
 use crate::txn::{
-    ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Recovery, TxnSettings,
+    ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Lease, Recovery,
+    TxnSettings,
 };
 
 /// Everything sessions share.
@@ -41,11 +42,13 @@ pub struct ServerCtx {
     /// Where crash tests stop or kill the proxy (nothing without the `failpoints` feature).
     pub failpoints: FailPoints,
     recovery: Arc<Recovery>,
+    lease: Arc<Lease>,
 }
 
 impl ServerCtx {
-    /// Opens the catalog (creating or migrating it), readies the transaction layer and finishes
-    /// in-doubt transactions left by an earlier run, before any client is accepted.
+    /// Opens the catalog (creating or migrating it), readies the transaction layer, takes this
+    /// process's lease and finishes in-doubt transactions left by an earlier run, before any
+    /// client is accepted.
     pub async fn start(
         config: Arc<Config>,
         failpoints: FailPoints,
@@ -58,24 +61,40 @@ impl ServerCtx {
         let coordinator = Coordinator::new(
             control.clone(),
             settings.clone(),
-            GidGenerator::new(cluster.clone()),
+            GidGenerator::new(cluster),
         )?
         .with_failpoints(failpoints.clone());
+        let lease = Lease::new(control.clone(), coordinator.incarnation(), settings.lease);
+        lease.take().await?;
         for problem in coordinator.check_shards().await {
             tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
         }
-        let recovery = Recovery::new(control.clone(), settings, cluster)?;
+        let recovery = Recovery::new(control.clone(), settings, &coordinator)?;
         match recovery.run_once().await {
             Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
             Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
         }
-        Self::assemble(config, catalog, control, coordinator, recovery, failpoints)
+        Self::assemble(
+            config,
+            catalog,
+            control,
+            coordinator,
+            recovery,
+            lease,
+            failpoints,
+        )
     }
 
     /// The periodic pass over in-doubt transactions, which the accept loop runs beside the
     /// sessions; sessions themselves never need it.
     pub(crate) fn recovery(&self) -> &Arc<Recovery> {
         &self.recovery
+    }
+
+    /// This process's lease, which the accept loop renews beside the sessions and gives up when
+    /// it stops.
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
     }
 
     /// What the DDL executor works with.
@@ -94,6 +113,7 @@ impl ServerCtx {
         control: Arc<ControlPools>,
         coordinator: Coordinator,
         recovery: Recovery,
+        lease: Lease,
         failpoints: FailPoints,
     ) -> Result<ServerCtx, StartError> {
         let users = Arc::new(Users::new(&config));
@@ -104,6 +124,7 @@ impl ServerCtx {
             control,
             coordinator,
             recovery: Arc::new(recovery),
+            lease: Arc::new(lease),
             pools: Pools::new(&config),
             auth_mechanism: users.mechanism(),
             users,

@@ -27,7 +27,8 @@
 //! - [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard.
 //! - [`movement`]: the statements that move rows whose sharding key an UPDATE changed, with
 //!   their family's rows, to the shard that owns the new key.
-//! - [`txn`]: two-phase commit over several shards, its decision log, in-doubt recovery.
+//! - [`txn`]: two-phase commit over several shards, its decision log, each proxy's lease and
+//!   in-flight registry, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
 //! - [`dev`]: the `shardwire dev` command.

@@ -40,6 +40,11 @@ pub async fn run(
         let stop = stop.clone();
         tokio::spawn(async move { recovery.run_until(stop.cancelled()).await })
     };
+    let lease_renewal = {
+        let lease = ctx.lease().clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { lease.renew_until(stop.cancelled()).await })
+    };
     let pool_sweeper = {
         let ctx = ctx.clone();
         let stop = stop.clone();
@@ -72,6 +77,11 @@ pub async fn run(
     let _ = catalog_watcher.await;
     let _ = recovery.await;
     let _ = pool_sweeper.await;
+    let _ = lease_renewal.await;
+    // Last: no session of ours is left to finish what is prepared, so others may at once.
+    if let Err(e) = ctx.lease().release().await {
+        tracing::warn!(error = %e, "cannot give up the lease; it expires by itself");
+    }
     tracing::info!("shardwire stopped");
     Ok(())
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{shards, TestProxy};
-use shardwire::txn::{ClusterTag, GidGenerator};
+use shardwire::txn::{ClusterTag, GidGenerator, Incarnation};
 
 fn psql_rows(proxy: &TestProxy, sql: &str) -> String {
     let out = common::psql(&proxy.conn_string(), &["-A", "-t"], &format!("{sql}\n"));
@@ -81,6 +81,13 @@ async fn show_transactions_lists_prepared_and_decided_transactions() {
     assert!(out.contains(&format!("{gid}|prepared|s2|")), "{out}");
     assert!(
         out.contains(&format!("{gid}|decided commit|s1,s2|")),
+        "{out}"
+    );
+    // Its coordinator, of another cluster than the proxy's: its recovery never touches it.
+    let owner = format!("|{}|other cluster", Incarnation::of(&gid));
+    assert_eq!(
+        out.lines().filter(|l| l.contains(&owner)).count(),
+        2,
         "{out}"
     );
 

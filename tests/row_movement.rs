@@ -520,10 +520,22 @@ async fn psql_moves_a_row_and_reports_ora_14402() {
     .await;
     let (first, _, other, placement) = seeded(&client, "mv_psql").await;
     for id in [first, other] {
-        exec(&client, &format!("INSERT INTO mv_psql_off VALUES ({id}, 'off')")).await;
+        exec(
+            &client,
+            &format!("INSERT INTO mv_psql_off VALUES ({id}, 'off')"),
+        )
+        .await;
     }
-    exec(&client, &format!("DELETE FROM mv_psql WHERE cust_id = {other}")).await;
-    exec(&client, &format!("DELETE FROM mv_psql_off WHERE cust_id = {other}")).await;
+    exec(
+        &client,
+        &format!("DELETE FROM mv_psql WHERE cust_id = {other}"),
+    )
+    .await;
+    exec(
+        &client,
+        &format!("DELETE FROM mv_psql_off WHERE cust_id = {other}"),
+    )
+    .await;
     let out = proxy.psql(&format!(
         "UPDATE mv_psql SET cust_id = {other} WHERE cust_id = {first} RETURNING cust_id, v;\n\
          UPDATE mv_psql_off SET cust_id = {other} WHERE cust_id = {first};\n"

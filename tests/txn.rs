@@ -13,7 +13,7 @@ use shardwire::model::ShardId;
 use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
 use shardwire::txn::coordinator::Commit;
 use shardwire::txn::{
-    ensure_decision_log, ClusterTag, ControlPools, Coordinator, Gid, GidGenerator, ProxyId,
+    ensure_decision_log, ClusterTag, ControlPools, Coordinator, Gid, GidGenerator, Lease, ProxyId,
     Recovery, TxnError, TxnSettings,
 };
 use tokio_postgres::error::SqlState;
@@ -32,6 +32,8 @@ fn quick_settings() -> TxnSettings {
         recovery_grace: Duration::from_secs(2),
         abort_record_retention: Duration::from_secs(3600),
         commit_attempts: 2,
+        // Taken once by the fixture; it must outlast the slowest test.
+        lease: Duration::from_secs(600),
         ..TxnSettings::default()
     }
 }
@@ -81,9 +83,16 @@ impl Fixture {
         ensure_decision_log(&pools).await.expect("decision log");
         let cluster = ClusterTag::new(tag).expect("tag");
         let gids = GidGenerator::with_identity(cluster.clone(), ProxyId::new("p1").unwrap(), 7);
+        let coordinator =
+            Coordinator::new(pools.clone(), settings.clone(), gids).expect("settings");
+        // The coordinator decides commit only under a live lease, as a proxy's does.
+        Lease::new(pools.clone(), coordinator.incarnation(), settings.lease)
+            .take()
+            .await
+            .expect("lease");
         Fixture {
-            coordinator: Coordinator::new(pools.clone(), settings.clone(), gids).expect("settings"),
-            recovery: Recovery::new(pools.clone(), settings, cluster.clone()).expect("settings"),
+            recovery: Recovery::new(pools.clone(), settings, &coordinator).expect("settings"),
+            coordinator,
             pools,
             cluster,
             catalog_url: catalog_url.unwrap_or_else(|| shard_urls[0].clone()),
@@ -312,6 +321,55 @@ async fn abort_recorded_first_makes_the_coordinator_roll_back() {
 }
 
 #[tokio::test]
+async fn an_expired_lease_means_no_commit_decision() {
+    let f = Fixture::new("tlease").await;
+    let catalog = f.catalog().await;
+    // As if the proxy had stalled past its lease: another proxy may be finishing its work.
+    catalog
+        .execute(
+            "UPDATE shardwire_catalog.proxy_lease SET expires_at = now() - interval '1 second' \
+             WHERE cluster = 'tlease'",
+            &[],
+        )
+        .await
+        .expect("expire the lease");
+    let create = "CREATE TABLE txn_lease (id int)";
+    let work = || vec![(S1, stmts(&[create])), (S2, stmts(&[create]))];
+    let err = f.coordinator.run(work()).await.expect_err("lease expired");
+    assert!(matches!(err, TxnError::LeaseExpired { .. }), "{err}");
+    assert_eq!(err.sqlstate(), SqlState::TRANSACTION_ROLLBACK);
+    for i in 0..2 {
+        assert!(!f.table_exists(i, "txn_lease").await, "shard {i} committed");
+        assert!(f.prepared(i).await.is_empty(), "shard {i} kept it prepared");
+    }
+    assert_eq!(f.decision(&f.gid(1)).await, None, "a decision was recorded");
+
+    // A lease that is gone altogether (removed by another proxy's recovery) is no better.
+    catalog
+        .execute(
+            "DELETE FROM shardwire_catalog.proxy_lease WHERE cluster = 'tlease'",
+            &[],
+        )
+        .await
+        .expect("remove the lease");
+    let err = f.coordinator.run(work()).await.expect_err("no lease");
+    assert!(matches!(err, TxnError::LeaseExpired { .. }), "{err}");
+    assert_eq!(f.decision(&f.gid(2)).await, None);
+
+    // Renewed, the same coordinator commits again.
+    Lease::new(
+        f.pools.clone(),
+        f.coordinator.incarnation(),
+        Duration::from_secs(60),
+    )
+    .take()
+    .await
+    .expect("lease");
+    f.coordinator.run(work()).await.expect("committed");
+    assert!(f.table_exists(0, "txn_lease").await && f.table_exists(1, "txn_lease").await);
+}
+
+#[tokio::test]
 async fn recovery_rolls_back_a_transaction_prepared_without_decision() {
     let f = Fixture::new("trollback").await;
     let gid = f.gid(1).to_string();
@@ -348,7 +406,7 @@ async fn recovery_rolls_back_a_transaction_prepared_without_decision() {
         abort_record_retention: Duration::ZERO,
         ..quick_settings()
     };
-    let recovery = Recovery::new(f.pools.clone(), settings, f.cluster.clone()).expect("settings");
+    let recovery = Recovery::new(f.pools.clone(), settings, &f.coordinator).expect("settings");
     let report = recovery.run_once().await.expect("recovery pass");
     assert_eq!(report.forgotten, vec![f.gid(1)]);
     assert_eq!(f.decision(&f.gid(1)).await, None);
@@ -597,6 +655,40 @@ async fn shard_without_prepared_transactions_is_named() {
         .await
         .expect("single-shard work");
     assert_eq!(outcome.commit, Commit::OnePhase);
+
+    // Reconfigured and restarted: the next control connection to s2 (a recovery pass makes
+    // one) reads the setting again, with no new check_shards and no proxy restart.
+    let set_capacity = |n: u32| {
+        let url = own.url();
+        async move {
+            connect(&url)
+                .await
+                .batch_execute(&format!("ALTER SYSTEM SET max_prepared_transactions = {n}"))
+                .await
+                .expect("alter system");
+        }
+    };
+    set_capacity(8).await;
+    stop(&own, StopMode::Fast).await;
+    start(&own).await;
+    f.recovery.run_once().await.expect("recovery pass");
+    f.coordinator
+        .ensure_can_prepare(&[S1, S2])
+        .expect("s2 can prepare now");
+    let drop_it = "DROP TABLE txn_noprep";
+    f.coordinator
+        .run(vec![(S1, stmts(&[create])), (S2, stmts(&[drop_it]))])
+        .await
+        .expect("two-phase commit with s2");
+    set_capacity(0).await;
+    stop(&own, StopMode::Fast).await;
+    start(&own).await;
+    f.recovery.run_once().await.expect("recovery pass");
+    let err = f
+        .coordinator
+        .ensure_can_prepare(&[S1, S2])
+        .expect_err("off again");
+    assert!(is_disabled_on_s2(&err), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

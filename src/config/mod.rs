@@ -43,7 +43,8 @@ pub struct TransactionsConfig {
     /// Pause between in-doubt recovery passes (one more runs before clients are accepted).
     #[serde(default = "default_recovery_interval_ms")]
     pub recovery_interval_ms: u64,
-    /// Recovery leaves a prepared transaction alone until it is this old by its shard's clock.
+    /// Recovery leaves a prepared transaction alone until it is this old by its shard's clock;
+    /// past it, one of another proxy stays alone while that proxy's lease is live.
     #[serde(default = "default_recovery_grace_ms")]
     pub recovery_grace_ms: u64,
     /// A coordinator that has not prepared every participant within this time rolls back

@@ -2,13 +2,16 @@
 //! the catalog database. Every session runs with a `lock_timeout`, because PostgreSQL cannot see
 //! a deadlock whose wait spans two shards; the timeout breaks it.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bb8::{ErrorSink, Pool, PooledConnection};
+use bb8::{CustomizeConnection, ErrorSink, Pool, PooledConnection};
 use bb8_postgres::PostgresConnectionManager;
 use tokio_postgres::error::{DbError, SqlState};
-use tokio_postgres::NoTls;
+use tokio_postgres::{Client, NoTls};
 
 use super::TxnSettings;
 use crate::config::{Config, Endpoint};
@@ -81,6 +84,81 @@ impl ErrorSink<tokio_postgres::Error> for LastError {
     }
 }
 
+/// A shard's `max_prepared_transactions` as last read: at start, and on every control
+/// connection made to it, so a shard that was down at start, or was reconfigured and restarted,
+/// is seen as it is now without restarting the proxy.
+#[derive(Debug)]
+pub struct PreparedCapacity(AtomicI64);
+
+const CAPACITY_UNKNOWN: i64 = -1;
+
+impl Default for PreparedCapacity {
+    fn default() -> Self {
+        PreparedCapacity(AtomicI64::new(CAPACITY_UNKNOWN))
+    }
+}
+
+impl PreparedCapacity {
+    pub fn get(&self) -> Option<i32> {
+        i32::try_from(self.0.load(Ordering::Relaxed)).ok()
+    }
+
+    /// Stores `now`; the value it replaces.
+    pub fn set(&self, now: Option<i32>) -> Option<i32> {
+        let stored = now.map_or(CAPACITY_UNKNOWN, i64::from);
+        i32::try_from(self.0.swap(stored, Ordering::Relaxed)).ok()
+    }
+
+    /// Reads the setting on `conn` and stores it; `None` (and nothing stored) when the query
+    /// fails.
+    pub(crate) async fn read(
+        &self,
+        shard: &str,
+        conn: &Client,
+    ) -> Result<i32, tokio_postgres::Error> {
+        let row = conn
+            .query_one(
+                "SELECT current_setting('max_prepared_transactions')::int4",
+                &[],
+            )
+            .await?;
+        let now: i32 = row.get(0);
+        match self.set(Some(now)) {
+            before if before == Some(now) => {}
+            _ if now == 0 => tracing::warn!(
+                shard,
+                "max_prepared_transactions = 0: multi-shard writes involving this shard will fail"
+            ),
+            Some(0) => tracing::info!(shard, now, "max_prepared_transactions is now enabled"),
+            _ => {}
+        }
+        Ok(now)
+    }
+}
+
+/// Reads `max_prepared_transactions` on each new control connection to a shard.
+#[derive(Debug)]
+struct ReadCapacity {
+    shard: String,
+    capacity: Arc<PreparedCapacity>,
+}
+
+impl CustomizeConnection<Client, tokio_postgres::Error> for ReadCapacity {
+    fn on_acquire<'a>(
+        &'a self,
+        conn: &'a mut Client,
+    ) -> Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>> {
+        Box::pin(async move {
+            // A failure here is the connection's, and shows on its first use; the connection
+            // is not refused for it.
+            if let Err(e) = self.capacity.read(&self.shard, conn).await {
+                tracing::debug!(shard = %self.shard, error = %e, "cannot read max_prepared_transactions");
+            }
+            Ok(())
+        })
+    }
+}
+
 /// One database's control pool.
 pub struct ControlPool {
     pool: Pool<Manager>,
@@ -89,7 +167,12 @@ pub struct ControlPool {
 }
 
 impl ControlPool {
-    fn new(endpoint: &Endpoint, settings: &TxnSettings, extra_options: &str) -> ControlPool {
+    fn new(
+        endpoint: &Endpoint,
+        settings: &TxnSettings,
+        extra_options: &str,
+        customizer: Option<Box<dyn CustomizeConnection<Client, tokio_postgres::Error>>>,
+    ) -> ControlPool {
         let mut pg = endpoint.pg_config();
         pg.connect_timeout(settings.connect_timeout)
             .options(format!(
@@ -98,12 +181,15 @@ impl ControlPool {
             ));
         let last_error = LastError::default();
         // Built lazily: a shard that is down at start must not keep the proxy from starting.
-        let pool = Pool::builder()
+        let mut builder = Pool::builder()
             .max_size(settings.pool_size)
             .min_idle(None)
             .connection_timeout(settings.connect_timeout)
-            .error_sink(Box::new(last_error.clone()))
-            .build_unchecked(PostgresConnectionManager::new(pg, NoTls));
+            .error_sink(Box::new(last_error.clone()));
+        if let Some(customizer) = customizer {
+            builder = builder.connection_customizer(customizer);
+        }
+        let pool = builder.build_unchecked(PostgresConnectionManager::new(pg, NoTls));
         ControlPool {
             pool,
             last_error,
@@ -131,6 +217,7 @@ impl ControlPool {
 pub struct ShardPool {
     pub label: ShardLabel,
     pub pool: ControlPool,
+    pub prepared_capacity: Arc<PreparedCapacity>,
 }
 
 /// The control pools of every configured shard and of the catalog.
@@ -146,12 +233,25 @@ impl ControlPools {
             .shards
             .iter()
             .enumerate()
-            .map(|(i, shard)| ShardPool {
-                label: ShardLabel {
-                    id: ShardId(i as u32),
-                    name: shard.name.clone(),
-                },
-                pool: ControlPool::new(&config.shard_endpoint(i), settings, ""),
+            .map(|(i, shard)| {
+                let capacity = Arc::new(PreparedCapacity::default());
+                let read = ReadCapacity {
+                    shard: shard.name.clone(),
+                    capacity: capacity.clone(),
+                };
+                ShardPool {
+                    label: ShardLabel {
+                        id: ShardId(i as u32),
+                        name: shard.name.clone(),
+                    },
+                    pool: ControlPool::new(
+                        &config.shard_endpoint(i),
+                        settings,
+                        "",
+                        Some(Box::new(read)),
+                    ),
+                    prepared_capacity: capacity,
+                }
             })
             .collect();
         ControlPools {
@@ -162,6 +262,7 @@ impl ControlPools {
                 &config.catalog_endpoint(),
                 settings,
                 " -c synchronous_commit=on",
+                None,
             ),
         }
     }

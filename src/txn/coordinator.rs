@@ -1,7 +1,7 @@
 //! The two-phase-commit coordinator: one unit of work over several shards, committed on all of
 //! them or on none (DESIGN.md §4).
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
@@ -9,9 +9,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 use super::control::{ConnectError, ControlPools, ShardPool};
-use super::decision_log::{self, Decision};
+use super::decision_log::{self, CommitRecord, Decision};
 use super::error::TxnError;
 use super::gid::{Gid, GidGenerator};
+use super::in_flight::{InFlight, InFlightGuard, Phase};
+use super::lease::Incarnation;
 use super::TxnSettings;
 use crate::failpoint::{fail_point, FailPoint, FailPoints};
 use crate::model::ShardId;
@@ -51,9 +53,8 @@ pub struct Coordinator {
     pools: Arc<ControlPools>,
     settings: TxnSettings,
     gids: GidGenerator,
-    /// `max_prepared_transactions` of each shard as last checked; `None` when not known.
-    prepared_capacity: RwLock<Vec<Option<i32>>>,
     failpoints: FailPoints,
+    in_flight: Arc<InFlight>,
 }
 
 impl Coordinator {
@@ -63,13 +64,12 @@ impl Coordinator {
         gids: GidGenerator,
     ) -> Result<Coordinator, TxnError> {
         settings.validate()?;
-        let shards = pools.shards().len();
         Ok(Coordinator {
             pools,
             settings,
             gids,
-            prepared_capacity: RwLock::new(vec![None; shards]),
             failpoints: FailPoints::none(),
+            in_flight: Arc::default(),
         })
     }
 
@@ -87,41 +87,50 @@ impl Coordinator {
         &self.gids
     }
 
-    /// Reads `max_prepared_transactions` on every shard and remembers it: a shard with 0 makes
-    /// multi-shard work fail at once, with an error naming it. Returns the problems found (also
-    /// logged); a shard that cannot be reached is checked again on the next call.
+    /// The proxy process whose gids this coordinator hands out.
+    pub fn incarnation(&self) -> Incarnation {
+        self.gids.incarnation()
+    }
+
+    /// The transactions this coordinator's proxy is committing now.
+    pub fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+
+    /// Registers a distributed transaction over `shards` as in flight until the guard is
+    /// dropped; every two-phase commit holds one from before its first PREPARE until it is
+    /// finished or left to recovery, so that this proxy's recovery keeps its hands off it.
+    pub fn register(&self, gid: &Gid, shards: &[ShardId]) -> InFlightGuard {
+        let names = shards
+            .iter()
+            .map(|s| self.pools.shard(*s).label.name.clone())
+            .collect();
+        self.in_flight.register(gid, names)
+    }
+
+    /// Reads `max_prepared_transactions` on every shard (the control pools read it again on
+    /// every connection they make): a shard with 0 makes multi-shard work fail at once, with an
+    /// error naming it. Returns the problems found (also logged); a shard that cannot be
+    /// reached is read when a control connection to it is next made.
     pub async fn check_shards(&self) -> Vec<TxnError> {
         let checks = join_all(self.pools.shards().iter().map(|shard| async move {
             let conn = shard.pool.get().await?;
-            let row = conn
-                .query_one(
-                    "SELECT current_setting('max_prepared_transactions')::int4",
-                    &[],
-                )
+            let n = shard
+                .prepared_capacity
+                .read(&shard.label.name, &conn)
                 .await?;
-            Ok::<i32, ConnectError>(row.get(0))
+            Ok::<i32, ConnectError>(n)
         }))
         .await;
         let mut problems = Vec::new();
-        let mut capacity = self
-            .prepared_capacity
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
         for (shard, check) in self.pools.shards().iter().zip(checks) {
-            let known = match check {
-                Ok(0) => {
-                    problems.push(TxnError::PreparedTransactionsDisabled {
-                        shard: shard.label.clone(),
-                    });
-                    Some(0)
-                }
-                Ok(n) => Some(n),
-                Err(e) => {
-                    problems.push(TxnError::on_shard(&shard.label, e));
-                    None
-                }
-            };
-            capacity[shard.label.id.index()] = known;
+            match check {
+                Ok(0) => problems.push(TxnError::PreparedTransactionsDisabled {
+                    shard: shard.label.clone(),
+                }),
+                Ok(_) => {}
+                Err(e) => problems.push(TxnError::on_shard(&shard.label, e)),
+            }
         }
         for problem in &problems {
             tracing::error!(error = %problem, "shard check failed");
@@ -180,6 +189,7 @@ impl Coordinator {
         let participants: Vec<ShardId> = work.iter().map(|(s, _)| *s).collect();
         self.ensure_can_prepare(&participants)?;
         let gid = self.gids.next_gid();
+        let _in_flight = self.register(&gid, &participants);
         let shards: Vec<&ShardPool> = work.iter().map(|(s, _)| self.pools.shard(*s)).collect();
 
         let prepared = self
@@ -262,11 +272,8 @@ impl Coordinator {
     /// Refuses a two-phase commit over `shards` at once when one of them cannot prepare
     /// transactions (as last checked).
     pub fn ensure_can_prepare(&self, shards: &[ShardId]) -> Result<(), TxnError> {
-        let capacity = self
-            .prepared_capacity
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        match shards.iter().find(|s| capacity[s.index()] == Some(0)) {
+        let disabled = |s: &&ShardId| self.pools.shard(**s).prepared_capacity.get() == Some(0);
+        match shards.iter().find(disabled) {
             Some(shard) => Err(TxnError::PreparedTransactionsDisabled {
                 shard: self.pools.shard(*shard).label.clone(),
             }),
@@ -317,6 +324,7 @@ impl Coordinator {
     /// is rolled back, except `ResolutionUnknown`, where nothing may be touched.
     async fn decide_commit(&self, shards: &[&ShardPool], gid: &Gid) -> Result<(), TxnError> {
         let participants: Vec<String> = shards.iter().map(|s| s.label.name.clone()).collect();
+        self.in_flight.set_phase(gid, Phase::Deciding);
         let recorded = match self.pools.catalog().get().await {
             Ok(conn) => decision_log::record_commit(&conn, gid, &participants).await,
             Err(e) => {
@@ -326,10 +334,18 @@ impl Coordinator {
             }
         };
         match recorded {
-            Ok(true) => Ok(()),
-            Ok(false) => {
+            Ok(CommitRecord::Recorded) => {
+                self.in_flight.set_phase(gid, Phase::Committing);
+                Ok(())
+            }
+            Ok(CommitRecord::AlreadyDecided) => {
                 self.roll_back_prepared(shards, gid).await;
                 Err(TxnError::AbortedByRecovery { gid: gid.clone() })
+            }
+            Ok(CommitRecord::LeaseExpired) => {
+                tracing::warn!(%gid, "lease expired before the commit decision; rolling back");
+                self.roll_back_prepared(shards, gid).await;
+                Err(TxnError::LeaseExpired { gid: gid.clone() })
             }
             // The server answered with an error: the autocommit INSERT did not commit.
             Err(e) if e.as_db_error().is_some() => {
@@ -370,6 +386,7 @@ impl Coordinator {
     /// Best effort: a prepared transaction left behind has no commit record, so recovery rolls
     /// it back.
     async fn roll_back_prepared(&self, shards: &[&ShardPool], gid: &Gid) {
+        self.in_flight.set_phase(gid, Phase::RollingBack);
         join_all(shards.iter().map(|shard| async move {
             if let Err(e) = finish_prepared(shard, gid, Decision::Abort).await {
                 tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");

@@ -55,7 +55,7 @@ pub struct DecisionRecord {
     pub expired: bool,
 }
 
-/// Creates the schema and table unless they exist. Until the catalog's migrations own the table,
+/// Creates the schema, this table and the lease table unless they exist. Until the catalog's migrations own the table,
 /// every proxy calls this at start.
 pub async fn ensure_decision_log(pools: &ControlPools) -> Result<(), TxnError> {
     let fail = |e: ConnectError| TxnError::DecisionLog { source: e };
@@ -75,24 +75,64 @@ pub async fn ensure_decision_log(pools: &ControlPools) -> Result<(), TxnError> {
     )
     .await
     .map_err(|e| fail(e.into()))?;
+    tx.batch_execute(super::lease::CREATE_TABLE)
+        .await
+        .map_err(|e| fail(e.into()))?;
     tx.commit().await.map_err(|e| fail(e.into()))
 }
 
-/// The decision point: records `commit` unless a decision for `gid` exists. True when this call
-/// recorded it.
+/// What the decision point found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitRecord {
+    /// `commit` is recorded: the transaction commits.
+    Recorded,
+    /// A decision for the gid existed already: recovery's `abort`.
+    AlreadyDecided,
+    /// The coordinator's lease had expired (or is gone): nothing was recorded.
+    LeaseExpired,
+}
+
+/// The decision point: records `commit` unless a decision for `gid` exists or the lease of the
+/// incarnation that made `gid` has expired — one statement, so that no commit can be recorded
+/// once recovery elsewhere may consider the coordinator gone. The expiry is compared with
+/// `clock_timestamp()`, not `now()`: a statement held up on a lock must not decide by the time
+/// it was sent.
 pub(crate) async fn record_commit(
     client: &Client,
     gid: &Gid,
     participants: &[String],
-) -> Result<bool, tokio_postgres::Error> {
+) -> Result<CommitRecord, tokio_postgres::Error> {
+    let Ok(epoch) = i64::try_from(gid.epoch) else {
+        return Ok(CommitRecord::LeaseExpired);
+    };
     let inserted = client
         .execute(
             "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
-             VALUES ($1, $2, $3) ON CONFLICT (gid) DO NOTHING",
-            &[&gid.to_string(), &Decision::Commit.as_sql(), &participants],
+             SELECT $1, $2, $3 WHERE EXISTS ( \
+                 SELECT 1 FROM shardwire_catalog.proxy_lease \
+                 WHERE cluster = $4 AND proxy = $5 AND epoch = $6 \
+                   AND expires_at > clock_timestamp()) \
+             ON CONFLICT (gid) DO NOTHING",
+            &[
+                &gid.to_string(),
+                &Decision::Commit.as_sql(),
+                &participants,
+                &gid.cluster.as_str(),
+                &gid.proxy.as_str(),
+                &epoch,
+            ],
         )
         .await?;
-    Ok(inserted == 1)
+    if inserted == 1 {
+        return Ok(CommitRecord::Recorded);
+    }
+    // Nothing was recorded, so the transaction rolls back whichever the reason; this only
+    // names it. Only this coordinator records `commit` for its gid, so a record found is
+    // recovery's `abort`.
+    Ok(match lookup(client, gid).await? {
+        Some(_) => CommitRecord::AlreadyDecided,
+        None => CommitRecord::LeaseExpired,
+    })
 }
 
 /// Records `abort` unless a decision exists, then returns the decision that holds.

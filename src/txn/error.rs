@@ -59,6 +59,21 @@ pub enum TxnError {
          and aborted it; retry the transaction"
     )]
     AbortedByRecovery { gid: Gid },
+    /// The coordinator's lease had expired when it came to decide: another proxy's recovery may
+    /// be finishing its transactions, so it rolled back instead of committing.
+    #[error(
+        "distributed transaction {gid} was rolled back: this proxy's lease in the catalog had \
+         expired (it could not be renewed in time), so other proxies may be finishing its \
+         transactions; retry the transaction"
+    )]
+    LeaseExpired { gid: Gid },
+    /// The lease could not be taken, renewed or given up.
+    #[error("the lease of proxy {incarnation} in the catalog database failed: {source}")]
+    Lease {
+        incarnation: String,
+        #[source]
+        source: ConnectError,
+    },
     /// Preparing took so long that recovery might already be aborting the transaction.
     #[error(
         "distributed transaction {gid} was rolled back: preparing it on every shard took {:?}, \
@@ -81,16 +96,18 @@ impl TxnError {
             TxnError::PreparedTransactionsDisabled { .. } => {
                 SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
             }
-            TxnError::DecisionLog { source } => match source.db_error() {
-                Some(db) => db.code().clone(),
-                None => SqlState::CONNECTION_FAILURE,
-            },
+            TxnError::DecisionLog { source } | TxnError::Lease { source, .. } => {
+                match source.db_error() {
+                    Some(db) => db.code().clone(),
+                    None => SqlState::CONNECTION_FAILURE,
+                }
+            }
             TxnError::ResolutionUnknown { .. } | TxnError::CommitUnknown { .. } => {
                 SqlState::TRANSACTION_RESOLUTION_UNKNOWN
             }
-            TxnError::AbortedByRecovery { .. } | TxnError::PrepareTooSlow { .. } => {
-                SqlState::TRANSACTION_ROLLBACK
-            }
+            TxnError::AbortedByRecovery { .. }
+            | TxnError::LeaseExpired { .. }
+            | TxnError::PrepareTooSlow { .. } => SqlState::TRANSACTION_ROLLBACK,
             TxnError::Settings(_) => SqlState::CONFIG_FILE_ERROR,
         }
     }
@@ -105,6 +122,8 @@ impl TxnError {
             TxnError::DecisionLog { .. }
             | TxnError::ResolutionUnknown { .. }
             | TxnError::AbortedByRecovery { .. }
+            | TxnError::LeaseExpired { .. }
+            | TxnError::Lease { .. }
             | TxnError::PrepareTooSlow { .. }
             | TxnError::Settings(_) => None,
         }

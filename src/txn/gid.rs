@@ -183,6 +183,15 @@ impl GidGenerator {
         &self.cluster
     }
 
+    /// The cluster, proxy id and epoch every gid of this generator carries.
+    pub fn incarnation(&self) -> super::lease::Incarnation {
+        super::lease::Incarnation {
+            cluster: self.cluster.clone(),
+            proxy: self.proxy.clone(),
+            epoch: self.epoch,
+        }
+    }
+
     pub fn next_gid(&self) -> Gid {
         Gid {
             cluster: self.cluster.clone(),

@@ -5,6 +5,8 @@
 //!   catalog, every session with a `lock_timeout`.
 //! - [`gid`]: the `sw_<cluster>_<proxy>_<epoch>_<seq>` global transaction ids.
 //! - [`decision_log`]: `shardwire_catalog.txn_decision`, where a commit decision becomes durable.
+//! - [`lease`]: `shardwire_catalog.proxy_lease`, each running proxy's claim on its own gids.
+//! - [`in_flight`]: the distributed transactions this proxy is committing right now.
 //! - [`coordinator`]: one transaction over several shards, all or nothing.
 //! - [`recovery`]: finishes prepared transactions whose coordinator went away.
 //!
@@ -17,6 +19,8 @@ pub mod coordinator;
 pub mod decision_log;
 mod error;
 pub mod gid;
+pub mod in_flight;
+pub mod lease;
 pub mod recovery;
 
 use std::time::Duration;
@@ -28,6 +32,8 @@ pub use coordinator::{Coordinator, Outcome, ShardResult};
 pub use decision_log::{ensure_decision_log, Decision};
 pub use error::TxnError;
 pub use gid::{ClusterTag, Gid, GidGenerator, ProxyId};
+pub use in_flight::{InFlight, InFlightGuard, Phase};
+pub use lease::{Incarnation, Lease};
 pub use recovery::{Recovery, RecoveryReport};
 
 /// How long a control session waits for a lock before giving up.
@@ -46,8 +52,11 @@ pub struct TxnSettings {
     /// passed since it sent its first PREPARE. Below `recovery_grace`, so recovery never aborts a
     /// transaction that its coordinator may still commit.
     pub prepare_deadline: Duration,
-    /// Recovery leaves a prepared transaction alone until it is this old (by the shard's clock).
+    /// Recovery leaves a prepared transaction alone until it is this old (by the shard's clock),
+    /// whoever made it: beside the lease, a guard against coordinators that hold none.
     pub recovery_grace: Duration,
+    /// How long a proxy's lease lasts unrenewed; it is renewed every third of that.
+    pub lease: Duration,
     /// Pause between recovery passes.
     pub recovery_interval: Duration,
     /// An `abort` record is kept this long (by the catalog's clock) so that a coordinator stalled
@@ -68,6 +77,7 @@ impl Default for TxnSettings {
             prepare_deadline: Duration::from_secs(20),
             recovery_grace: Duration::from_secs(60),
             recovery_interval: Duration::from_secs(30),
+            lease: Duration::from_secs(30),
             abort_record_retention: Duration::from_secs(3600),
             commit_attempts: 5,
             commit_backoff: Duration::from_millis(100),
@@ -84,6 +94,7 @@ impl TxnSettings {
             prepare_deadline: Duration::from_millis(t.prepare_deadline_ms),
             recovery_grace: Duration::from_millis(t.recovery_grace_ms),
             recovery_interval: Duration::from_millis(t.recovery_interval_ms),
+            lease: Duration::from_millis(t.lease_ms),
             ..TxnSettings::default()
         }
     }
@@ -92,6 +103,9 @@ impl TxnSettings {
         let bad = |m: &str| Err(TxnError::Settings(m.to_string()));
         if self.prepare_deadline >= self.recovery_grace {
             return bad("prepare_deadline must be shorter than recovery_grace");
+        }
+        if self.lease.as_millis() == 0 {
+            return bad("lease must be at least 1 ms");
         }
         if self.lock_timeout.as_millis() == 0 {
             return bad("lock_timeout must be at least 1 ms (0 would wait for locks forever)");

@@ -1,19 +1,31 @@
 //! In-doubt recovery: finishes prepared transactions whose coordinator went away (crashed,
-//! lost its network, or was stopped) and clears the decision log behind them.
+//! lost its network, or was stopped) and clears the decision log and the leases behind them.
 //!
-//! A prepared transaction older than the grace period is committed when a `commit` record holds
-//! its gid and rolled back otherwise, after recording `abort` so that its coordinator, should it
-//! still be alive, can no longer record `commit`. Only gids of this cluster's exact form are
-//! touched; other software's prepared transactions are left alone.
+//! A prepared transaction with a gid of this cluster is finished when all of these hold:
+//! - it is older than `recovery_grace` by its shard's clock — a guard kept beside the lease for
+//!   coordinators that hold none, and below which `prepare_deadline` keeps every coordinator;
+//! - it is not in this proxy's in-flight registry (no session of ours is still finishing it);
+//! - it was made by this very process (proxy id and epoch), or no unexpired lease exists for
+//!   the proxy id and epoch that made it. A transaction of another live proxy is its own to
+//!   finish, however old.
+//!
+//! Finishing means committing when a `commit` record holds its gid, and otherwise recording
+//! `abort` first (ON CONFLICT DO NOTHING) and obeying whichever record won, so that a coordinator
+//! still alive after all can no longer record `commit`. Only gids of this cluster's exact form are
+//! touched; other software's prepared transactions are left alone. A lease that has expired is
+//! deleted once no shard holds a transaction of its incarnation prepared.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use super::control::{ConnectError, ControlPools, ShardPool};
 use super::coordinator::finish_prepared;
+use super::coordinator::Coordinator;
 use super::decision_log::{self, Decision, DecisionRecord};
 use super::error::TxnError;
 use super::gid::{ClusterTag, Gid};
+use super::in_flight::InFlight;
+use super::lease::{self, Incarnation};
 use super::TxnSettings;
 use crate::model::ShardId;
 use futures::future::join_all;
@@ -25,6 +37,11 @@ pub struct RecoveryReport {
     pub rolled_back: Vec<(Gid, ShardId)>,
     /// Decision records deleted because every participant has finished.
     pub forgotten: Vec<Gid>,
+    /// Past the grace period but left to their coordinator: in flight here, or made by another
+    /// proxy whose lease is live.
+    pub left_to_coordinator: Vec<Gid>,
+    /// Expired leases deleted, no transaction of theirs being prepared anywhere.
+    pub leases_removed: Vec<Incarnation>,
     /// Shards that could not be listed or finished; the next pass tries again.
     pub errors: Vec<TxnError>,
 }
@@ -39,19 +56,26 @@ pub struct Recovery {
     pools: Arc<ControlPools>,
     settings: TxnSettings,
     cluster: ClusterTag,
+    /// The process this recovery runs in, and what it is committing now.
+    me: Incarnation,
+    in_flight: Arc<InFlight>,
 }
 
 impl Recovery {
+    /// The recovery of the proxy process that `coordinator` commits for.
     pub fn new(
         pools: Arc<ControlPools>,
         settings: TxnSettings,
-        cluster: ClusterTag,
+        coordinator: &Coordinator,
     ) -> Result<Recovery, TxnError> {
         settings.validate()?;
+        let me = coordinator.incarnation();
         Ok(Recovery {
             pools,
             settings,
-            cluster,
+            cluster: me.cluster.clone(),
+            me,
+            in_flight: coordinator.in_flight().clone(),
         })
     }
 
@@ -92,7 +116,20 @@ impl Recovery {
             .map(|l| l.map_err(|e| report.errors.push(e)).ok())
             .collect();
 
+        // Read after the listings: a gid listed there was made after its proxy took its lease.
+        let live: Vec<Incarnation> = lease::list(&catalog, Some(&self.cluster))
+            .await
+            .map_err(|e| catalog_error(e.into()))?
+            .into_iter()
+            .filter(|l| l.live)
+            .map(|l| l.incarnation)
+            .collect();
+
         for gid in in_doubt(&listings) {
+            if !self.may_finish(&gid, &live) {
+                report.left_to_coordinator.push(gid);
+                continue;
+            }
             let decision = decision_log::decide_abort_unless_decided(&catalog, &gid)
                 .await
                 .map_err(|e| catalog_error(e.into()))?;
@@ -124,7 +161,47 @@ impl Recovery {
                 report.forgotten.push(record.gid);
             }
         }
+        self.remove_expired_leases(&catalog, &listings, &mut report)
+            .await
+            .map_err(|e| catalog_error(e.into()))?;
         Ok(report)
+    }
+
+    /// The rule of this module's comment, past the grace period.
+    fn may_finish(&self, gid: &Gid, live: &[Incarnation]) -> bool {
+        if self.in_flight.contains(gid) {
+            return false;
+        }
+        self.me.made(gid) || !live.contains(&Incarnation::of(gid))
+    }
+
+    /// Deletes the expired leases of this cluster that no prepared transaction refers to any
+    /// more; only when every shard could be listed, since an unlisted shard may hold one.
+    async fn remove_expired_leases(
+        &self,
+        catalog: &tokio_postgres::Client,
+        listings: &[Option<Vec<Prepared>>],
+        report: &mut RecoveryReport,
+    ) -> Result<(), tokio_postgres::Error> {
+        if listings.iter().any(Option::is_none) {
+            return Ok(());
+        }
+        for record in lease::list(catalog, Some(&self.cluster)).await? {
+            let whose = record.incarnation;
+            let referred = listings
+                .iter()
+                .flatten()
+                .flatten()
+                .any(|p| whose.made(&p.gid));
+            if record.live || whose == self.me || referred {
+                continue;
+            }
+            if lease::delete_expired(catalog, &whose).await? {
+                tracing::info!(incarnation = %whose, "expired lease removed");
+                report.leases_removed.push(whose);
+            }
+        }
+        Ok(())
     }
 
     /// Whether the record can go: no participant still holds the gid prepared (every listing

@@ -172,6 +172,7 @@ impl Session {
             return Ok(Err(error_frame(&e)));
         }
         let gid = coordinator.gids().next_gid();
+        let _in_flight = coordinator.register(&gid, &shards);
         let started = Instant::now();
         let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
         let prepared = self

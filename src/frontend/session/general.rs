@@ -187,7 +187,7 @@ impl Session {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {
                 admin::AdminCommand::ShowTransactions => {
-                    admin::transactions(&self.ctx.control).await
+                    admin::transactions(&self.ctx.control, &self.ctx.coordinator).await
                 }
                 other => {
                     admin::answer(&other, &self.ctx.catalog, &self.ctx.pools, &self.ctx.config)
