@@ -70,24 +70,18 @@ pub struct Locked {
 
 impl Locked {
     pub fn read(row: Bytes) -> Option<Locked> {
-        let values = gather::values(&row);
-        let text = |i: usize| std::str::from_utf8(values.get(i).copied().flatten()?).ok();
-        let (oid, ctid) = (text(0)?, text(1)?);
-        let locked = Locked {
-            pair: format!("{oid}:{ctid}"),
-            ctid: ctid.to_string(),
-            row: row.clone(),
+        let (pair, ctid) = {
+            let values = gather::values(&row);
+            let text = |i: usize| std::str::from_utf8(values.get(i).copied().flatten()?).ok();
+            let (oid, ctid) = (text(0)?, text(1)?);
+            (format!("{oid}:{ctid}"), ctid.to_string())
         };
-        Some(locked)
+        Some(Locked { pair, ctid, row })
     }
 
     /// Value `i` after the tableoid and ctid.
     pub fn value(&self, i: usize) -> Option<&[u8]> {
         gather::values(&self.row).get(2 + i).copied().flatten()
-    }
-
-    pub fn values(&self) -> Vec<Option<&[u8]>> {
-        gather::values(&self.row).split_off(2)
     }
 }
 
@@ -270,7 +264,7 @@ pub fn update_staying(plan: &KeyUpdate, bind: Option<&ClientBind>, rows: &[&Lock
 }
 
 /// A table the rows go into, as the INSERT names it.
-pub struct Into<'a> {
+pub struct Target<'a> {
     pub relation: &'a str,
     pub qualifier: Option<&'a str>,
     pub columns: &'a [String],
@@ -281,7 +275,7 @@ pub struct Into<'a> {
 }
 
 /// INSERTs of `rows` (each a value per column, binary) in batches, then Sync.
-pub fn insert(into: &Into<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
+pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
     let width = into.columns.len().max(1);
     let per_batch = (MAX_PARAMS / width).clamp(1, MAX_ROWS);
     let columns: Vec<String> = into

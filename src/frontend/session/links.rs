@@ -76,7 +76,13 @@ impl Session {
             let alone: Vec<usize> = (0..self.parked.len())
                 .filter(|&i| self.parked[i].tx_status == b'T')
                 .collect();
-            if alone.len() == 1 {
+            // Only a connection between statements can take one of the proxy's: not one in
+            // the middle of a COPY, of an extended-protocol batch, or of a portal's rows (its
+            // waits then stay as the session set them).
+            let between_statements = self.copy.is_none()
+                && self.portals.on_shards().is_none()
+                && alone.iter().all(|&i| !self.parked[i].unsynced);
+            if alone.len() == 1 && between_statements {
                 self.ask(&alone, &bound_waits).await?;
             }
         }

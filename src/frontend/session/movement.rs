@@ -77,7 +77,7 @@ impl Session {
             self.release_parked_if_idle();
         }
         let mut out = BytesMut::new();
-        let job_was_simple = job.bound.is_none();
+        let simple = job.bound.is_none();
         match (job.bound, answer) {
             (None, Ok(rows)) => gather::write(&Combined::Rows(rows), &mut out),
             (Some((portal, _)), Ok(rows)) => {
@@ -97,7 +97,7 @@ impl Session {
                 }
             }
         }
-        if job_was_simple {
+        if simple {
             let status = self.session_status();
             protocol::ready_for_query(&mut out, status);
         }
@@ -131,12 +131,8 @@ impl Session {
                         notices.extend_from_slice(&r.notices);
                         r
                     }
-                    Combined::Failed {
-                        notices: mut n,
-                        error,
-                    } => {
+                    Combined::Failed { notices: n, error } => {
                         notices.extend_from_slice(&n);
-                        n.clear();
                         return Ok(Err(Failure {
                             notices,
                             error,
@@ -319,7 +315,7 @@ impl Session {
                 // index before it.
                 let (into, skip) = match level {
                     0 => (
-                        movement::Into {
+                        movement::Target {
                             relation: &plan.relation,
                             qualifier: Some(&plan.qualifier),
                             columns: &plan.columns,
@@ -332,7 +328,7 @@ impl Session {
                     _ => {
                         let d = &plan.descendants[level - 1];
                         (
-                            movement::Into {
+                            movement::Target {
                                 relation: &d.relation,
                                 qualifier: None,
                                 columns: &d.columns,
