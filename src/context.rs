@@ -70,11 +70,17 @@ impl ServerCtx {
             tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
         }
         let recovery = Recovery::new(control.clone(), settings, &coordinator)?;
-        match recovery.run_once().await {
-            Ok(report) => tracing::info!(?report, "recovery of in-doubt transactions done"),
-            Err(e) => tracing::warn!(error = %e, "recovery of in-doubt transactions failed"),
-        }
-        Self::assemble(
+        let report = match recovery.run_once().await {
+            Ok(report) => {
+                tracing::info!(?report, "recovery of in-doubt transactions done");
+                Some(report)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "recovery of in-doubt transactions failed");
+                None
+            }
+        };
+        let ctx = Self::assemble(
             config,
             catalog,
             control,
@@ -82,7 +88,11 @@ impl ServerCtx {
             recovery,
             lease,
             failpoints,
-        )
+        )?;
+        if let Some(report) = report {
+            ctx.metrics.note_recovery(&report);
+        }
+        Ok(ctx)
     }
 
     /// The periodic pass over in-doubt transactions, which the accept loop runs beside the

@@ -19,6 +19,9 @@ pub const ROUTED_STATEMENTS_TOTAL: &str = "shardwire_routed_statements_total";
 pub const DISTRIBUTED_COMMITS_TOTAL: &str = "shardwire_distributed_commits_total";
 pub const ROW_MOVEMENT_STATEMENTS_TOTAL: &str = "shardwire_row_movement_statements_total";
 pub const ROW_MOVEMENT_ROWS_TOTAL: &str = "shardwire_row_movement_rows_total";
+pub const LOCK_TIMEOUTS_TOTAL: &str = "shardwire_lock_timeouts_total";
+pub const RECOVERED_TOTAL: &str = "shardwire_recovered_transactions_total";
+pub const IN_DOUBT: &str = "shardwire_in_doubt_transactions";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -35,6 +38,9 @@ pub const ALL: &[&str] = &[
     DISTRIBUTED_COMMITS_TOTAL,
     ROW_MOVEMENT_STATEMENTS_TOTAL,
     ROW_MOVEMENT_ROWS_TOTAL,
+    LOCK_TIMEOUTS_TOTAL,
+    RECOVERED_TOTAL,
+    IN_DOUBT,
 ];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
@@ -101,6 +107,25 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         "Rows deleted on one shard and inserted on another (or re-keyed with their family) by \
          sharding-key UPDATEs, descendants included."
     );
+    describe_counter!(
+        LOCK_TIMEOUTS_TOTAL,
+        Unit::Count,
+        "Statements a shard ended for waiting on a lock past lock_timeout (55P03), as the \
+         sessions relayed them: transactions spanning shards wait at most \
+         [transactions] lock_timeout_ms."
+    );
+    describe_counter!(
+        RECOVERED_TOTAL,
+        Unit::Count,
+        "Prepared transactions (one per participant shard) that in-doubt recovery finished, by \
+         outcome (committed, rolled_back)."
+    );
+    describe_gauge!(
+        IN_DOUBT,
+        Unit::Count,
+        "Prepared transactions past the grace period that the last recovery pass left to their \
+         coordinator (in flight, or another proxy's with a live lease) or could not finish."
+    );
     Ok(())
 }
 
@@ -122,6 +147,10 @@ pub struct Metrics {
     pub key_updates_in_place: Counter,
     pub key_updates_refused: Counter,
     pub rows_moved: Counter,
+    pub lock_timeouts: Counter,
+    pub recovered_committed: Counter,
+    pub recovered_rolled_back: Counter,
+    pub in_doubt: Gauge,
     backend_errors: Vec<Counter>,
 }
 
@@ -144,11 +173,33 @@ impl Metrics {
             key_updates_in_place: counter!(ROW_MOVEMENT_STATEMENTS_TOTAL, "case" => "in_place"),
             key_updates_refused: counter!(ROW_MOVEMENT_STATEMENTS_TOTAL, "case" => "refused"),
             rows_moved: counter!(ROW_MOVEMENT_ROWS_TOTAL),
+            lock_timeouts: counter!(LOCK_TIMEOUTS_TOTAL),
+            recovered_committed: counter!(RECOVERED_TOTAL, "outcome" => "committed"),
+            recovered_rolled_back: counter!(RECOVERED_TOTAL, "outcome" => "rolled_back"),
+            in_doubt: gauge!(IN_DOUBT),
             backend_errors: shard_names
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))
                 .collect(),
         }
+    }
+
+    /// Counts what an ErrorResponse from a shard (its body) says, where a metric follows it.
+    pub fn note_shard_error(&self, body: &[u8]) {
+        let lock_not_available = tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE;
+        if crate::protocol::error_code(body) == Some(lock_not_available.code().as_bytes()) {
+            self.lock_timeouts.increment(1);
+        }
+    }
+
+    /// Records what a pass of in-doubt recovery did.
+    pub fn note_recovery(&self, report: &crate::txn::RecoveryReport) {
+        self.recovered_committed
+            .increment(report.committed.len() as u64);
+        self.recovered_rolled_back
+            .increment(report.rolled_back.len() as u64);
+        self.in_doubt
+            .set((report.left_to_coordinator.len() + report.errors.len()) as f64);
     }
 
     pub fn backend_error(&self, shard: crate::model::ShardId) {

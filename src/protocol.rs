@@ -71,6 +71,22 @@ pub fn split_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 }
 
 /// Reads the NUL-terminated string at the front of `buf` and advances past it.
+/// The SQLSTATE of an ErrorResponse or NoticeResponse body (its `C` field).
+pub fn error_code(body: &[u8]) -> Option<&[u8]> {
+    let mut b = body;
+    while let Some((&field, rest)) = b.split_first() {
+        if field == 0 {
+            return None;
+        }
+        let end = rest.iter().position(|&c| c == 0)?;
+        if field == b'C' {
+            return Some(&rest[..end]);
+        }
+        b = &rest[end + 1..];
+    }
+    None
+}
+
 pub fn take_cstr<'a>(buf: &mut &'a [u8], what: &'static str) -> Result<&'a [u8], FrameError> {
     // Names are mostly empty (the unnamed statement and portal): no search for those.
     let end = if buf.first() == Some(&0) {

@@ -36,9 +36,12 @@ pub async fn run(
     let stop = tokio_util::sync::CancellationToken::new();
     let catalog_watcher = ctx.catalog.spawn_watcher(stop.clone().cancelled_owned());
     let recovery = {
-        let recovery = ctx.recovery().clone();
+        let ctx = ctx.clone();
         let stop = stop.clone();
-        tokio::spawn(async move { recovery.run_until(stop.cancelled()).await })
+        tokio::spawn(async move {
+            let done = |report: &crate::txn::RecoveryReport| ctx.metrics.note_recovery(report);
+            ctx.recovery().run_until(stop.cancelled(), done).await
+        })
     };
     let lease_renewal = {
         let lease = ctx.lease().clone();

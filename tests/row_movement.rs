@@ -556,3 +556,48 @@ async fn psql_moves_a_row_and_reports_ora_14402() {
     assert_eq!(shards_of("mv_psql_off", "cust_id", first).await.len(), 1);
     assert!(shards_of("mv_psql_off", "cust_id", other).await.is_empty());
 }
+
+/// User-defined sharding: a list table's row moves to the shard of its new region's partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_sharded_row_moves_to_its_new_partitions_shard() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    tablespaces(&client, "mvl").await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_list (id bigint NOT NULL, region varchar(2) NOT NULL, v text, \
+           PRIMARY KEY (region, id)) \
+         PARTITION BY LIST (region) \
+         (PARTITION p_1 VALUES ('OR', 'WA') TABLESPACE mvl_t1, \
+          PARTITION p_2 VALUES ('AZ', 'UT') TABLESPACE mvl_t2, \
+          PARTITION p_3 VALUES ('NY') TABLESPACE mvl_t3, \
+          PARTITION p_4 VALUES ('TX', 'FL') TABLESPACE mvl_t4) ENABLE ROW MOVEMENT",
+    )
+    .await;
+    exec(
+        &client,
+        "INSERT INTO mv_list VALUES (1, 'OR', 'a'), (2, 'WA', 'b')",
+    )
+    .await;
+    let n = client
+        .execute(
+            "UPDATE mv_list SET region = $1 WHERE id = $2",
+            &[&"NY", &1i64],
+        )
+        .await
+        .expect("list move");
+    assert_eq!(n, 1);
+    let on: Vec<i64> = counts_where("mv_list", "WHERE id = 1").await;
+    let mut expected = vec![0; SHARDS];
+    expected[region_shard("NY")] = 1;
+    assert_eq!(on, expected, "the row is on NY's shard only");
+    // Within the partition's shard: WA stays where OR was.
+    client
+        .simple_query("UPDATE mv_list SET region = 'OR' WHERE id = 2")
+        .await
+        .expect("same-shard list update");
+    let on: Vec<i64> = counts_where("mv_list", "WHERE id = 2 AND region = 'OR'").await;
+    let mut expected = vec![0; SHARDS];
+    expected[region_shard("OR")] = 1;
+    assert_eq!(on, expected);
+}

@@ -477,6 +477,7 @@ impl Session {
             match tag {
                 b'Z' => link.tx_status = body.first().copied().unwrap_or(b'I'),
                 b'S' => conn.note_parameter_status(body),
+                b'E' => self.ctx.metrics.note_shard_error(body),
                 _ => {}
             }
             let disposition = self

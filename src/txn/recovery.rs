@@ -79,17 +79,23 @@ impl Recovery {
         })
     }
 
-    /// Runs passes every `recovery_interval` until `shutdown` completes. Run one pass with
-    /// [`Recovery::run_once`] before accepting clients.
-    pub async fn run_until(&self, shutdown: impl Future<Output = ()>) {
+    /// Runs passes every `recovery_interval` until `shutdown` completes, handing each pass's
+    /// report to `done` (metrics). Run one pass with [`Recovery::run_once`] before accepting
+    /// clients.
+    pub async fn run_until(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        done: impl Fn(&RecoveryReport),
+    ) {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = tokio::time::sleep(self.settings.recovery_interval) => {}
             }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "recovery pass failed");
+            match self.run_once().await {
+                Ok(report) => done(&report),
+                Err(e) => tracing::warn!(error = %e, "recovery pass failed"),
             }
         }
     }
