@@ -206,6 +206,7 @@ impl ClientError for crate::frontend::FrontendError {
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
             F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
+            F::UnpreparableAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
             F::CopyCommit(_) => SqlState::TRANSACTION_ROLLBACK,
         }

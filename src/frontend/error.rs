@@ -27,6 +27,12 @@ pub enum FrontendError {
     ShardUnreachable { shard: String, reason: String },
 
     // Statements and routing.
+    #[error(
+        "this transaction wrote on several shards but also ran LISTEN, UNLISTEN or NOTIFY, \
+         created a temporary table or a WITH HOLD cursor, which two-phase commit cannot carry; \
+         it was rolled back on every shard: do that in a transaction of its own"
+    )]
+    UnpreparableAcrossShards,
     #[error("prepared statement \"{name}\" already exists")]
     DuplicateStatement { name: String },
     #[error("a sharding-key value of the SELECT is not valid UTF-8")]

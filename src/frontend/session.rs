@@ -147,6 +147,11 @@ pub struct Session {
     statements: StatementNames,
     parse_effect: LastEffect,
     pinned: bool,
+    /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
+    /// it may commit on one shard only.
+    unpreparable_block: bool,
+    /// Every participant of the open block already waits for locks at most `lock_timeout_ms`.
+    waits_bounded: bool,
     /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
     skip_until_sync: bool,
     settings: Settings,
@@ -200,6 +205,8 @@ impl Session {
             statements: StatementNames::default(),
             parse_effect: LastEffect::default(),
             pinned: false,
+            unpreparable_block: false,
+            waits_bounded: false,
             skip_until_sync: false,
             settings,
             cancel,
@@ -615,6 +622,7 @@ impl Session {
                 self.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
             }
+            self.unpreparable_block |= effect.unpreparable;
             if effect.resets {
                 conn.prepared.clear();
                 conn.unnamed = None;

@@ -13,6 +13,9 @@ pub struct SessionEffect {
     pub pins: bool,
     /// Drops every prepared statement (and for DISCARD ALL, resets every setting).
     pub resets: bool,
+    /// Makes the transaction one PostgreSQL cannot PREPARE (LISTEN, UNLISTEN, NOTIFY, a
+    /// temporary table created, a WITH HOLD cursor), so it cannot commit on several shards.
+    pub unpreparable: bool,
 }
 
 /// Scans every statement of a (possibly multi-statement) query text.
@@ -56,15 +59,29 @@ fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
                 || (is(w1, "session") && is(w2, "characteristics"));
             !tx_local
         }
-        RESET | LISTEN | LOAD => true,
+        LISTEN => {
+            effect.unpreparable = true;
+            true
+        }
+        UNLISTEN | NOTIFY => {
+            effect.unpreparable = true;
+            false
+        }
+        RESET | LOAD => true,
         PREPARE => {
             let [_, w1] = leading_words::<2>(stmt);
             !is(w1, "transaction")
         }
-        DECLARE => contains_word(stmt, b"hold"),
+        DECLARE => {
+            let hold = contains_word(stmt, b"hold");
+            effect.unpreparable |= hold;
+            hold
+        }
         CREATE => {
             let [_, w1, w2] = leading_words::<3>(stmt);
-            temp(w1) || ((is(w1, "local") || is(w1, "global")) && temp(w2))
+            let temporary = temp(w1) || ((is(w1, "local") || is(w1, "global")) && temp(w2));
+            effect.unpreparable |= temporary;
+            temporary
         }
         DISCARD => {
             effect.resets = true;
@@ -87,6 +104,7 @@ fn may_affect_session(stmt: &[u8]) -> bool {
         stmt,
         &[
             *b"set", *b"res", *b"lis", *b"loa", *b"pre", *b"dec", *b"cre", *b"dis", *b"dea",
+            *b"unl", *b"not",
         ],
     )
 }
@@ -132,6 +150,8 @@ pub const fn keyword(word: &[u8]) -> u128 {
 const SET: u128 = keyword(b"set");
 const RESET: u128 = keyword(b"reset");
 const LISTEN: u128 = keyword(b"listen");
+const UNLISTEN: u128 = keyword(b"unlisten");
+const NOTIFY: u128 = keyword(b"notify");
 const LOAD: u128 = keyword(b"load");
 const PREPARE: u128 = keyword(b"prepare");
 const DECLARE: u128 = keyword(b"declare");

@@ -254,7 +254,7 @@ impl Coordinator {
             .map(|(s, _)| s.label.id)
             .collect();
         if unconfirmed.is_empty() {
-            self.forget(&gid).await;
+            forget(&self.pools, &gid).await;
         }
         Ok(Outcome {
             results: shards
@@ -299,6 +299,13 @@ impl Coordinator {
     /// record goes once every participant has. Returns the shards still unconfirmed (recovery
     /// finishes them).
     pub async fn complete(&self, unconfirmed: &[ShardId], gid: &Gid) -> Vec<ShardId> {
+        if unconfirmed.is_empty() {
+            // Every participant committed: the record is garbage now, and the client need not
+            // wait for its deletion (recovery deletes it if this does not).
+            let (pools, gid) = (self.pools.clone(), gid.clone());
+            tokio::spawn(async move { forget(&pools, &gid).await });
+            return Vec::new();
+        }
         let pools: Vec<&ShardPool> = unconfirmed.iter().map(|s| self.pools.shard(*s)).collect();
         let confirmed = join_all(pools.iter().map(|s| self.commit_prepared(s, gid))).await;
         let left: Vec<ShardId> = unconfirmed
@@ -308,7 +315,7 @@ impl Coordinator {
             .map(|(s, _)| *s)
             .collect();
         if left.is_empty() {
-            self.forget(gid).await;
+            forget(&self.pools, gid).await;
         }
         left
     }
@@ -394,17 +401,18 @@ impl Coordinator {
         }))
         .await;
     }
+}
 
-    async fn forget(&self, gid: &Gid) {
-        let result = match self.pools.catalog().get().await {
-            Ok(conn) => decision_log::delete(&conn, gid)
-                .await
-                .map_err(ConnectError::from),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            tracing::warn!(%gid, error = %e, "cannot delete the decision record; recovery will");
-        }
+/// Deletes a decision record whose every participant has finished.
+async fn forget(pools: &ControlPools, gid: &Gid) {
+    let result = match pools.catalog().get().await {
+        Ok(conn) => decision_log::delete(&conn, gid)
+            .await
+            .map_err(ConnectError::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        tracing::warn!(%gid, error = %e, "cannot delete the decision record; recovery will");
     }
 }
 

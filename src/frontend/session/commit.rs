@@ -117,6 +117,7 @@ impl Session {
     pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {
         let bound_waits = self.bound_lock_waits();
         let begin = if at.len() > 1 && !bound_waits.is_empty() {
+            self.waits_bounded = true;
             format!("BEGIN; {bound_waits}")
         } else {
             "BEGIN".into()
@@ -167,6 +168,10 @@ impl Session {
         let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
         let ctx = self.ctx.clone();
         let coordinator = &ctx.coordinator;
+        if self.unpreparable_block && self.begin_sql.is_some() {
+            self.end_every_participant("ROLLBACK").await?;
+            return Ok(Err(error_frame(&FrontendError::UnpreparableAcrossShards)));
+        }
         if let Err(e) = coordinator.ensure_can_prepare(&shards) {
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Err(error_frame(&e)));

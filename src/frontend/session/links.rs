@@ -57,6 +57,10 @@ impl Session {
         }
         let in_block = matches!(self.tx_status(), b'T' | b'E')
             || self.parked.iter().any(|p| p.tx_status != b'I');
+        if !in_block {
+            // Whatever bounded the waits of an earlier block ended with it.
+            self.waits_bounded = false;
+        }
         if self.current.is_some() {
             if self.current_is_idle() && self.parked.is_empty() {
                 self.release_current();
@@ -65,12 +69,12 @@ impl Session {
                 self.park_current();
             }
         }
-        if let Some(link) = self.parked.take(shard) {
-            self.make_current(link);
-            return Ok(());
-        }
+        // A connection held from before (a pinned session keeps its idle ones) joins an open
+        // block as a new one does.
+        let held = self.parked.take(shard);
+        let joins = in_block && held.as_ref().is_none_or(|link| link.tx_status == b'I');
         let bound_waits = self.bound_lock_waits();
-        if in_block && !bound_waits.is_empty() {
+        if joins && !bound_waits.is_empty() {
             // The block is about to span shards: a lock wait on one shard may now be part of
             // a deadlock no shard can see, so every participant's waits end.
             let alone: Vec<usize> = (0..self.parked.len())
@@ -82,12 +86,16 @@ impl Session {
             let between_statements = self.copy.is_none()
                 && self.portals.on_shards().is_none()
                 && alone.iter().all(|&i| !self.parked[i].unsynced);
-            if alone.len() == 1 && between_statements {
+            if alone.len() == 1 && between_statements && !self.waits_bounded {
                 self.ask(&alone, &bound_waits).await?;
+                self.waits_bounded = true;
             }
         }
-        self.acquire(shard).await?;
-        if in_block {
+        match held {
+            Some(link) => self.make_current(link),
+            None => self.acquire(shard).await?,
+        }
+        if joins {
             let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
             let replay: Vec<String> = self.savepoint_replay().collect();
             if let Some(link) = self.current.as_mut() {
@@ -251,6 +259,8 @@ impl Session {
         if may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text) {
             self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
             self.savepoints.clear();
+            self.unpreparable_block = false;
+            self.waits_bounded = false;
         }
     }
 

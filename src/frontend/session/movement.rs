@@ -392,8 +392,18 @@ impl Session {
         implicit: bool,
     ) -> Result<Combined, SessionError> {
         let at = self.connections_for(&[shard]).await?;
+        let mut messages = messages;
         if implicit && at.iter().any(|&i| self.parked[i].tx_status == b'I') {
-            self.begin_on(&at).await?;
+            // The statement's own block, opened in the same round trip; its lock waits are
+            // bounded from the start, as it may span shards.
+            let mut begun = super::multi::begin_messages();
+            let bound_waits = self.bound_lock_waits();
+            if !bound_waits.is_empty() {
+                begun.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
+                self.waits_bounded = true;
+            }
+            begun.extend_from_slice(&messages);
+            messages = begun;
         }
         let combine = Combine::Union {
             kind,

@@ -556,11 +556,16 @@ impl Session {
 /// BEGIN through the unnamed statement and portal: it turns the batch's implicit transaction on
 /// a shard into a block that the client's Sync leaves open (its answers go unread: the portal's
 /// reader skips to the statement's description).
-fn begin_messages() -> BytesMut {
+pub(super) fn begin_messages() -> BytesMut {
+    unnamed_statement("BEGIN")
+}
+
+/// Parse, Bind and Execute of `sql` (no parameters, no Sync), to run ahead of a batch.
+pub(super) fn unnamed_statement(sql: &str) -> BytesMut {
     let mut out = BytesMut::new();
     MessageBuilder::new(&mut out, b'P')
         .cstr(b"")
-        .cstr(b"BEGIN")
+        .cstr(sql.as_bytes())
         .i16(0)
         .finish();
     MessageBuilder::new(&mut out, b'B')
@@ -577,7 +582,6 @@ fn begin_messages() -> BytesMut {
     out
 }
 
-/// Whether the statement writes: rows of a sharded table changed, or a duplicated table's copies.
 fn writes(combine: &Combine) -> bool {
     match combine {
         Combine::Union { kind, .. } => kind.writes(),
