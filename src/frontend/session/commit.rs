@@ -136,22 +136,30 @@ impl Session {
             return Ok(Ok("ROLLBACK"));
         }
         // A transaction that wrote has a transaction id; one that only read has none.
+        let (mut writers, unknown): (Vec<usize>, Vec<usize>) =
+            open.iter().partition(|&&i| self.parked[i].wrote);
+        for &i in &open {
+            self.parked[i].wrote = false;
+        }
         let wrote = self
-            .ask(&open, "SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+            .ask(
+                &unknown,
+                "SELECT pg_current_xact_id_if_assigned() IS NOT NULL",
+            )
             .await?;
         if let Some(error) = wrote.iter().find_map(|a| a.error.clone()) {
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Err(error));
         }
-        let mut writers = Vec::new();
         let mut readers = Vec::new();
-        for (&i, answer) in open.iter().zip(&wrote) {
+        for (&i, answer) in unknown.iter().zip(&wrote) {
             if answer.value.as_deref() == Some(b"t") {
                 writers.push(i);
             } else {
                 readers.push(i);
             }
         }
+        writers.sort_unstable();
         // Nothing a reader did can be lost: it commits first, plainly.
         self.ask(&readers, "COMMIT").await?;
         if writers.len() <= 1 {

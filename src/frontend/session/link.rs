@@ -18,6 +18,10 @@ pub(super) struct ShardLink {
     pub tx_status: u8,
     /// An extended-protocol message went to the connection and its Sync has not yet.
     pub unsynced: bool,
+    /// The proxy saw its own statement change rows in the connection's open transaction, so
+    /// its commit need not ask whether it wrote. (Left over from an earlier transaction it only
+    /// makes a reader prepare, which PostgreSQL allows.)
+    pub wrote: bool,
 }
 
 impl ShardLink {
@@ -28,6 +32,7 @@ impl ShardLink {
             out,
             tx_status: b'I',
             unsynced: false,
+            wrote: false,
         }
     }
 

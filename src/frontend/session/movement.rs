@@ -410,8 +410,16 @@ impl Session {
             merge: Default::default(),
             rows: Vec::new(),
         };
-        self.run_on_shards(&[shard], Work::Batches(&[messages]), &combine)
-            .await
+        let combined = self
+            .run_on_shards(&[shard], Work::Batches(&[messages]), &combine)
+            .await?;
+        let changed = matches!(&combined, Combined::Rows(r) if r.tag.as_deref().is_some_and(|t| movement::tag_count(t) > 0));
+        if kind.writes() && changed {
+            for i in self.parked.positions(&[shard]) {
+                self.parked[i].wrote = true;
+            }
+        }
+        Ok(combined)
     }
 
     /// Fails the client's transaction block on its shards after an error the proxy found
