@@ -447,11 +447,25 @@ impl LocalCluster {
     }
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
+/// A port on 127.0.0.1 that was free a moment ago, below Linux's default ephemeral range
+/// (32768–60999): a server stopped and started again on it (a shard-crash test) must not find
+/// it taken by some outgoing connection's local port meanwhile.
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    const LOW: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    let mut any = 0;
+    for _ in 0..64 {
+        // The kernel's pick is random and free; folded below the ephemeral range it is still
+        // random, and checked free again.
+        any = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let low = LOW + any % SPAN;
+        if std::net::TcpListener::bind(("127.0.0.1", low)).is_ok() {
+            return Ok(low);
+        }
+    }
+    Ok(any)
 }
 
 fn run_as() -> Result<RunAs, ClusterError> {

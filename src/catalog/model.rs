@@ -105,6 +105,12 @@ impl Table {
         (!self.chunks.is_empty()).then_some(self.chunks.len() as u32)
     }
 
+    /// The sharding key's columns, then the partition-set key's (composite sharding): every
+    /// column whose value decides where a row lives.
+    pub fn sharding_columns(&self) -> impl Iterator<Item = &KeyColumn> {
+        self.key_columns.iter().chain(&self.partition_set_columns)
+    }
+
     /// `schema.name`, for messages.
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.schema, self.name)

@@ -243,11 +243,7 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             if r.rename_type == ObjectType::ObjectTable as i32 {
                 return unsupported(&table, "renaming it");
             }
-            let key_column = entry
-                .key_columns
-                .iter()
-                .chain(&entry.partition_set_columns)
-                .any(|c| c.name == r.subname);
+            let key_column = entry.sharding_columns().any(|c| c.name == r.subname);
             if r.rename_type == ObjectType::ObjectColumn as i32 && key_column {
                 return unsupported(&table, "renaming a sharding key column");
             }

@@ -279,43 +279,24 @@ pub fn with_extra_param_type(types: &[u8], count: usize) -> Vec<u8> {
 /// Bind's parameter part with only the parameters `keep` (0-based, in their new order: the
 /// new `$1` is `keep[0]`), each with its format; the result formats as they were.
 pub fn select_params(rest: &[u8], keep: &[usize]) -> Result<Vec<u8>, FrameError> {
-    let mut b = rest;
-    let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
-    let mut formats = Vec::with_capacity(nformats);
-    for _ in 0..nformats {
-        formats.push(take_i16(&mut b, "Bind")?);
-    }
-    let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
-    // Each value with its length word.
-    let mut values = Vec::with_capacity(nvalues);
-    for _ in 0..nvalues {
-        let start = rest.len() - b.len();
-        let len = take_i32(&mut b, "Bind")?;
-        if len > 0 {
-            b = b.get(len as usize..).ok_or(FrameError::Malformed("Bind"))?;
-        }
-        values.push(&rest[start..rest.len() - b.len()]);
-    }
+    let parts = BindParts::read(rest)?;
     let mut out = Vec::with_capacity(rest.len());
-    match formats.as_slice() {
-        // No code (all text), or one for all: it holds for the kept ones as well.
-        [] | [_] => {
-            out.extend_from_slice(&(formats.len() as i16).to_be_bytes());
-            out.extend(formats.iter().flat_map(|f| f.to_be_bytes()));
-        }
-        many => {
-            out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
-            for &k in keep {
-                let f = many.get(k).ok_or(FrameError::Malformed("Bind"))?;
-                out.extend_from_slice(&f.to_be_bytes());
-            }
-        }
+    out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
+    for &k in keep {
+        let format = parts.formats.get(k).ok_or(FrameError::Malformed("Bind"))?;
+        out.extend_from_slice(&format.to_be_bytes());
     }
     out.extend_from_slice(&(keep.len() as i16).to_be_bytes());
     for &k in keep {
-        out.extend_from_slice(values.get(k).ok_or(FrameError::Malformed("Bind"))?);
+        match parts.values.get(k).ok_or(FrameError::Malformed("Bind"))? {
+            Some(v) => {
+                out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                out.extend_from_slice(v);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
     }
-    out.extend_from_slice(b);
+    out.extend_from_slice(parts.result_formats);
     Ok(out)
 }
 
@@ -486,12 +467,8 @@ pub fn route(
                 });
             };
             let root = snapshot.root_of(table.id).unwrap_or(table);
-            let types: Vec<Option<KeyType>> = root
-                .key_columns
-                .iter()
-                .chain(&root.partition_set_columns)
-                .map(|c| c.key_type().ok())
-                .collect();
+            let types: Vec<Option<KeyType>> =
+                root.sharding_columns().map(|c| c.key_type().ok()).collect();
             let resolved = slots
                 .iter()
                 .zip(&types)

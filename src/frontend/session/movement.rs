@@ -46,7 +46,7 @@ impl Failure {
 }
 
 /// The rows one source shard locked, each with where it goes.
-struct Source {
+struct SourceRows {
     shard: ShardId,
     rows: Vec<Locked>,
     /// Per row: `Some(target)` when it moves (the target may be the source itself, for a
@@ -162,7 +162,7 @@ impl Session {
                     rows.push(locked);
                 }
             }
-            sources.push(Source {
+            sources.push(SourceRows {
                 shard,
                 rows,
                 moves: Vec::new(),

@@ -193,12 +193,9 @@ pub(super) struct Slots<'s> {
 impl<'s> Slots<'s> {
     pub(super) fn columns(&self, u: usize) -> Vec<&'s str> {
         match self.uses[u].table {
-            Some(t) if t.kind == TableKind::Sharded => t
-                .key_columns
-                .iter()
-                .chain(&t.partition_set_columns)
-                .map(|c| c.name.as_str())
-                .collect(),
+            Some(t) if t.kind == TableKind::Sharded => {
+                t.sharding_columns().map(|c| c.name.as_str()).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -206,12 +203,7 @@ impl<'s> Slots<'s> {
     /// The type of the key column in slot `s`, when the router can read it.
     fn column_type(&self, s: Slot) -> Option<KeyType> {
         let t = self.uses.get(s.0)?.table?;
-        t.key_columns
-            .iter()
-            .chain(&t.partition_set_columns)
-            .nth(s.1)?
-            .key_type()
-            .ok()
+        t.sharding_columns().nth(s.1)?.key_type().ok()
     }
 
     /// The slot a column reference names, if it is a key column of one family table.

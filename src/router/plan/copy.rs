@@ -224,9 +224,7 @@ pub(super) fn plan_copy_table(
 }
 
 fn key_positions(t: &Table, columns: &[String]) -> Result<Vec<usize>, Plan> {
-    t.key_columns
-        .iter()
-        .chain(&t.partition_set_columns)
+    t.sharding_columns()
         .map(|k| {
             columns.iter().position(|n| *n == k.name).ok_or_else(|| {
                 unsupported(format!(

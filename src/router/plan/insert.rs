@@ -48,12 +48,7 @@ pub(super) fn plan_insert(
             i, target, &names, select, snapshot, columns, shards,
         );
     }
-    let key_names: Vec<&str> = target
-        .key_columns
-        .iter()
-        .chain(&target.partition_set_columns)
-        .map(|c| c.name.as_str())
-        .collect();
+    let key_names: Vec<&str> = target.sharding_columns().map(|c| c.name.as_str()).collect();
     let positions: Vec<Option<usize>> = key_names
         .iter()
         .map(|k| names.iter().position(|n| n == k))

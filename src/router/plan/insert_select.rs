@@ -41,12 +41,7 @@ pub(super) fn plan_insert_select(
     columns: &dyn ColumnSource,
     shards: Vec<ShardId>,
 ) -> Planned {
-    let key_names: Vec<&str> = target
-        .key_columns
-        .iter()
-        .chain(&target.partition_set_columns)
-        .map(|c| c.name.as_str())
-        .collect();
+    let key_names: Vec<&str> = target.sharding_columns().map(|c| c.name.as_str()).collect();
     let mut key_positions = Vec::with_capacity(key_names.len());
     for k in &key_names {
         match names.iter().position(|n| n == k) {

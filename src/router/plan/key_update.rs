@@ -81,12 +81,7 @@ pub(super) fn plan_key_update(
     columns: &dyn ColumnSource,
 ) -> Option<Result<KeyUpdate, Planned>> {
     let assignments = assignments(u)?;
-    let key_names: Vec<&str> = target
-        .key_columns
-        .iter()
-        .chain(&target.partition_set_columns)
-        .map(|c| c.name.as_str())
-        .collect();
+    let key_names: Vec<&str> = target.sharding_columns().map(|c| c.name.as_str()).collect();
     let assigned_key = assignments
         .iter()
         .filter_map(|a| a.as_ref().ok())
@@ -227,11 +222,7 @@ fn build(
             None => format!("{q}.{}", quote_ident(&d.name)),
         });
     }
-    let key_columns: Vec<&KeyColumn> = target
-        .key_columns
-        .iter()
-        .chain(&target.partition_set_columns)
-        .collect();
+    let key_columns: Vec<&KeyColumn> = target.sharding_columns().collect();
     let mut key_positions = Vec::new();
     let mut key_types = Vec::new();
     for k in &key_columns {
@@ -324,11 +315,7 @@ fn build(
 }
 
 fn descendant(table: &Table, defs: &[ColumnDef], key_types: &[String]) -> Descendant {
-    let keys: Vec<&KeyColumn> = table
-        .key_columns
-        .iter()
-        .chain(&table.partition_set_columns)
-        .collect();
+    let keys: Vec<&KeyColumn> = table.sharding_columns().collect();
     let mut columns = Vec::new();
     let mut column_types = Vec::new();
     let mut row = Vec::new();
