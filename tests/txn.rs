@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shardwire::config::Config;
 use shardwire::model::ShardId;
-use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
+use shardwire::pgcluster::StopMode;
 use shardwire::txn::coordinator::Commit;
 use shardwire::txn::{
     ensure_decision_log, ClusterTag, ControlPools, Coordinator, Gid, GidGenerator, Lease, ProxyId,
@@ -19,7 +18,7 @@ use shardwire::txn::{
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use common::{shards, APP};
+use common::{shards, OwnCluster, APP};
 
 const S1: ShardId = ShardId(0);
 const S2: ShardId = ShardId(1);
@@ -500,42 +499,6 @@ async fn recovery_never_touches_other_prepared_transactions() {
             .expect("decision log")
             .get(0);
         assert_eq!(recorded, 0, "{gid} got a decision record");
-    }
-}
-
-/// A cluster of this test's own, which it may stop; the harness's watchdog removes it too.
-struct OwnCluster(LocalCluster);
-
-impl OwnCluster {
-    fn start(name: &str) -> OwnCluster {
-        let root: PathBuf = shards().clusters[0]
-            .dir()
-            .parent()
-            .expect("harness root")
-            .to_path_buf();
-        let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
-        let options = ClusterOptions {
-            fast_unsafe: true,
-            ..ClusterOptions::default()
-        };
-        let port = free_port().expect("free port");
-        let cluster = LocalCluster::init(bins, &root.join(name), port, options)
-            .unwrap_or_else(|e| panic!("{e}"));
-        cluster.start().unwrap_or_else(|e| panic!("{e}"));
-        cluster
-            .create_database(APP)
-            .unwrap_or_else(|e| panic!("{e}"));
-        OwnCluster(cluster)
-    }
-
-    fn url(&self) -> String {
-        self.0.url(APP)
-    }
-}
-
-impl Drop for OwnCluster {
-    fn drop(&mut self) {
-        let _ = self.0.stop(StopMode::Immediate);
     }
 }
 

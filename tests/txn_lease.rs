@@ -12,56 +12,18 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shardwire::config::Config;
-use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
 use shardwire::server::{self, Deps};
 use shardwire::txn::ClusterTag;
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
-use common::{shards, APP};
+use common::{shards, OwnCluster, APP};
 
 /// A's lease: long enough to look at what B does while it is live, even on a loaded machine.
 const LEASE_MS: u64 = 6000;
-
-/// A catalog cluster of this test's own; the harness's watchdog removes it too.
-struct OwnCluster(LocalCluster);
-
-impl OwnCluster {
-    fn start(name: &str) -> OwnCluster {
-        let root: PathBuf = shards().clusters[0]
-            .dir()
-            .parent()
-            .expect("harness root")
-            .to_path_buf();
-        let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
-        let options = ClusterOptions {
-            fast_unsafe: true,
-            ..ClusterOptions::default()
-        };
-        let port = free_port().expect("free port");
-        let cluster = LocalCluster::init(bins, &root.join(name), port, options)
-            .unwrap_or_else(|e| panic!("{e}"));
-        cluster.start().unwrap_or_else(|e| panic!("{e}"));
-        cluster
-            .create_database(APP)
-            .unwrap_or_else(|e| panic!("{e}"));
-        OwnCluster(cluster)
-    }
-
-    fn url(&self) -> String {
-        self.0.url(APP)
-    }
-}
-
-impl Drop for OwnCluster {
-    fn drop(&mut self) {
-        let _ = self.0.stop(StopMode::Immediate);
-    }
-}
 
 /// A proxy on a thread and runtime of its own.
 struct Proxy {

@@ -333,3 +333,40 @@ fn base_config(addr: SocketAddr, shard_urls: &[String]) -> String {
     }
     text
 }
+
+/// A cluster of a test's own (a catalog apart from the shards, or one it may stop); the
+/// harness's watchdog removes it too.
+pub struct OwnCluster(pub LocalCluster);
+
+impl OwnCluster {
+    pub fn start(name: &str) -> OwnCluster {
+        let root: std::path::PathBuf = shards().clusters[0]
+            .dir()
+            .parent()
+            .expect("harness root")
+            .to_path_buf();
+        let bins = PgBinaries::locate().unwrap_or_else(|e| panic!("{e}"));
+        let options = ClusterOptions {
+            fast_unsafe: true,
+            ..ClusterOptions::default()
+        };
+        let port = free_port().expect("free port");
+        let cluster = LocalCluster::init(bins, &root.join(name), port, options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        cluster.start().unwrap_or_else(|e| panic!("{e}"));
+        cluster
+            .create_database(APP)
+            .unwrap_or_else(|e| panic!("{e}"));
+        OwnCluster(cluster)
+    }
+
+    pub fn url(&self) -> String {
+        self.0.url(APP)
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = self.0.stop(shardwire::pgcluster::StopMode::Immediate);
+    }
+}

@@ -73,8 +73,12 @@ impl Session {
         // block as a new one does.
         let held = self.parked.take(shard);
         let joins = in_block && held.as_ref().is_none_or(|link| link.tx_status == b'I');
-        let bound_waits = self.bound_lock_waits();
-        if joins && !bound_waits.is_empty() {
+        let bound_waits = if joins {
+            self.bound_lock_waits()
+        } else {
+            String::new()
+        };
+        if !bound_waits.is_empty() {
             // The block is about to span shards: a lock wait on one shard may now be part of
             // a deadlock no shard can see, so every participant's waits end.
             let alone: Vec<usize> = (0..self.parked.len())
