@@ -34,6 +34,30 @@ pub struct Config {
     pub ddl: DdlConfig,
     #[serde(default)]
     pub transactions: TransactionsConfig,
+    #[serde(default)]
+    pub queries: QueriesConfig,
+}
+
+/// Reads over several shards.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueriesConfig {
+    /// The most rows the general path reads from the shards into its combining step for one
+    /// statement; past it the statement fails with SQLSTATE 54000.
+    #[serde(default = "default_combine_row_limit")]
+    pub combine_row_limit: u64,
+}
+
+fn default_combine_row_limit() -> u64 {
+    1_000_000
+}
+
+impl Default for QueriesConfig {
+    fn default() -> Self {
+        QueriesConfig {
+            combine_row_limit: default_combine_row_limit(),
+        }
+    }
 }
 
 /// Distributed transactions: two-phase commit, in-doubt recovery, lock waits.

@@ -1,6 +1,7 @@
 //! Execution of what the proxy does itself rather than forward: sharding DDL and the DDL that
 //! must reach every shard holding a table, and statements that span several shards (`gather`).
 
+pub mod combiner;
 pub mod copy;
 pub mod ddl;
 pub mod gather;

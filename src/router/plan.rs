@@ -16,6 +16,7 @@ use pg_query::NodeEnum;
 use super::hash::KeyType;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
+mod combine;
 mod conditions;
 mod copy;
 mod insert;
@@ -25,6 +26,7 @@ mod select;
 mod sequence;
 mod walk;
 
+pub use combine::{CombinePlan, Pull, TEMP_PREFIX};
 use conditions::*;
 pub use copy::{CopyArg, CopyOption, CopyPlan};
 use insert::*;
@@ -184,6 +186,9 @@ pub struct ShardedPlan {
     pub insert_select: Option<Box<InsertSelect>>,
     /// An UPDATE of the sharding key, whose rows may move to other shards.
     pub key_update: Option<Box<KeyUpdate>>,
+    /// A read the streaming merge cannot answer: how the general path answers it when it runs
+    /// on several shards (on one, the shard answers it whole).
+    pub combine: Option<Arc<CombinePlan>>,
 }
 
 /// The generated key column of an INSERT.
@@ -214,6 +219,9 @@ pub enum Plan {
     /// `SELECT nextval(…)` or `currval(…)` of a generated key's sequence, which the proxy
     /// answers from the cluster-wide sequence.
     Sequence(SequenceCall),
+    /// A read over several shards that only the general path answers (tables of several
+    /// families, subqueries, set operations, …).
+    Combine(Arc<CombinePlan>),
 }
 
 /// A statement the router will not send anywhere, with the SQLSTATE class it fails with.
@@ -285,10 +293,14 @@ impl Plan {
             | Plan::Refused(_)
             | Plan::Sequence(_) => return used,
             // The statements each shard runs are built from the text, values included.
-            Plan::Copy(_) => return used,
+            Plan::Copy(_) | Plan::Combine(_) => return used,
             Plan::Sharded(p) => p,
         };
-        if p.merge.shard_sql.is_some() || p.insert_select.is_some() || p.key_update.is_some() {
+        if p.merge.shard_sql.is_some()
+            || p.insert_select.is_some()
+            || p.key_update.is_some()
+            || p.combine.is_some()
+        {
             // The rewritten text has the values in it.
             return used;
         }
@@ -354,7 +366,7 @@ pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Plann
         .collect();
     let mut plans = Vec::with_capacity(stmts.len());
     for stmt in &stmts {
-        match plan_statement(stmt, snapshot, columns) {
+        match plan_statement(sql, stmt, snapshot, columns) {
             Planned::Plan(p) => plans.push(p),
             need => return need,
         }
@@ -392,7 +404,47 @@ pub(super) struct Use<'a> {
     pub(super) qualifier: String,
 }
 
-fn plan_statement(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
+fn plan_statement(
+    sql: &str,
+    stmt: &Node,
+    snapshot: &Snapshot,
+    columns: &dyn ColumnSource,
+) -> Planned {
+    // Calls of key sequences are the proxy's to answer or refuse, whatever else is read.
+    if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
+        return planned;
+    }
+    let planned = plan_one(stmt, snapshot, columns);
+    if !matches!(stmt.node, Some(NodeEnum::SelectStmt(_))) {
+        return planned;
+    }
+    // A read the shards cannot answer as they are: the general path, when it can.
+    match planned {
+        Planned::Plan(Plan::Refused(Refusal::Unsupported(why))) => {
+            match combine::plan_combine(sql, stmt, snapshot, columns) {
+                Ok(c) if c.pulls.is_empty() => Planned::Plan(unsupported(why)),
+                Ok(c) => Planned::Plan(Plan::Combine(Arc::new(c))),
+                Err(combine::NotCombinable::NeedColumns(t)) => Planned::NeedColumns(t),
+                Err(combine::NotCombinable::Refused(r)) => {
+                    Planned::Plan(unsupported(format!("{why}; {r}")))
+                }
+            }
+        }
+        Planned::Plan(Plan::Sharded(mut p)) if p.multi_shard_refusal.is_some() => {
+            match combine::plan_combine(sql, stmt, snapshot, columns) {
+                Ok(c) => Arc::make_mut(&mut p).combine = Some(Arc::new(c)),
+                Err(combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
+                Err(combine::NotCombinable::Refused(r)) => {
+                    Arc::make_mut(&mut p).multi_shard_refusal = Some(r)
+                }
+            }
+            Planned::Plan(Plan::Sharded(p))
+        }
+        other => other,
+    }
+}
+
+fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
     let Some(node) = stmt.node.as_ref() else {
         return Planned::Plan(Plan::Anywhere);
     };

@@ -50,6 +50,8 @@ pub(super) enum Dest {
     Copy(super::copy::CopyJob),
     /// `nextval`/`currval` of a key sequence, answered from the cluster-wide sequence.
     Sequence(super::sequence::SequenceAnswer),
+    /// A read over several shards the general path answers.
+    Combining(super::combining::CombineJob),
 }
 
 impl Dest {
@@ -144,6 +146,33 @@ fn split_portal(
         .collect()
 }
 
+/// A read the general path answers: at Bind or as a simple query; a Parse or Describe goes to
+/// `describer`, which holds its tables.
+fn combining_dest(
+    plan: &Arc<crate::router::plan::CombinePlan>,
+    source: Source<'_>,
+    describer: ShardId,
+) -> Dest {
+    use super::combining::{BoundCombine, CombineJob};
+    let bound = match source {
+        Source::Simple(_) => None,
+        Source::Bind {
+            portal,
+            statement,
+            rest,
+        } => Some(BoundCombine {
+            portal: portal.into(),
+            param_types: statement.param_types.to_vec(),
+            rest: rest.to_vec(),
+        }),
+        Source::Placement => return Dest::Shard(describer),
+    };
+    Dest::Combining(CombineJob {
+        plan: plan.clone(),
+        bound,
+    })
+}
+
 /// For each VALUES row, the index in `shards` of the shard it goes to.
 fn row_indexes(row_shards: &[ShardId], shards: &[ShardId]) -> Vec<usize> {
     row_shards
@@ -202,6 +231,7 @@ impl Session {
                 };
                 return Ok(match &*plan {
                     Plan::Sharded(_)
+                    | Plan::Combine(_)
                     | Plan::Every(_)
                     | Plan::AnyOf(_)
                     | Plan::Copy(_)
@@ -246,6 +276,7 @@ impl Session {
                     Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
                     Plan::Fixed(s) => vec![*s],
                     Plan::Copy(c) => c.shards.clone(),
+                    Plan::Combine(_) => vec![ShardId(0)],
                     Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Ok(Dest::Here),
                 };
                 return Ok(match self.current_shard() {
@@ -386,6 +417,7 @@ impl Session {
                 self.generated_insert(p, snapshot, params, source)
             }
             Plan::Copy(c) => self.copy_dest(c, snapshot, params),
+            Plan::Combine(c) => combining_dest(c, source, ShardId(0)),
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,
@@ -399,6 +431,9 @@ impl Session {
                     Route::Multi(shards) => shards,
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
+                if let Some(c) = &p.combine {
+                    return combining_dest(c, source, shards[0]);
+                }
                 if let Some(why) = &p.multi_shard_refusal {
                     return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
                 }

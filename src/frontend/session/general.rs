@@ -60,7 +60,7 @@ impl Session {
         let mut fetches = 0;
         let dest = loop {
             match self.decide(&frame)? {
-                Dest::NeedColumns(table) if fetches < 3 => {
+                Dest::NeedColumns(table) if fetches < 32 => {
                     fetches += 1;
                     if let Err(e) = self.fetch_columns(table).await {
                         break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
@@ -116,6 +116,12 @@ impl Session {
             Dest::InsertSelect(plan) => {
                 self.drain_current().await?;
                 self.run_insert_select(plan).await?;
+                self.release_parked_if_idle();
+                return Ok(());
+            }
+            Dest::Combining(job) => {
+                self.drain_current().await?;
+                self.run_combining(job).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }

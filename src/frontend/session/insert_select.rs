@@ -52,7 +52,8 @@ impl Session {
             | Plan::Every(_)
             | Plan::Copy(_)
             | Plan::Refused(_)
-            | Plan::Sequence(_) => {
+            | Plan::Sequence(_)
+            | Plan::Combine(_) => {
                 let shard = self.current_shard().unwrap_or(ShardId(0));
                 (vec![shard], job.select_sql.clone(), Default::default())
             }
@@ -216,7 +217,7 @@ impl Session {
     }
 
     /// Answers the client's simple query with a combined result and ReadyForQuery.
-    fn answer(&mut self, combined: &Combined) -> Result<(), SessionError> {
+    pub(super) fn answer(&mut self, combined: &Combined) -> Result<(), SessionError> {
         let mut out = BytesMut::new();
         gather::write(combined, &mut out);
         let status = self.session_status();

@@ -608,5 +608,6 @@ pub(super) fn plan_filtered(
         generated: None,
         insert_select: None,
         key_update: None,
+        combine: None,
     }))
 }

@@ -123,5 +123,6 @@ pub(super) fn plan_insert(
         generated,
         insert_select: None,
         key_update: None,
+        combine: None,
     })))
 }

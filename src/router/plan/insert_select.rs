@@ -8,8 +8,8 @@ use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
 use pg_query::NodeEnum;
 
 use super::{
-    plan_statement, top_level_uses, unsupported, ColumnSource, Keys, Merge, Plan, Planned,
-    ShardedPlan, Slots, StatementKind,
+    plan_one, top_level_uses, unsupported, ColumnSource, Keys, Merge, Plan, Planned, ShardedPlan,
+    Slots, StatementKind,
 };
 use crate::catalog::{ShardId, Snapshot, Table};
 
@@ -58,7 +58,7 @@ pub(super) fn plan_insert_select(
     let select_node = Node {
         node: Some(NodeEnum::SelectStmt(Box::new(select.clone()))),
     };
-    let source = match plan_statement(&select_node, snapshot, columns) {
+    let source = match plan_one(&select_node, snapshot, columns) {
         Planned::Plan(p) => p,
         need => return need,
     };
@@ -82,6 +82,7 @@ pub(super) fn plan_insert_select(
                 generated: None,
                 insert_select: None,
                 key_update: None,
+                combine: None,
             })));
         }
         if sp.multi_shard_refusal.is_some() && sp.keys == Keys::Any {
@@ -116,6 +117,7 @@ pub(super) fn plan_insert_select(
             insert_tail: tail,
         })),
         key_update: None,
+        combine: None,
     })))
 }
 

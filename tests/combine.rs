@@ -1,0 +1,119 @@
+//! The general path of reads over several shards: PostgreSQL itself combines the shards' rows,
+//! so aggregates, GROUP BY, HAVING, window functions, subqueries, set operations and joins
+//! across families answer as one PostgreSQL holding every row would.
+mod common;
+mod routing_common;
+
+use routing_common::*;
+use tokio_postgres::error::SqlState;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_general_path_answers_as_one_postgres() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let plain = twin_tables(&client, "comb_t").await;
+    let queries = [
+        "SELECT count(*) FROM comb_t",
+        "SELECT count(*), sum(id), avg(id), min(v), max(n) FROM comb_t",
+        "SELECT grp, count(*), sum(n), avg(n) FROM comb_t GROUP BY grp ORDER BY grp",
+        "SELECT grp, string_agg(v, ',' ORDER BY v, id) FROM comb_t GROUP BY grp ORDER BY 1",
+        "SELECT grp FROM comb_t GROUP BY grp HAVING sum(id) > 9000 ORDER BY grp",
+        "SELECT DISTINCT grp FROM comb_t ORDER BY grp",
+        "SELECT id, rank() OVER (PARTITION BY grp ORDER BY n DESC NULLS LAST, id) FROM comb_t \
+         ORDER BY id",
+        "SELECT id FROM comb_t WHERE n > (SELECT avg(n) FROM comb_t) ORDER BY id",
+        "SELECT grp, id FROM comb_t WHERE id < 20 UNION SELECT grp, id FROM comb_t WHERE id > 290 \
+         ORDER BY 2",
+        "WITH g AS (SELECT grp, max(id) AS top FROM comb_t GROUP BY grp) \
+         SELECT g.grp, t.v FROM g JOIN comb_t t ON t.id = g.top ORDER BY 1",
+        "SELECT round(avg(id), 2), sum(n) / count(n) FROM comb_t WHERE grp = 2",
+        "SELECT count(DISTINCT v) FROM comb_t",
+        "SELECT a.id, b.id FROM comb_t a JOIN comb_t b ON a.grp = b.grp AND b.id = a.id + 5 \
+         WHERE a.id < 30 ORDER BY 1, 2",
+    ];
+    for q in queries {
+        let got = simple_rows(&client, q).await;
+        let want = simple_rows(&plain, &q.replace("comb_t", "comb_t_ref")).await;
+        assert_eq!(got, want, "{q}");
+    }
+    // Prepared, with parameters, in binary.
+    let sql = "SELECT grp, count(*)::int4, max(v) FROM comb_t WHERE id > $1 GROUP BY grp \
+               HAVING count(*) > $2 ORDER BY grp";
+    let rows = |r: Vec<tokio_postgres::Row>| -> Vec<(i32, i32, Option<String>)> {
+        r.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect()
+    };
+    let got = rows(
+        client
+            .query(sql, &[&100i32, &3i64])
+            .await
+            .expect("prepared"),
+    );
+    let want = rows(
+        plain
+            .query(&sql.replace("comb_t", "comb_t_ref"), &[&100i32, &3i64])
+            .await
+            .expect("direct"),
+    );
+    assert_eq!(got, want);
+    assert_eq!(got.len(), 5);
+
+    // A transaction block sees its own writes on every shard.
+    client.batch_execute("BEGIN").await.expect("begin");
+    client
+        .batch_execute("DELETE FROM comb_t WHERE grp = 1")
+        .await
+        .expect("delete in block");
+    let r = simple_rows(&client, "SELECT count(*) FROM comb_t").await;
+    assert_eq!(r, vec![vec![Some("240".into())]]);
+    client.batch_execute("ROLLBACK").await.expect("rollback");
+    let r = simple_rows(&client, "SELECT count(*) FROM comb_t").await;
+    assert_eq!(r, vec![vec![Some("300".into())]]);
+
+    // What the general path refuses is named, and the session goes on.
+    let err = client
+        .simple_query("SELECT grp, count(*) FROM comb_t GROUP BY grp FOR UPDATE")
+        .await
+        .expect_err("locking");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+    let r = simple_rows(&client, "SELECT count(*) FROM comb_t WHERE id = 7").await;
+    assert_eq!(r, vec![vec![Some("1".into())]]);
+    client
+        .batch_execute("DROP TABLE comb_t")
+        .await
+        .expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_combining_step_is_bounded_by_its_row_limit() {
+    use_limit();
+    let proxy = common::TestProxy::start_with(|c| c.queries.combine_row_limit = 100);
+    let client = proxy.connect().await;
+    let _plain = twin_tables(&client, "comb_lim").await;
+    let err = client
+        .simple_query("SELECT count(*) FROM comb_lim")
+        .await
+        .expect_err("over the limit");
+    assert_eq!(err.code(), Some(&SqlState::PROGRAM_LIMIT_EXCEEDED), "{err}");
+    assert!(
+        err.to_string().contains("combine_row_limit")
+            || format!("{err:?}").contains("combine_row_limit"),
+        "{err:?}"
+    );
+    // Conditions on the table are read on the shards: fewer rows come to the combining step.
+    let r = client
+        .simple_query("SELECT count(*) FROM comb_lim WHERE id <= 50")
+        .await;
+    let r = match r {
+        Ok(_) => simple_rows(&client, "SELECT count(*) FROM comb_lim WHERE id <= 50").await,
+        Err(e) => panic!("{e:?}"),
+    };
+    assert_eq!(r, vec![vec![Some("50".into())]]);
+    client
+        .batch_execute("DROP TABLE comb_lim")
+        .await
+        .expect("drop");
+}
+
+fn use_limit() {
+    common::use_shards(SHARDS);
+}
