@@ -44,10 +44,29 @@ pub(super) struct BoundCombine {
     pub(super) rest: Vec<u8>,
 }
 
+/// How the combining statement's answer reached the client.
+enum Answered {
+    /// Kept, for the caller to answer with.
+    Combined(Combined),
+    /// A simple query's rows, streamed to the client as the combining step sent them.
+    Streamed,
+}
+
 impl Session {
-    pub(super) async fn run_combining(&mut self, job: CombineJob) -> Result<(), SessionError> {
+    pub(super) async fn run_combining(
+        &mut self,
+        job: CombineJob,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         self.ctx.metrics.routed_multi.increment(1);
-        let combined = self.combine(&job).await?;
+        let combined = match self.combine(&job, client).await? {
+            Answered::Streamed => {
+                let status = self.session_status();
+                protocol::ready_for_query(&mut self.cout, status);
+                return Ok(());
+            }
+            Answered::Combined(c) => c,
+        };
         let Some(bound) = job.bound else {
             return self.answer(&combined);
         };
@@ -69,20 +88,24 @@ impl Session {
         Ok(())
     }
 
-    async fn combine(&mut self, job: &CombineJob) -> Result<Combined, SessionError> {
+    async fn combine(
+        &mut self,
+        job: &CombineJob,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
         let plan = &*job.plan;
         let snapshot = self.ctx.catalog.snapshot();
         let mut sources = Vec::with_capacity(plan.pulls.len());
         for pull in &plan.pulls {
             match self.pull_sources(&snapshot, &pull.route) {
                 Ok(s) => sources.push(s),
-                Err(error) => return Ok(failed(error)),
+                Err(error) => return Ok(Answered::Combined(failed(error))),
             }
         }
         if plan.reads_unrecorded && self.in_block_on(COMBINER) {
-            return Ok(failed(error_frame(
+            return Ok(Answered::Combined(failed(error_frame(
                 &FrontendError::CombineUnrecordedInBlock,
-            )));
+            ))));
         }
         let mut all: Vec<ShardId> = sources.iter().flatten().copied().collect();
         all.sort();
@@ -98,13 +121,13 @@ impl Session {
                 .await?
             {
                 self.end_every_participant("ROLLBACK").await?;
-                return Ok(f);
+                return Ok(Answered::Combined(f));
             }
         }
-        let outcome = self.combine_in_block(job, &sources, all[0]).await;
+        let outcome = self.combine_in_block(job, &sources, all[0], client).await;
         if implicit {
             let end = match &outcome {
-                Ok(Combined::Rows(_)) => "COMMIT",
+                Ok(Answered::Combined(Combined::Rows(_)) | Answered::Streamed) => "COMMIT",
                 _ => "ROLLBACK",
             };
             self.end_every_participant(end).await?;
@@ -163,7 +186,8 @@ impl Session {
         job: &CombineJob,
         sources: &[Vec<ShardId>],
         settings_from: ShardId,
-    ) -> Result<Combined, SessionError> {
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
         let plan = &*job.plan;
         let settings = match self
             .run_on_shards(
@@ -174,7 +198,7 @@ impl Session {
             .await?
         {
             Combined::Rows(r) => r.rows,
-            f @ Combined::Failed { .. } => return Ok(f),
+            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
         };
         let mut setup = String::from("BEGIN;");
         for row in &settings {
@@ -195,12 +219,13 @@ impl Session {
             Ok(c) => c,
             Err(e) => {
                 self.ctx.metrics.backend_error(COMBINER);
-                return Ok(failed(error_frame(&e)));
+                return Ok(Answered::Combined(failed(error_frame(&e))));
             }
         };
         let outcome = self
-            .combine_on(&mut combiner.conn, job, sources, &setup)
+            .combine_on(&mut combiner.conn, job, sources, &setup, client)
             .await;
+        self.cancel.slot.set_others(Vec::new());
         // Whatever happened, the combining transaction ends and takes its tables with it.
         let clean = match &outcome {
             Ok(_) => matches!(
@@ -222,10 +247,12 @@ impl Session {
         job: &CombineJob,
         sources: &[Vec<ShardId>],
         setup: &str,
-    ) -> Result<Combined, SessionError> {
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
         let plan = &*job.plan;
+        let fail = |error: Bytes| Ok(Answered::Combined(failed(error)));
         if let Some(error) = combiner::run(conn, setup).await? {
-            return Ok(failed(error));
+            return fail(error);
         }
         let limit = self.ctx.config.queries.combine_row_limit;
         let mut pulled = 0u64;
@@ -241,12 +268,12 @@ impl Session {
                 .run_on_shards(shards, Work::Simple(&declare), &select())
                 .await?
             {
-                return Ok(f);
+                return Ok(Answered::Combined(f));
             }
             let copy = format!("COPY {} FROM STDIN (FORMAT binary)", pull.temp);
             let mut copy_in = match CopyIn::start(conn, &copy).await? {
                 Ok(c) => c,
-                Err(error) => return Ok(failed(error)),
+                Err(error) => return fail(error),
             };
             let fetch = vec![format!("FETCH {FETCH_ROWS} FROM {CURSOR}"); shards.len()];
             loop {
@@ -255,51 +282,58 @@ impl Session {
                     .await?
                 {
                     Combined::Rows(r) => r.rows,
-                    f @ Combined::Failed { .. } => return Ok(f),
+                    f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
                 };
                 if rows.is_empty() {
                     break;
                 }
                 pulled += rows.len() as u64;
                 if pulled > limit {
-                    return Ok(failed(error_frame(&FrontendError::CombineRowLimit {
-                        limit,
-                    })));
+                    return fail(error_frame(&FrontendError::CombineRowLimit { limit }));
                 }
                 copy_in.rows(&rows).await.map_err(BackendError::from)?;
             }
             if let Err(error) = copy_in.finish().await? {
-                return Ok(failed(error));
+                return fail(error);
             }
             let close = vec![format!("CLOSE {CURSOR}"); shards.len()];
             if let f @ Combined::Failed { .. } = self
                 .run_on_shards(shards, Work::Simple(&close), &select())
                 .await?
             {
-                return Ok(f);
+                return Ok(Answered::Combined(f));
             }
         }
+        // A cancel from the client now reaches the combining statement.
+        self.cancel.slot.set_others(vec![(COMBINER, conn.cancel)]);
         let origin = gather::Origin {
             shards: &[COMBINER],
             control: &self.ctx.control,
         };
         let mut conns = [conn];
-        let answer = match &job.bound {
-            None => {
-                gather::run_simple(
-                    &mut conns,
-                    std::slice::from_ref(&plan.sql),
-                    &select(),
-                    &origin,
-                )
-                .await
-            }
-            Some(b) => {
-                let messages = combining_messages(&plan.sql, &b.param_types, &b.rest);
-                gather::run_batches(&mut conns, &[messages], &select(), &origin).await
-            }
+        let Some(b) = &job.bound else {
+            let merge = Default::default();
+            let spec = gather::Spec {
+                kind: StatementKind::Select,
+                merge: &merge,
+                describe: true,
+                description: None,
+            };
+            let mut sink = ClientSink {
+                cout: &mut self.cout,
+                client,
+            };
+            let sql = std::slice::from_ref(&plan.sql);
+            return match gather::stream_simple(&mut conns, sql, &spec, &origin, &mut sink).await {
+                Ok(_) => Ok(Answered::Streamed),
+                Err(gather::StreamError::Backend(e)) => Err(e.into()),
+                Err(gather::StreamError::Client(e)) => Err(SessionError::Client(e)),
+            };
         };
-        Ok(answer?.0)
+        let messages = combining_messages(&plan.sql, &b.param_types, &b.rest);
+        let (combined, _) =
+            gather::run_batches(&mut conns, &[messages], &select(), &origin).await?;
+        Ok(Answered::Combined(combined))
     }
 }
 

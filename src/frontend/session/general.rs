@@ -121,7 +121,7 @@ impl Session {
             }
             Dest::Combining(job) => {
                 self.drain_current().await?;
-                self.run_combining(job).await?;
+                self.run_combining(job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
