@@ -36,6 +36,7 @@ mod combining;
 mod commit;
 mod copy;
 mod dest;
+mod explain;
 mod general;
 mod insert_select;
 mod link;

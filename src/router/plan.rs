@@ -222,6 +222,19 @@ pub enum Plan {
     /// A read over several shards that only the general path answers (tables of several
     /// families, subqueries, set operations, …).
     Combine(Arc<CombinePlan>),
+    /// EXPLAIN of a statement over recorded tables: the plan of the statement explained.
+    Explain(Arc<ExplainPlan>),
+}
+
+/// EXPLAIN: one shard explains a statement it runs alone; the proxy describes one it runs on
+/// several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainPlan {
+    /// The statement explained, as its own text (deparsed) and plan.
+    pub sql: String,
+    pub plan: Plan,
+    /// EXPLAIN ANALYZE: the statement runs.
+    pub analyze: bool,
 }
 
 /// A statement the router will not send anywhere, with the SQLSTATE class it fails with.
@@ -293,7 +306,7 @@ impl Plan {
             | Plan::Refused(_)
             | Plan::Sequence(_) => return used,
             // The statements each shard runs are built from the text, values included.
-            Plan::Copy(_) | Plan::Combine(_) => return used,
+            Plan::Copy(_) | Plan::Combine(_) | Plan::Explain(_) => return used,
             Plan::Sharded(p) => p,
         };
         if p.merge.shard_sql.is_some()
@@ -410,6 +423,9 @@ fn plan_statement(
     snapshot: &Snapshot,
     columns: &dyn ColumnSource,
 ) -> Planned {
+    if let Some(NodeEnum::ExplainStmt(e)) = stmt.node.as_ref() {
+        return plan_explain(e, snapshot, columns);
+    }
     // Calls of key sequences are the proxy's to answer or refuse, whatever else is read.
     if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
         return planned;
@@ -441,6 +457,49 @@ fn plan_statement(
             Planned::Plan(Plan::Sharded(p))
         }
         other => other,
+    }
+}
+
+fn plan_explain(
+    e: &pg_query::protobuf::ExplainStmt,
+    snapshot: &Snapshot,
+    columns: &dyn ColumnSource,
+) -> Planned {
+    let Some(query) = e.query.as_deref() else {
+        return Planned::Plan(Plan::Anywhere);
+    };
+    let analyze = e.options.iter().any(|o| {
+        matches!(o.node.as_ref(), Some(NodeEnum::DefElem(d)) if d.defname == "analyze"
+            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
+                Some(NodeEnum::String(s)) if matches!(s.sval.as_str(), "false" | "off" | "0"))
+            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
+                Some(NodeEnum::Boolean(b)) if !b.boolval)
+            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
+                Some(NodeEnum::Integer(i)) if i.ival == 0))
+    });
+    let tree = pg_query::protobuf::ParseResult {
+        version: 0,
+        stmts: vec![pg_query::protobuf::RawStmt {
+            stmt: Some(Box::new(query.clone())),
+            stmt_location: 0,
+            stmt_len: 0,
+        }],
+    };
+    let sql = match pg_query::deparse(&tree, Default::default()) {
+        Ok(s) => s,
+        Err(e) => {
+            return Planned::Plan(unsupported(format!(
+                "cannot read the explained statement: {e}"
+            )))
+        }
+    };
+    match plan(&sql, snapshot, columns) {
+        Planned::Plan(Plan::Anywhere) => Planned::Plan(Plan::Anywhere),
+        Planned::Plan(Plan::Fixed(s)) => Planned::Plan(Plan::Fixed(s)),
+        Planned::Plan(plan) => {
+            Planned::Plan(Plan::Explain(Arc::new(ExplainPlan { sql, plan, analyze })))
+        }
+        need => need,
     }
 }
 
@@ -564,9 +623,6 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
         NodeEnum::CopyStmt(c) => {
             Planned::Plan(copy::plan_copy_query(c, snapshot, &sharded, shards))
         }
-        NodeEnum::ExplainStmt(_) => Planned::Plan(unsupported(
-            "EXPLAIN of statements over sharded tables is not supported yet",
-        )),
         _ => Planned::Plan(unsupported(format!(
             "this kind of statement on sharded table \"{}\" is not supported yet",
             sharded[0].qualified_name()

@@ -160,7 +160,8 @@ impl Session {
             | Plan::Copy(_)
             | Plan::Refused(_)
             | Plan::Sequence(_)
-            | Plan::Combine(_) => Err(error_frame(&FrontendError::Combine(
+            | Plan::Combine(_)
+            | Plan::Explain(_) => Err(error_frame(&FrontendError::Combine(
                 "a table's rows have no shards to be read from".into(),
             ))),
         }

@@ -52,6 +52,8 @@ pub(super) enum Dest {
     Sequence(super::sequence::SequenceAnswer),
     /// A read over several shards the general path answers.
     Combining(super::combining::CombineJob),
+    /// EXPLAIN of a statement over several shards, answered by the proxy.
+    Explain(super::explain::ExplainAnswer),
 }
 
 impl Dest {
@@ -232,6 +234,7 @@ impl Session {
                 return Ok(match &*plan {
                     Plan::Sharded(_)
                     | Plan::Combine(_)
+                    | Plan::Explain(_)
                     | Plan::Every(_)
                     | Plan::AnyOf(_)
                     | Plan::Copy(_)
@@ -276,7 +279,7 @@ impl Session {
                     Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
                     Plan::Fixed(s) => vec![*s],
                     Plan::Copy(c) => c.shards.clone(),
-                    Plan::Combine(_) => vec![ShardId(0)],
+                    Plan::Combine(_) | Plan::Explain(_) => vec![ShardId(0)],
                     Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Ok(Dest::Here),
                 };
                 return Ok(match self.current_shard() {
@@ -418,6 +421,14 @@ impl Session {
             }
             Plan::Copy(c) => self.copy_dest(c, snapshot, params),
             Plan::Combine(c) => combining_dest(c, source, ShardId(0)),
+            Plan::Explain(x) => {
+                let (portal, describer) = match source {
+                    Source::Bind { portal, .. } => (Some(portal), None),
+                    Source::Simple(_) => (None, None),
+                    Source::Placement => (None, Some(ShardId(0))),
+                };
+                self.explain_dest(x, snapshot, params, portal, describer)
+            }
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
                     Ok(r) => r,

@@ -119,6 +119,10 @@ impl Session {
                 self.release_parked_if_idle();
                 return Ok(());
             }
+            Dest::Explain(answer) => {
+                self.drain_current().await?;
+                return self.answer_explain(answer);
+            }
             Dest::Combining(job) => {
                 self.drain_current().await?;
                 self.run_combining(job, client).await?;

@@ -53,7 +53,8 @@ impl Session {
             | Plan::Copy(_)
             | Plan::Refused(_)
             | Plan::Sequence(_)
-            | Plan::Combine(_) => {
+            | Plan::Combine(_)
+            | Plan::Explain(_) => {
                 let shard = self.current_shard().unwrap_or(ShardId(0));
                 (vec![shard], job.select_sql.clone(), Default::default())
             }

@@ -136,7 +136,7 @@ impl gather::Sink for ClientSink<'_> {
 
 /// A simple-protocol reply the proxy composed, as a portal's result; its ErrorResponse if it
 /// failed.
-fn rows_of_reply(reply: &[u8]) -> Result<gather::Rows, bytes::Bytes> {
+pub(super) fn rows_of_reply(reply: &[u8]) -> Result<gather::Rows, bytes::Bytes> {
     let mut rows = gather::Rows::default();
     let mut rest = reply;
     while let Ok(Some(len)) = protocol::complete_frame_len(rest) {

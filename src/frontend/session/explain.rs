@@ -1,0 +1,225 @@
+//! EXPLAIN through the proxy: a statement that runs on one shard is explained by that shard;
+//! one that runs on several is described by the proxy — which path it takes (streaming merge,
+//! general path, a write on every shard) and the SQL each shard runs.
+
+use super::*;
+use crate::catalog::Snapshot;
+use crate::protocol::{ColumnType, ResultSet};
+use crate::router::plan::{CombinePlan, ExplainPlan, Keys, Merge, Plan, ShardedPlan};
+use crate::router::route::{self as routing, Params};
+
+/// The proxy's answer to an EXPLAIN: its lines, for a simple query or a Bind's portal.
+pub(super) struct ExplainAnswer {
+    pub(super) lines: Vec<String>,
+    pub(super) portal: Option<Box<[u8]>>,
+}
+
+impl Session {
+    pub(super) fn explain_dest(
+        &mut self,
+        x: &ExplainPlan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        portal: Option<&[u8]>,
+        describer: Option<ShardId>,
+    ) -> Dest {
+        let refuse = |why: &str| Dest::refuse(&FrontendError::NotAcrossShards(why.to_string()));
+        let analyze_refused = "EXPLAIN ANALYZE of a statement over several shards is not \
+                               supported: run EXPLAIN without ANALYZE, or give the full sharding \
+                               key so one shard runs it";
+        let lines = match &x.plan {
+            Plan::Anywhere => return Dest::Here,
+            Plan::Fixed(s) => return Dest::Shard(*s),
+            Plan::AnyOf(shards) => {
+                return match self.current_shard() {
+                    Some(c) if shards.contains(&c) => Dest::Here,
+                    _ => Dest::Shard(shards[0]),
+                }
+            }
+            Plan::Every(shards) if !x.analyze => {
+                return Dest::Shard(describer.unwrap_or(shards[0]));
+            }
+            Plan::Every(_) => return refuse(analyze_refused),
+            Plan::Refused(r) => return Dest::refuse(r),
+            Plan::Copy(_) | Plan::Sequence(_) | Plan::Explain(_) => {
+                return refuse("EXPLAIN of this statement is not supported through shardwire")
+            }
+            Plan::Combine(c) => {
+                if describer.is_some() {
+                    return Dest::Shard(ShardId(0));
+                }
+                if x.analyze {
+                    return refuse(analyze_refused);
+                }
+                combine_lines(c, snapshot)
+            }
+            Plan::Sharded(p) => {
+                let routed = match routing::route(snapshot, p, params) {
+                    Ok(r) => r,
+                    Err(e) => return Dest::refuse(&e),
+                };
+                let shards = match routed.route {
+                    Route::Single(s) => return Dest::Shard(s),
+                    _ if describer.is_some() => return Dest::Shard(p.shards[0]),
+                    Route::Multi(s) => s,
+                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+                };
+                if x.analyze {
+                    return refuse(analyze_refused);
+                }
+                match (&p.combine, &p.multi_shard_refusal) {
+                    (Some(c), _) => combine_lines(c, snapshot),
+                    (None, Some(why)) => return refuse(why),
+                    (None, None) => sharded_lines(p, &x.sql, &shards, snapshot),
+                }
+            }
+        };
+        Dest::Explain(ExplainAnswer {
+            lines,
+            portal: portal.map(Into::into),
+        })
+    }
+
+    pub(super) fn answer_explain(&mut self, answer: ExplainAnswer) -> Result<(), SessionError> {
+        let mut rs = ResultSet::new(&[("QUERY PLAN", ColumnType::Text)]);
+        for line in answer.lines {
+            rs.push(vec![Some(line)]);
+        }
+        let mut out = BytesMut::new();
+        match answer.portal {
+            None => {
+                rs.encode("EXPLAIN", &mut out);
+                let status = self.session_status();
+                protocol::ready_for_query(&mut out, status);
+                self.pipeline
+                    .push(Pending::composed(out.freeze()), &mut self.cout);
+            }
+            Some(portal) => {
+                rs.encode("EXPLAIN", &mut out);
+                let rows = multi::rows_of_reply(&out).unwrap_or_default();
+                self.pipeline.push(
+                    Pending::composed(protocol::empty_message(b'2')),
+                    &mut self.cout,
+                );
+                self.portals.put_buffered(portal, rows);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn shard_names(shards: &[ShardId], snapshot: &Snapshot) -> String {
+    shards
+        .iter()
+        .map(|&s| {
+            snapshot
+                .shard(s)
+                .map_or_else(|| s.to_string(), |s| s.name.clone())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn sharded_lines(
+    p: &ShardedPlan,
+    sql: &str,
+    shards: &[ShardId],
+    snapshot: &Snapshot,
+) -> Vec<String> {
+    let head = if p.kind.writes() {
+        if matches!(p.keys, Keys::Rows(_)) {
+            "Shardwire Split INSERT (one distributed transaction)"
+        } else if p.key_update.is_some() {
+            "Shardwire Sharding-Key UPDATE (rows may move between shards)"
+        } else {
+            "Shardwire Write on Several Shards (one distributed transaction)"
+        }
+    } else {
+        "Shardwire Streaming Merge"
+    };
+    let mut lines = vec![
+        head.to_string(),
+        format!("  Shards: {}", shard_names(shards, snapshot)),
+        format!(
+            "  Shard SQL: {}",
+            p.merge.shard_sql.as_deref().unwrap_or(sql)
+        ),
+    ];
+    if !p.kind.writes() {
+        if let Some(merge) = merge_line(&p.merge) {
+            lines.push(format!("  Merge: {merge}"));
+        }
+    }
+    lines
+}
+
+/// What the proxy does to the shards' rows: their ORDER BY merge, OFFSET and LIMIT.
+fn merge_line(m: &Merge) -> Option<String> {
+    let mut parts = Vec::new();
+    if !m.order.is_empty() {
+        let keys: Vec<String> = m
+            .order
+            .iter()
+            .map(|k| {
+                format!(
+                    "column {}{}{}",
+                    k.column + 1,
+                    if k.descending { " DESC" } else { "" },
+                    match (k.nulls_first, k.descending) {
+                        (true, false) => " NULLS FIRST",
+                        (false, true) => " NULLS LAST",
+                        _ => "",
+                    }
+                )
+            })
+            .collect();
+        parts.push(format!("ORDER BY {}", keys.join(", ")));
+    }
+    match (m.offset, m.offset_param) {
+        (_, Some(p)) => parts.push(format!("OFFSET ${}", p + 1)),
+        (0, None) => {}
+        (n, None) => parts.push(format!("OFFSET {n}")),
+    }
+    match (m.limit, m.limit_param) {
+        (_, Some(p)) => parts.push(format!("LIMIT ${}", p + 1)),
+        (Some(n), None) => parts.push(format!("LIMIT {n}")),
+        (None, None) => {}
+    }
+    if m.hidden > 0 {
+        parts.push(format!("{} hidden sort column(s)", m.hidden));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn combine_lines(c: &CombinePlan, snapshot: &Snapshot) -> Vec<String> {
+    let mut lines = vec![
+        "Shardwire General Path".to_string(),
+        format!("  Combining on: {}", shard_names(&[ShardId(0)], snapshot)),
+    ];
+    for pull in &c.pulls {
+        let table = snapshot
+            .table(pull.table)
+            .map_or_else(|| pull.table.to_string(), |t| t.qualified_name());
+        let shards = match &pull.route {
+            Plan::Sharded(p) => match routing::route(snapshot, p, &Params::default()) {
+                Ok(r) => match r.route {
+                    Route::Single(s) => vec![s],
+                    Route::Multi(s) => s,
+                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+                },
+                Err(_) => p.shards.clone(),
+            },
+            Plan::AnyOf(s) => s[..1].to_vec(),
+            Plan::Fixed(s) => vec![*s],
+            _ => Vec::new(),
+        };
+        lines.push(format!(
+            "  Rows of {table} into {} from {}: {}",
+            pull.temp,
+            shard_names(&shards, snapshot),
+            pull.select
+        ));
+    }
+    lines.push(format!("  Combining SQL: {}", c.sql));
+    lines
+}
