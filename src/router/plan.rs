@@ -263,6 +263,8 @@ pub struct ColumnDef {
     pub type_sql: String,
     /// A stored generated column: PostgreSQL computes it, nobody inserts it.
     pub generated: bool,
+    /// The column's collation, quoted and qualified, when it is not its type's default.
+    pub collation: Option<String>,
 }
 
 /// The columns of a table in their order, for INSERTs that name none; `None` when the caller

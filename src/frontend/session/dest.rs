@@ -731,10 +731,16 @@ impl Session {
             .map_err(|e| e.to_string())?;
         let rows = client
             .query(
-                "SELECT attname::text, format_type(atttypid, atttypmod), attgenerated <> '' \
-                 FROM pg_catalog.pg_attribute \
-                 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped \
-                 ORDER BY attnum",
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
+                        a.attgenerated <> '', \
+                        CASE WHEN a.attcollation <> t.typcollation THEN \
+                          quote_ident(n.nspname) || '.' || quote_ident(c.collname) END \
+                 FROM pg_catalog.pg_attribute a \
+                 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
+                 LEFT JOIN pg_catalog.pg_collation c ON c.oid = a.attcollation \
+                 LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.collnamespace \
+                 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
+                 ORDER BY a.attnum",
                 &[&format!(
                     "{}.{}",
                     quote_ident(&t.schema),
@@ -749,6 +755,7 @@ impl Session {
                 name: r.get(0),
                 type_sql: r.get(1),
                 generated: r.get(2),
+                collation: r.get(3),
             })
             .collect();
         self.ctx

@@ -156,7 +156,10 @@ pub(super) fn plan_combine(
         let temp = format!("pg_temp.{TEMP_PREFIX}{}", i + 1);
         let cols: Vec<String> = defs
             .iter()
-            .map(|c| format!("{} {}", quote_ident(&c.name), c.type_sql))
+            .map(|c| match &c.collation {
+                Some(coll) => format!("{} {} COLLATE {coll}", quote_ident(&c.name), c.type_sql),
+                None => format!("{} {}", quote_ident(&c.name), c.type_sql),
+            })
             .collect();
         let create = format!(
             "CREATE TEMP TABLE {temp} ({}) ON COMMIT DROP",
