@@ -77,6 +77,83 @@ async fn the_general_path_answers_as_one_postgres() {
     assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
     let r = simple_rows(&client, "SELECT count(*) FROM comb_t WHERE id = 7").await;
     assert_eq!(r, vec![vec![Some("1".into())]]);
+
+    // EXPLAIN says which path a query takes and what each shard runs.
+    let plan = |rows: Vec<Vec<Option<String>>>| -> Vec<String> {
+        rows.into_iter()
+            .map(|r| r[0].clone().unwrap_or_default())
+            .collect()
+    };
+    let partial = plan(
+        simple_rows(
+            &client,
+            "EXPLAIN SELECT grp, count(*) FROM comb_t WHERE id < 50 GROUP BY grp",
+        )
+        .await,
+    );
+    assert_eq!(
+        partial[0], "Shardwire General Path (partial aggregation)",
+        "{partial:?}"
+    );
+    assert!(
+        partial.contains(
+            &"  Shard SQL: SELECT grp AS g1, count(*) AS p1 FROM comb_t WHERE id < 50 GROUP BY grp"
+                .to_string()
+        ),
+        "{partial:?}"
+    );
+    let general = plan(
+        simple_rows(
+            &client,
+            "EXPLAIN SELECT grp, string_agg(v, ',') FROM comb_t WHERE id < 50 GROUP BY grp",
+        )
+        .await,
+    );
+    assert_eq!(general[0], "Shardwire General Path", "{general:?}");
+    assert!(
+        general
+            .iter()
+            .any(|l| l.contains("Rows of public.comb_t") && l.contains("WHERE (id < 50)")),
+        "{general:?}"
+    );
+    assert!(general.iter().any(|l| l.starts_with("  Combining SQL: SELECT grp, string_agg(v, ',') FROM pg_temp.")), "{general:?}");
+    let merge = plan(
+        simple_rows(
+            &client,
+            "EXPLAIN SELECT id FROM comb_t ORDER BY id DESC LIMIT 5",
+        )
+        .await,
+    );
+    assert_eq!(merge[0], "Shardwire Streaming Merge", "{merge:?}");
+    assert!(
+        merge.contains(&"  Shards: s1, s2, s3, s4".to_string()),
+        "{merge:?}"
+    );
+    assert!(
+        merge.contains(&"  Merge: ORDER BY column 1 DESC; LIMIT 5".to_string()),
+        "{merge:?}"
+    );
+    let single = plan(simple_rows(&client, "EXPLAIN SELECT v FROM comb_t WHERE id = 5").await);
+    assert!(
+        single.iter().any(|l| l.contains("Scan")),
+        "the shard's own plan: {single:?}"
+    );
+    let prepared = client
+        .query(
+            "EXPLAIN SELECT count(*) FROM comb_t WHERE grp = $1",
+            &[&1i32],
+        )
+        .await
+        .expect("prepared explain");
+    assert_eq!(
+        prepared[0].get::<_, String>(0),
+        "Shardwire General Path (partial aggregation)"
+    );
+    let err = client
+        .simple_query("EXPLAIN ANALYZE SELECT count(*) FROM comb_t")
+        .await
+        .expect_err("analyze over several shards");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
     client
         .batch_execute("DROP TABLE comb_t")
         .await
@@ -85,35 +162,38 @@ async fn the_general_path_answers_as_one_postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_combining_step_is_bounded_by_its_row_limit() {
-    use_limit();
+    common::use_shards(SHARDS);
     let proxy = common::TestProxy::start_with(|c| c.queries.combine_row_limit = 100);
     let client = proxy.connect().await;
     let _plain = twin_tables(&client, "comb_lim").await;
     let err = client
-        .simple_query("SELECT count(*) FROM comb_lim")
+        .simple_query("SELECT string_agg(v, ',' ORDER BY id) FROM comb_lim")
         .await
         .expect_err("over the limit");
     assert_eq!(err.code(), Some(&SqlState::PROGRAM_LIMIT_EXCEEDED), "{err}");
-    assert!(
-        err.to_string().contains("combine_row_limit")
-            || format!("{err:?}").contains("combine_row_limit"),
-        "{err:?}"
-    );
+    let text = err
+        .as_db_error()
+        .map(|e| e.message().to_string())
+        .unwrap_or_default();
+    assert!(text.contains("combine_row_limit"), "{text}");
+    // Grouped reads aggregate on the shards first: a row per group and shard is combined.
+    let r = simple_rows(
+        &client,
+        "SELECT grp, count(*) FROM comb_lim GROUP BY grp ORDER BY grp",
+    )
+    .await;
+    assert_eq!(r.len(), 5);
+    assert!(r.iter().all(|row| row[1].as_deref() == Some("60")), "{r:?}");
     // Conditions on the table are read on the shards: fewer rows come to the combining step.
-    let r = client
-        .simple_query("SELECT count(*) FROM comb_lim WHERE id <= 50")
-        .await;
-    let r = match r {
-        Ok(_) => simple_rows(&client, "SELECT count(*) FROM comb_lim WHERE id <= 50").await,
-        Err(e) => panic!("{e:?}"),
-    };
-    assert_eq!(r, vec![vec![Some("50".into())]]);
+    let r = simple_rows(
+        &client,
+        "SELECT array_agg(id ORDER BY id) FROM comb_lim WHERE id <= 50",
+    )
+    .await;
+    let want: Vec<String> = (1..=50).map(|i| i.to_string()).collect();
+    assert_eq!(r, vec![vec![Some(format!("{{{}}}", want.join(",")))]]);
     client
         .batch_execute("DROP TABLE comb_lim")
         .await
         .expect("drop");
-}
-
-fn use_limit() {
-    common::use_shards(SHARDS);
 }

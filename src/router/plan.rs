@@ -22,6 +22,7 @@ mod copy;
 mod insert;
 mod insert_select;
 mod key_update;
+mod partial;
 mod select;
 mod sequence;
 mod walk;
@@ -32,6 +33,7 @@ pub use copy::{CopyArg, CopyOption, CopyPlan};
 use insert::*;
 pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
+pub use partial::{PartialPlan, PARTIAL_TABLE};
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
 use walk::*;
@@ -450,7 +452,13 @@ fn plan_statement(
         }
         Planned::Plan(Plan::Sharded(mut p)) if p.multi_shard_refusal.is_some() => {
             match combine::plan_combine(sql, stmt, snapshot, columns) {
-                Ok(c) => Arc::make_mut(&mut p).combine = Some(Arc::new(c)),
+                Ok(mut c) => {
+                    // One family, joined on its key: each shard can aggregate its own rows.
+                    if let Some(NodeEnum::SelectStmt(s)) = stmt.node.as_ref() {
+                        c.partial = partial::plan_partial(s);
+                    }
+                    Arc::make_mut(&mut p).combine = Some(Arc::new(c))
+                }
                 Err(combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
                 Err(combine::NotCombinable::Refused(r)) => {
                     Arc::make_mut(&mut p).multi_shard_refusal = Some(r)

@@ -2,4 +2,5 @@
 //! answers itself) and quoting for the SQL the proxy builds. Parsing for routing is in `router`.
 
 pub mod classify;
+pub mod params;
 pub mod quote;

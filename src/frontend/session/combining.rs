@@ -1,7 +1,8 @@
-//! The session's side of the general path of a read over several shards: each table's rows
-//! read from its shards through the session's own connections (so a transaction block sees
-//! its own writes), loaded into temporary tables on a combining connection of the first shard,
-//! and the client's statement run there over them.
+//! The session's side of the general path of a read over several shards: rows read from the
+//! shards through the session's own connections (so a transaction block sees its own writes),
+//! loaded into temporary tables on a combining connection, and the client's statement run
+//! there over them. Either each table's rows are read ([`CombinePlan::pulls`]), or, for a
+//! grouped read of one family, each shard's partial aggregates ([`PartialPlan`]).
 //!
 //! The combining connection is not one of the session's: temporary tables would make the
 //! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
@@ -12,17 +13,19 @@ use super::*;
 use crate::catalog::Snapshot;
 use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};
-use crate::router::plan::{CombinePlan, Plan, StatementKind};
-use crate::router::route::{self as routing, Params};
+use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
+use crate::router::route::{self as routing, BindParts, Params};
 use bytes::Bytes;
 
-/// The shard whose PostgreSQL runs the combining step: where the tables the catalog does not
-/// record live.
+/// The shard whose PostgreSQL combines the rows of tables read whole: where the tables the
+/// catalog does not record live.
 const COMBINER: ShardId = ShardId(0);
 /// Rows fetched from each shard's cursor per round trip.
 const FETCH_ROWS: usize = 5_000;
 /// The cursor on the shards.
 const CURSOR: &str = "shardwire_combine";
+/// The combining connection's statement that types the partial rows' table.
+const PARTIAL_STATEMENT: &str = "shardwire_partial_q";
 /// The settings of the client's connection the combining step takes on: those set by the
 /// client (startup packet or SET) that any user may set. A transaction's own characteristics
 /// cannot be set once it ran a query, and are the combining transaction's own anyway.
@@ -34,6 +37,8 @@ const SETTINGS_SQL: &str = "SELECT name, setting FROM pg_catalog.pg_settings \
 pub(super) struct CombineJob {
     pub(super) plan: Arc<CombinePlan>,
     pub(super) bound: Option<BoundCombine>,
+    /// The shards of the statement's family, routed: where a partial aggregation runs.
+    pub(super) shards: Vec<ShardId>,
 }
 
 pub(super) struct BoundCombine {
@@ -50,6 +55,14 @@ enum Answered {
     Combined(Combined),
     /// A simple query's rows, streamed to the client as the combining step sent them.
     Streamed,
+    /// A partial's type rules partial aggregation out: read every row instead.
+    Fallback,
+}
+
+/// What the shards and the combining step run.
+enum Mode<'p> {
+    Pulls(&'p [Vec<ShardId>]),
+    Partial(&'p PartialPlan),
 }
 
 impl Session {
@@ -59,13 +72,26 @@ impl Session {
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
         self.ctx.metrics.routed_multi.increment(1);
-        let combined = match self.combine(&job, client).await? {
+        let mut answered = Answered::Fallback;
+        if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
+            let shards = job.shards.clone();
+            answered = self
+                .combine(&job, Mode::Partial(partial), &shards, client)
+                .await?;
+        }
+        if let Answered::Fallback = answered {
+            answered = self.combine_pulls(&job, client).await?;
+        }
+        let combined = match answered {
             Answered::Streamed => {
                 let status = self.session_status();
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
             }
             Answered::Combined(c) => c,
+            Answered::Fallback => failed(error_frame(&FrontendError::Combine(
+                "no way to combine the rows".into(),
+            ))),
         };
         let Some(bound) = job.bound else {
             return self.answer(&combined);
@@ -88,7 +114,8 @@ impl Session {
         Ok(())
     }
 
-    async fn combine(
+    /// Every table's rows read whole into the combining step.
+    async fn combine_pulls(
         &mut self,
         job: &CombineJob,
         client: &mut (dyn ClientSocket + Send),
@@ -108,23 +135,34 @@ impl Session {
             ))));
         }
         let mut all: Vec<ShardId> = sources.iter().flatten().copied().collect();
+        all.push(COMBINER);
         all.sort();
         all.dedup();
-        if all.is_empty() {
-            all.push(COMBINER);
-        }
+        self.combine(job, Mode::Pulls(&sources), &all, client).await
+    }
+
+    /// Runs `mode` with the session's connections to `shards` in a block (one of their own
+    /// when the client is in none); the combining connection is to the first shard of them
+    /// for a partial aggregation, to [`COMBINER`] otherwise.
+    async fn combine(
+        &mut self,
+        job: &CombineJob,
+        mode: Mode<'_>,
+        shards: &[ShardId],
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
         let implicit = self.session_status() == b'I';
         if implicit {
-            let begin = vec!["BEGIN".to_string(); all.len()];
+            let begin = vec!["BEGIN".to_string(); shards.len()];
             if let f @ Combined::Failed { .. } = self
-                .run_on_shards(&all, Work::Simple(&begin), &select())
+                .run_on_shards(shards, Work::Simple(&begin), &select())
                 .await?
             {
                 self.end_every_participant("ROLLBACK").await?;
                 return Ok(Answered::Combined(f));
             }
         }
-        let outcome = self.combine_in_block(job, &sources, all[0], client).await;
+        let outcome = self.combine_in_block(job, mode, shards, client).await;
         if implicit {
             let end = match &outcome {
                 Ok(Answered::Combined(Combined::Rows(_)) | Answered::Streamed) => "COMMIT",
@@ -133,6 +171,331 @@ impl Session {
             self.end_every_participant(end).await?;
         }
         outcome
+    }
+
+    async fn combine_in_block(
+        &mut self,
+        job: &CombineJob,
+        mode: Mode<'_>,
+        shards: &[ShardId],
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
+        // The client's settings, as its connection to the first shard has them.
+        let settings = match self
+            .run_on_shards(
+                &shards[..1],
+                Work::Simple(&[SETTINGS_SQL.to_string()]),
+                &select(),
+            )
+            .await?
+        {
+            Combined::Rows(r) => r.rows,
+            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
+        };
+        let mut setup = String::from("BEGIN;");
+        for row in &settings {
+            let values = gather::values(row);
+            if let [Some(name), Some(value)] = values[..] {
+                setup.push_str(&format!(
+                    "SELECT pg_catalog.set_config({}, {}, true);",
+                    quote_literal(&String::from_utf8_lossy(name)),
+                    quote_literal(&String::from_utf8_lossy(value))
+                ));
+            }
+        }
+        let at = match mode {
+            Mode::Pulls(_) => COMBINER,
+            Mode::Partial(_) => shards[0],
+        };
+        let mut combiner = match self.ctx.pools.shard(at).get().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.ctx.metrics.backend_error(at);
+                return Ok(Answered::Combined(failed(error_frame(&e))));
+            }
+        };
+        let outcome = match mode {
+            Mode::Pulls(sources) => {
+                self.pulls_on(&mut combiner.conn, job, sources, setup, client)
+                    .await
+            }
+            Mode::Partial(partial) => {
+                self.partial_on(&mut combiner.conn, job, partial, shards, setup, client)
+                    .await
+            }
+        };
+        self.cancel.slot.set_others(Vec::new());
+        // Whatever happened, the combining transaction ends and takes its tables with it. A
+        // connection whose setup failed half-way may still hold the partial's statement.
+        let clean = match &outcome {
+            Ok(_) => matches!(
+                combiner::run(&mut combiner.conn, "ROLLBACK").await,
+                Ok(None)
+            ),
+            Err(_) => false,
+        };
+        if !clean || matches!(outcome, Ok(Answered::Combined(Combined::Failed { .. }))) {
+            combiner.conn.broken = true;
+        }
+        self.ctx.pools.shard(at).release(combiner);
+        outcome
+    }
+
+    async fn pulls_on(
+        &mut self,
+        conn: &mut crate::backend::BackendConn,
+        job: &CombineJob,
+        sources: &[Vec<ShardId>],
+        mut setup: String,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
+        let plan = &*job.plan;
+        for pull in &plan.pulls {
+            setup.push_str(&pull.create);
+            setup.push(';');
+        }
+        if let Some(error) = combiner::run(conn, &setup).await? {
+            return Ok(Answered::Combined(failed(error)));
+        }
+        let mut pulled = 0u64;
+        for (pull, shards) in plan.pulls.iter().zip(sources) {
+            let declare = vec![declare_sql(&pull.select); shards.len()];
+            let loaded = self
+                .load(
+                    conn,
+                    &pull.temp,
+                    shards,
+                    Work::Simple(&declare),
+                    &mut pulled,
+                )
+                .await?;
+            if let Some(f) = loaded {
+                return Ok(Answered::Combined(f));
+            }
+        }
+        let bound = job
+            .bound
+            .as_ref()
+            .map(|b| (b.param_types.clone(), b.rest.as_slice()));
+        self.run_combining_statement(conn, COMBINER, &plan.sql, bound, client)
+            .await
+    }
+
+    async fn partial_on(
+        &mut self,
+        conn: &mut crate::backend::BackendConn,
+        job: &CombineJob,
+        partial: &PartialPlan,
+        shards: &[ShardId],
+        setup: String,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
+        if let Some(error) = combiner::run(conn, &setup).await? {
+            return Ok(Answered::Combined(failed(error)));
+        }
+        // The partial rows' table, typed (and collated) by PostgreSQL itself from the shards'
+        // statement, with the types it infers for its parameters.
+        let nulls = vec!["NULL"; partial.params.len()].join(", ");
+        let execute = if partial.params.is_empty() {
+            format!("EXECUTE {PARTIAL_STATEMENT}")
+        } else {
+            format!("EXECUTE {PARTIAL_STATEMENT}({nulls})")
+        };
+        let typing = format!(
+            "PREPARE {PARTIAL_STATEMENT} AS {select};\
+             CREATE TEMP TABLE {PARTIAL_TABLE} ON COMMIT DROP AS {execute} WITH NO DATA;\
+             SELECT pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute \
+             WHERE attrelid = '{PARTIAL_TABLE}'::pg_catalog.regclass AND attnum > 0 ORDER BY attnum;\
+             SELECT parameter_types::pg_catalog.oid[]::text FROM pg_catalog.pg_prepared_statements \
+             WHERE name = '{PARTIAL_STATEMENT}';\
+             DEALLOCATE {PARTIAL_STATEMENT}",
+            select = partial.select
+        );
+        let origin = gather::Origin {
+            shards: &shards[..1],
+            control: &self.ctx.control,
+        };
+        let (typed, _) =
+            gather::run_simple(&mut [&mut *conn], &[typing], &select(), &origin).await?;
+        let mut rows = match typed {
+            Combined::Rows(r) => r.rows,
+            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
+        };
+        let param_oids: Vec<u32> = rows
+            .pop_back()
+            .and_then(|r| {
+                let v = gather::values(&r);
+                let text = String::from_utf8_lossy(v.first().copied().flatten()?).into_owned();
+                Some(
+                    text.trim_matches(|c| c == '{' || c == '}')
+                        .split(',')
+                        .filter_map(|o| o.parse().ok())
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        let types: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let v = gather::values(r);
+                String::from_utf8_lossy(v.first().copied().flatten().unwrap_or_default())
+                    .into_owned()
+            })
+            .collect();
+        if partial
+            .exact_sums
+            .iter()
+            .any(|&i| !matches!(types.get(i).map(String::as_str), Some("bigint" | "numeric")))
+        {
+            return Ok(Answered::Fallback);
+        }
+        let mut combine = partial.combine.clone();
+        for (placeholder, i) in &partial.typed {
+            let Some(t) = types.get(*i) else {
+                return Ok(Answered::Fallback);
+            };
+            combine = combine.replace(placeholder, t);
+        }
+        let mut pulled = 0u64;
+        let declare = declare_sql(&partial.select);
+        let loaded = match &job.bound {
+            Some(b) if !partial.params.is_empty() => {
+                let messages = match declare_messages(&declare, partial, &param_oids, &b.rest) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        return Ok(Answered::Combined(failed(error_frame(
+                            &FrontendError::Combine(e),
+                        ))))
+                    }
+                };
+                let messages = vec![messages; shards.len()];
+                self.load(
+                    conn,
+                    PARTIAL_TABLE,
+                    shards,
+                    Work::Batches(&messages),
+                    &mut pulled,
+                )
+                .await?
+            }
+            _ => {
+                let declare = vec![declare; shards.len()];
+                self.load(
+                    conn,
+                    PARTIAL_TABLE,
+                    shards,
+                    Work::Simple(&declare),
+                    &mut pulled,
+                )
+                .await?
+            }
+        };
+        if let Some(f) = loaded {
+            return Ok(Answered::Combined(f));
+        }
+        let bound = job.bound.as_ref().map(|b| {
+            (
+                combining_param_types(&b.param_types, &b.rest, partial, &param_oids),
+                b.rest.as_slice(),
+            )
+        });
+        self.run_combining_statement(conn, shards[0], &combine, bound, client)
+            .await
+    }
+
+    /// Declares the cursor on `shards` (`declare`), fetches its rows a slice at a time and
+    /// copies them into `temp` on the combining connection, then closes the cursors. The
+    /// failure to answer with, if any.
+    async fn load(
+        &mut self,
+        conn: &mut crate::backend::BackendConn,
+        temp: &str,
+        shards: &[ShardId],
+        declare: Work<'_>,
+        pulled: &mut u64,
+    ) -> Result<Option<Combined>, SessionError> {
+        if let f @ Combined::Failed { .. } = self.run_on_shards(shards, declare, &select()).await? {
+            return Ok(Some(f));
+        }
+        let copy = format!("COPY {temp} FROM STDIN (FORMAT binary)");
+        let mut copy_in = match CopyIn::start(conn, &copy).await? {
+            Ok(c) => c,
+            Err(error) => return Ok(Some(failed(error))),
+        };
+        let limit = self.ctx.config.queries.combine_row_limit;
+        let fetch = vec![format!("FETCH {FETCH_ROWS} FROM {CURSOR}"); shards.len()];
+        loop {
+            let rows = match self
+                .run_on_shards(shards, Work::Simple(&fetch), &select())
+                .await?
+            {
+                Combined::Rows(r) => r.rows,
+                f @ Combined::Failed { .. } => return Ok(Some(f)),
+            };
+            if rows.is_empty() {
+                break;
+            }
+            *pulled += rows.len() as u64;
+            if *pulled > limit {
+                return Ok(Some(failed(error_frame(&FrontendError::CombineRowLimit {
+                    limit,
+                }))));
+            }
+            copy_in.rows(&rows).await.map_err(BackendError::from)?;
+        }
+        if let Err(error) = copy_in.finish().await? {
+            return Ok(Some(failed(error)));
+        }
+        let close = vec![format!("CLOSE {CURSOR}"); shards.len()];
+        match self
+            .run_on_shards(shards, Work::Simple(&close), &select())
+            .await?
+        {
+            f @ Combined::Failed { .. } => Ok(Some(f)),
+            Combined::Rows(_) => Ok(None),
+        }
+    }
+
+    /// The combining statement on `conn`: a simple query's rows streamed to the client, a
+    /// Bind's (`bound`: its parameter types and the client's Bind) kept for its portal.
+    async fn run_combining_statement(
+        &mut self,
+        conn: &mut crate::backend::BackendConn,
+        at: ShardId,
+        sql: &str,
+        bound: Option<(Vec<u8>, &[u8])>,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Answered, SessionError> {
+        // A cancel from the client now reaches the combining statement.
+        self.cancel.slot.set_others(vec![(at, conn.cancel)]);
+        let origin = gather::Origin {
+            shards: &[at],
+            control: &self.ctx.control,
+        };
+        let mut conns = [conn];
+        let Some((param_types, rest)) = bound else {
+            let merge = Default::default();
+            let spec = gather::Spec {
+                kind: StatementKind::Select,
+                merge: &merge,
+                describe: true,
+                description: None,
+            };
+            let mut sink = ClientSink {
+                cout: &mut self.cout,
+                client,
+            };
+            let sql = [sql.to_string()];
+            return match gather::stream_simple(&mut conns, &sql, &spec, &origin, &mut sink).await {
+                Ok(_) => Ok(Answered::Streamed),
+                Err(gather::StreamError::Backend(e)) => Err(e.into()),
+                Err(gather::StreamError::Client(e)) => Err(SessionError::Client(e)),
+            };
+        };
+        let messages = combining_messages(sql, &param_types, rest);
+        let (combined, _) =
+            gather::run_batches(&mut conns, &[messages], &select(), &origin).await?;
+        Ok(Answered::Combined(combined))
     }
 
     /// The shards a pull reads, by its plan.
@@ -179,163 +542,78 @@ impl Session {
                 .iter()
                 .any(|p| p.shard() == shard && p.tx_status != b'I')
     }
+}
 
-    /// The combining step, with the session's connections to `sources` in a block: the
-    /// client's settings from `settings_from`, the temporary tables filled, the statement.
-    async fn combine_in_block(
-        &mut self,
-        job: &CombineJob,
-        sources: &[Vec<ShardId>],
-        settings_from: ShardId,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Answered, SessionError> {
-        let plan = &*job.plan;
-        let settings = match self
-            .run_on_shards(
-                &[settings_from],
-                Work::Simple(&[SETTINGS_SQL.to_string()]),
-                &select(),
-            )
-            .await?
-        {
-            Combined::Rows(r) => r.rows,
-            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
-        };
-        let mut setup = String::from("BEGIN;");
-        for row in &settings {
-            let values = gather::values(row);
-            if let [Some(name), Some(value)] = values[..] {
-                setup.push_str(&format!(
-                    "SELECT pg_catalog.set_config({}, {}, true);",
-                    quote_literal(&String::from_utf8_lossy(name)),
-                    quote_literal(&String::from_utf8_lossy(value))
-                ));
-            }
-        }
-        for pull in &plan.pulls {
-            setup.push_str(&pull.create);
-            setup.push(';');
-        }
-        let mut combiner = match self.ctx.pools.shard(COMBINER).get().await {
-            Ok(c) => c,
-            Err(e) => {
-                self.ctx.metrics.backend_error(COMBINER);
-                return Ok(Answered::Combined(failed(error_frame(&e))));
-            }
-        };
-        let outcome = self
-            .combine_on(&mut combiner.conn, job, sources, &setup, client)
-            .await;
-        self.cancel.slot.set_others(Vec::new());
-        // Whatever happened, the combining transaction ends and takes its tables with it.
-        let clean = match &outcome {
-            Ok(_) => matches!(
-                combiner::run(&mut combiner.conn, "ROLLBACK").await,
-                Ok(None)
-            ),
-            Err(_) => false,
-        };
-        if !clean {
-            combiner.conn.broken = true;
-        }
-        self.ctx.pools.shard(COMBINER).release(combiner);
-        outcome
-    }
+fn declare_sql(select: &str) -> String {
+    format!("DECLARE {CURSOR} BINARY NO SCROLL CURSOR FOR {select}")
+}
 
-    async fn combine_on(
-        &mut self,
-        conn: &mut crate::backend::BackendConn,
-        job: &CombineJob,
-        sources: &[Vec<ShardId>],
-        setup: &str,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Answered, SessionError> {
-        let plan = &*job.plan;
-        let fail = |error: Bytes| Ok(Answered::Combined(failed(error)));
-        if let Some(error) = combiner::run(conn, setup).await? {
-            return fail(error);
-        }
-        let limit = self.ctx.config.queries.combine_row_limit;
-        let mut pulled = 0u64;
-        for (pull, shards) in plan.pulls.iter().zip(sources) {
-            let declare = vec![
-                format!(
-                    "DECLARE {CURSOR} BINARY NO SCROLL CURSOR FOR {}",
-                    pull.select
-                );
-                shards.len()
-            ];
-            if let f @ Combined::Failed { .. } = self
-                .run_on_shards(shards, Work::Simple(&declare), &select())
-                .await?
-            {
-                return Ok(Answered::Combined(f));
-            }
-            let copy = format!("COPY {} FROM STDIN (FORMAT binary)", pull.temp);
-            let mut copy_in = match CopyIn::start(conn, &copy).await? {
-                Ok(c) => c,
-                Err(error) => return fail(error),
-            };
-            let fetch = vec![format!("FETCH {FETCH_ROWS} FROM {CURSOR}"); shards.len()];
-            loop {
-                let rows = match self
-                    .run_on_shards(shards, Work::Simple(&fetch), &select())
-                    .await?
-                {
-                    Combined::Rows(r) => r.rows,
-                    f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
-                };
-                if rows.is_empty() {
-                    break;
-                }
-                pulled += rows.len() as u64;
-                if pulled > limit {
-                    return fail(error_frame(&FrontendError::CombineRowLimit { limit }));
-                }
-                copy_in.rows(&rows).await.map_err(BackendError::from)?;
-            }
-            if let Err(error) = copy_in.finish().await? {
-                return fail(error);
-            }
-            let close = vec![format!("CLOSE {CURSOR}"); shards.len()];
-            if let f @ Combined::Failed { .. } = self
-                .run_on_shards(shards, Work::Simple(&close), &select())
-                .await?
-            {
-                return Ok(Answered::Combined(f));
-            }
-        }
-        // A cancel from the client now reaches the combining statement.
-        self.cancel.slot.set_others(vec![(COMBINER, conn.cancel)]);
-        let origin = gather::Origin {
-            shards: &[COMBINER],
-            control: &self.ctx.control,
-        };
-        let mut conns = [conn];
-        let Some(b) = &job.bound else {
-            let merge = Default::default();
-            let spec = gather::Spec {
-                kind: StatementKind::Select,
-                merge: &merge,
-                describe: true,
-                description: None,
-            };
-            let mut sink = ClientSink {
-                cout: &mut self.cout,
-                client,
-            };
-            let sql = std::slice::from_ref(&plan.sql);
-            return match gather::stream_simple(&mut conns, sql, &spec, &origin, &mut sink).await {
-                Ok(_) => Ok(Answered::Streamed),
-                Err(gather::StreamError::Backend(e)) => Err(e.into()),
-                Err(gather::StreamError::Client(e)) => Err(SessionError::Client(e)),
-            };
-        };
-        let messages = combining_messages(&plan.sql, &b.param_types, &b.rest);
-        let (combined, _) =
-            gather::run_batches(&mut conns, &[messages], &select(), &origin).await?;
-        Ok(Answered::Combined(combined))
+/// Parse, Bind and Execute of the shards' DECLARE with the parameters it uses: their values
+/// from the client's Bind, their types as the combining step inferred them.
+fn declare_messages(
+    declare: &str,
+    partial: &PartialPlan,
+    param_oids: &[u32],
+    rest: &[u8],
+) -> Result<BytesMut, String> {
+    let values = routing::select_params(rest, &partial.params).map_err(|e| e.to_string())?;
+    // The DECLARE returns no rows: no result formats.
+    let result_formats = BindParts::read(rest)
+        .map_err(|e| e.to_string())?
+        .result_formats
+        .len();
+    let mut values = values[..values.len() - result_formats].to_vec();
+    values.extend_from_slice(&0i16.to_be_bytes());
+    let mut out = BytesMut::new();
+    let mut parse = MessageBuilder::new(&mut out, b'P');
+    parse
+        .cstr(b"")
+        .cstr(declare.as_bytes())
+        .i16(partial.params.len() as i16);
+    for i in 0..partial.params.len() {
+        parse.i32(param_oids.get(i).copied().unwrap_or(0) as i32);
     }
+    parse.finish();
+    MessageBuilder::new(&mut out, b'B')
+        .cstr(b"")
+        .cstr(b"")
+        .bytes(&values)
+        .finish();
+    MessageBuilder::new(&mut out, b'E')
+        .cstr(b"")
+        .i32(0)
+        .finish();
+    MessageBuilder::new(&mut out, b'S').finish();
+    Ok(out)
+}
+
+/// Parse's parameter types of the combining statement: the client's, and where it declared
+/// none, the type the partial statement's use of it gave — a parameter only the shards use is
+/// not in the combining statement, which must still take the client's whole Bind.
+fn combining_param_types(
+    client_types: &[u8],
+    rest: &[u8],
+    partial: &PartialPlan,
+    param_oids: &[u32],
+) -> Vec<u8> {
+    let count = BindParts::read(rest).map_or(0, |p| p.values.len());
+    let all: Vec<usize> = (0..count).collect();
+    let declared = routing::select_param_types(client_types, &all);
+    let mut out = Vec::with_capacity(2 + 4 * count);
+    out.extend_from_slice(&(count as i16).to_be_bytes());
+    for i in 0..count {
+        let at = 2 + 4 * i;
+        let mut oid = declared
+            .get(at..at + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        if oid == 0 {
+            if let Some(k) = partial.params.iter().position(|&p| p == i) {
+                oid = param_oids.get(k).copied().unwrap_or(0);
+            }
+        }
+        out.extend_from_slice(&oid.to_be_bytes());
+    }
+    out
 }
 
 /// Parse, Bind (the client's), Describe portal, Execute and Sync of the combining statement.

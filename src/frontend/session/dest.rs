@@ -154,6 +154,7 @@ fn combining_dest(
     plan: &Arc<crate::router::plan::CombinePlan>,
     source: Source<'_>,
     describer: ShardId,
+    shards: Vec<ShardId>,
 ) -> Dest {
     use super::combining::{BoundCombine, CombineJob};
     let bound = match source {
@@ -172,6 +173,7 @@ fn combining_dest(
     Dest::Combining(CombineJob {
         plan: plan.clone(),
         bound,
+        shards,
     })
 }
 
@@ -420,7 +422,7 @@ impl Session {
                 self.generated_insert(p, snapshot, params, source)
             }
             Plan::Copy(c) => self.copy_dest(c, snapshot, params),
-            Plan::Combine(c) => combining_dest(c, source, ShardId(0)),
+            Plan::Combine(c) => combining_dest(c, source, ShardId(0), Vec::new()),
             Plan::Explain(x) => {
                 let (portal, describer) = match source {
                     Source::Bind { portal, .. } => (Some(portal), None),
@@ -443,7 +445,8 @@ impl Session {
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
                 if let Some(c) = &p.combine {
-                    return combining_dest(c, source, shards[0]);
+                    let describer = shards[0];
+                    return combining_dest(c, source, describer, shards);
                 }
                 if let Some(why) = &p.multi_shard_refusal {
                     return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));

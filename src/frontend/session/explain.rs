@@ -51,7 +51,7 @@ impl Session {
                 if x.analyze {
                     return refuse(analyze_refused);
                 }
-                combine_lines(c, snapshot)
+                combine_lines(c, &[], snapshot)
             }
             Plan::Sharded(p) => {
                 let routed = match routing::route(snapshot, p, params) {
@@ -68,7 +68,7 @@ impl Session {
                     return refuse(analyze_refused);
                 }
                 match (&p.combine, &p.multi_shard_refusal) {
-                    (Some(c), _) => combine_lines(c, snapshot),
+                    (Some(c), _) => combine_lines(c, &shards, snapshot),
                     (None, Some(why)) => return refuse(why),
                     (None, None) => sharded_lines(p, &x.sql, &shards, snapshot),
                 }
@@ -191,7 +191,16 @@ fn merge_line(m: &Merge) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn combine_lines(c: &CombinePlan, snapshot: &Snapshot) -> Vec<String> {
+fn combine_lines(c: &CombinePlan, shards: &[ShardId], snapshot: &Snapshot) -> Vec<String> {
+    if let (Some(p), Some(&first)) = (&c.partial, shards.first()) {
+        return vec![
+            "Shardwire General Path (partial aggregation)".to_string(),
+            format!("  Shards: {}", shard_names(shards, snapshot)),
+            format!("  Shard SQL: {}", p.select),
+            format!("  Combining on: {}", shard_names(&[first], snapshot)),
+            format!("  Combining SQL: {}", p.combine),
+        ];
+    }
     let mut lines = vec![
         "Shardwire General Path".to_string(),
         format!("  Combining on: {}", shard_names(&[ShardId(0)], snapshot)),

@@ -22,6 +22,9 @@ pub struct CombinePlan {
     /// The statement also names tables the catalog does not record: the combining step reads
     /// them where they live, on the first shard.
     pub reads_unrecorded: bool,
+    /// A grouped read over one family whose shards can aggregate their own rows first; the
+    /// pulls above are the fallback when a partial's type rules it out at execution.
+    pub partial: Option<super::PartialPlan>,
 }
 
 /// One table's rows, read from its shards into a temporary table of the combining step.
@@ -203,6 +206,7 @@ pub(super) fn plan_combine(
         pulls,
         sql,
         reads_unrecorded,
+        partial: None,
     })
 }
 
