@@ -30,6 +30,10 @@ async fn the_general_path_answers_as_one_postgres() {
         "SELECT count(DISTINCT v) FROM comb_t",
         "SELECT a.id, b.id FROM comb_t a JOIN comb_t b ON a.grp = b.grp AND b.id = a.id + 5 \
          WHERE a.id < 30 ORDER BY 1, 2",
+        // Groups that contain the sharding key are the shards' own: merged, not combined.
+        "SELECT id, count(*), max(v) FROM comb_t GROUP BY id ORDER BY count(*) DESC, id LIMIT 7",
+        "SELECT id, grp, sum(n) FROM comb_t GROUP BY grp, id HAVING sum(n) > 0 ORDER BY 3 DESC, 1 LIMIT 12",
+        "SELECT DISTINCT id, grp FROM comb_t WHERE id > 250 ORDER BY grp, id",
     ];
     for q in queries {
         let got = simple_rows(&client, q).await;
@@ -133,6 +137,14 @@ async fn the_general_path_answers_as_one_postgres() {
         merge.contains(&"  Merge: ORDER BY column 1 DESC; LIMIT 5".to_string()),
         "{merge:?}"
     );
+    let local = plan(
+        simple_rows(
+            &client,
+            "EXPLAIN SELECT id, count(*) FROM comb_t GROUP BY id ORDER BY 2 DESC LIMIT 3",
+        )
+        .await,
+    );
+    assert_eq!(local[0], "Shardwire Streaming Merge", "{local:?}");
     let single = plan(simple_rows(&client, "EXPLAIN SELECT v FROM comb_t WHERE id = 5").await);
     assert!(
         single.iter().any(|l| l.contains("Scan")),

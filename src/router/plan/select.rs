@@ -28,7 +28,10 @@ pub(super) fn plan_select(
     };
     let inner = Arc::make_mut(&mut p);
     if inner.multi_shard_refusal.is_none() {
-        match merge_of(s) {
+        // Groups (or distinct rows) that contain the sharding key each live on one shard:
+        // the shards answer them whole, and their rows are only merged.
+        let local = groups_are_local(s, snapshot);
+        match merge_of(s, local) {
             Ok(m) => inner.merge = m,
             Err(why) => inner.multi_shard_refusal = Some(why),
         }
@@ -117,9 +120,111 @@ pub(super) fn needs_combining(s: &SelectStmt) -> Option<String> {
     found
 }
 
-/// How a read's rows from several shards are merged, or why they cannot be yet.
-pub(super) fn merge_of(s: &SelectStmt) -> Result<Merge, String> {
-    if let Some(what) = needs_combining(s) {
+/// Whether every group of a grouped read (or every row of a DISTINCT one) lies on one shard:
+/// its GROUP BY (or DISTINCT list) names every sharding-key column (and partition-set column)
+/// of one of the family's tables in the FROM list.
+fn groups_are_local(s: &SelectStmt, snapshot: &Snapshot) -> bool {
+    if !s.window_clause.is_empty() || needs_window(s) {
+        return false;
+    }
+    let keys: Vec<&Node> = if !s.group_clause.is_empty() {
+        if !s.distinct_clause.is_empty() {
+            // DISTINCT over grouped rows compares output rows across shards.
+            return false;
+        }
+        s.group_clause
+            .iter()
+            .map(|g| match selected_position(s, g) {
+                Some(i) => target_value(s, i).unwrap_or(g),
+                None => g,
+            })
+            .collect()
+    } else if matches!(s.distinct_clause.as_slice(), [one] if one.node.is_none()) {
+        if needs_combining_aggregates(s) {
+            return false;
+        }
+        (0..s.target_list.len())
+            .filter_map(|i| target_value(s, i))
+            .collect()
+    } else {
+        return false;
+    };
+    let mut uses = Vec::new();
+    top_level_uses(&s.from_clause, snapshot, &mut uses);
+    uses.iter().any(|u| {
+        let Some(t) = u.table.filter(|t| t.kind == TableKind::Sharded) else {
+            return false;
+        };
+        t.key_columns
+            .iter()
+            .chain(&t.partition_set_columns)
+            .all(|k| {
+                keys.iter().any(|g| match column_fields(g) {
+                    Some([f]) => field_name(f) == Some(k.name.as_str()),
+                    Some([q, f]) => {
+                        field_name(q) == Some(u.qualifier.as_str())
+                            && field_name(f) == Some(k.name.as_str())
+                    }
+                    _ => false,
+                })
+            })
+    })
+}
+
+fn field_name(n: &Node) -> Option<&str> {
+    match n.node.as_ref()? {
+        NodeEnum::String(s) => Some(s.sval.as_str()),
+        _ => None,
+    }
+}
+
+/// `GROUP BY 2`: the select-list position (0-based) a positional reference names.
+fn selected_position(s: &SelectStmt, g: &Node) -> Option<usize> {
+    match g.node.as_ref()? {
+        NodeEnum::AConst(c) => match &c.val {
+            Some(a_const::Val::Ival(i))
+                if i.ival >= 1 && (i.ival as usize) <= s.target_list.len() =>
+            {
+                Some(i.ival as usize - 1)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn target_value(s: &SelectStmt, i: usize) -> Option<&Node> {
+    match s.target_list.get(i)?.node.as_ref()? {
+        NodeEnum::ResTarget(r) => r.val.as_deref(),
+        _ => None,
+    }
+}
+
+fn needs_window(s: &SelectStmt) -> bool {
+    let mut found = false;
+    for t in s.target_list.iter().chain(&s.sort_clause) {
+        walk(t, &mut |n| {
+            if let Some(NodeEnum::FuncCall(f)) = n.node.as_ref() {
+                found |= f.over.is_some();
+            }
+        });
+    }
+    found
+}
+
+fn needs_combining_aggregates(s: &SelectStmt) -> bool {
+    let stripped = SelectStmt {
+        target_list: s.target_list.clone(),
+        sort_clause: s.sort_clause.clone(),
+        ..Default::default()
+    };
+    needs_combining(&stripped).is_some()
+}
+
+/// How a read's rows from several shards are merged, or why they cannot be yet. `local`: its
+/// groups lie each on one shard, so grouping, aggregates, HAVING and DISTINCT are the shards'.
+pub(super) fn merge_of(s: &SelectStmt, local: bool) -> Result<Merge, String> {
+    if let Some(what) = needs_combining(s).filter(|_| !local) {
         return Err(format!(
             "{what} over several shards is not supported yet: add the full sharding key to the \
              WHERE clause so the query runs on one shard"
