@@ -128,6 +128,7 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         ("transactions.recovery_grace_ms", t.recovery_grace_ms),
         ("transactions.prepare_deadline_ms", t.prepare_deadline_ms),
         ("transactions.lease_ms", t.lease_ms),
+        ("queries.combine_row_limit", c.queries.combine_row_limit),
     ] {
         if value == 0 {
             return Err(bad(key.into(), "must be at least 1".into()));
