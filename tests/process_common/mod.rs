@@ -128,6 +128,17 @@ impl Proxy {
 }
 
 impl Proxy {
+    /// A line of the process's /proc status (`VmHWM`, `VmRSS`), in KiB.
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the proxy's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
+    }
+
     /// Kills the process with SIGKILL, as `kill -9` would, and waits for it.
     pub async fn kill(&mut self) {
         let _ = self.child.kill();
