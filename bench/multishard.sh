@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Multi-shard reads over 1,000,000 rows on 4 shards (four PostgreSQL clusters on this machine)
+# against the slowest shard's own time for its part and against the same rows in one plain
+# PostgreSQL (a fifth cluster):
+#   count      SELECT count(*)                                (partial aggregation)
+#   group_sum  SELECT grp, sum(v) … GROUP BY grp, 1,000 groups (partial aggregation)
+#   top100     SELECT id, v … ORDER BY v DESC, id LIMIT 100     (streaming merge)
+#   window     row_number() OVER (PARTITION BY grp …)          (general path, every row read)
+# A shard's part is the SQL the proxy's EXPLAIN names for it, run on each shard alone; the
+# slowest shard's time is what the proxy cannot go below.
+#
+#   bench/multishard.sh [runs]
+#
+# Prints the mean of `runs` (default 5) timings per query, in milliseconds, as psql's \timing
+# measures them (client to server and back). Needs psql and a release build (made here).
+set -euo pipefail
+
+RUNS=${1:-5}
+ROWS=1000000
+cd "$(dirname "$0")/.."
+
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+command -v psql >/dev/null || { echo "missing psql: apt-get install -y postgresql-client" >&2; exit 1; }
+cargo build --release --quiet
+SW="$PWD/target/release/shardwire"
+WORK=$(mktemp -d /tmp/swmulti.XXXXXX)
+chmod 755 "$WORK"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$WORK"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+CLUSTERS=(s1 s2 s3 s4 single)
+declare -A PORT
+for c in "${CLUSTERS[@]}"; do PORT[$c]=$(free_port); done
+SWPORT=$(free_port)
+cleanup() {
+    [ -n "${SWPID:-}" ] && kill "$SWPID" 2>/dev/null || true
+    for c in "${CLUSTERS[@]}"; do as_pg "$PGBIN/pg_ctl" -D "$WORK/$c" -m immediate stop >/dev/null 2>&1 || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+for c in "${CLUSTERS[@]}"; do
+    as_pg "$PGBIN/initdb" -D "$WORK/$c" -U postgres -A trust >/dev/null
+    as_pg "$PGBIN/pg_ctl" -D "$WORK/$c" -l "$WORK/$c.log" -w \
+        -o "-p ${PORT[$c]} -k $WORK -c listen_addresses=127.0.0.1 -c max_prepared_transactions=64 -c fsync=off -c shared_buffers=256MB" \
+        start >/dev/null
+    psql -qX -h 127.0.0.1 -p "${PORT[$c]}" -U postgres -c "CREATE DATABASE app" >/dev/null
+done
+{
+    printf '[proxy]\nlisten = "127.0.0.1:%s"\ndatabase = "app"\n' "$SWPORT"
+    printf '[[users]]\nname = "app"\npassword = "app"\n'
+    printf '[queries]\ncombine_row_limit = 2000000\n'
+    for s in s1 s2 s3 s4; do
+        printf '[[shards]]\nname = "%s"\nurl = "postgres://postgres@127.0.0.1:%s/app"\n' "$s" "${PORT[$s]}"
+    done
+} >"$WORK/sw.toml"
+RUST_LOG=warn "$SW" --config "$WORK/sw.toml" >"$WORK/sw.log" 2>&1 &
+SWPID=$!
+sw() { PGPASSWORD=app psql -qX -h 127.0.0.1 -p "$SWPORT" -U app -d app -v ON_ERROR_STOP=1 "$@"; }
+pg() { local c=$1; shift; psql -qX -h 127.0.0.1 -p "${PORT[$c]}" -U postgres -d app -v ON_ERROR_STOP=1 "$@"; }
+for _ in $(seq 120); do sw -Atc "SELECT 1" >/dev/null 2>&1 && break; sleep 0.5; done
+
+sw -c "CREATE SHARDED TABLE big (id bigint PRIMARY KEY, grp int, v int, t text) PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
+ROW="g, g % 1000, (g * 7919) % 1000003, md5(g::text)"
+# Each shard's chunks get their own rows, written there directly.
+for s in s1 s2 s3 s4; do
+    pg "$s" -c "DO \$\$DECLARE p record; BEGIN
+        FOR p IN SELECT c.oid::regclass AS part, pg_get_expr(c.relpartbound, c.oid) AS b
+                 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = 'big'::regclass LOOP
+          EXECUTE format('INSERT INTO %s SELECT $ROW FROM generate_series(1, $ROWS) g
+                          WHERE satisfies_hash_partition(''big''::regclass, %s, %s, g::bigint)',
+                         p.part, substring(p.b from 'modulus (\d+)'), substring(p.b from 'remainder (\d+)'));
+        END LOOP; END \$\$; VACUUM ANALYZE big" &
+done
+pg single -c "CREATE TABLE big (id bigint PRIMARY KEY, grp int, v int, t text);
+              INSERT INTO big SELECT $ROW FROM generate_series(1, $ROWS) g; VACUUM ANALYZE big" &
+wait
+[ "$(sw -Atc 'SELECT count(*) FROM big')" = "$ROWS" ] || { echo "rows missing" >&2; exit 1; }
+
+declare -A QUERY=(
+    [count]="SELECT count(*) FROM big"
+    [group_sum]="SELECT grp, sum(v) FROM big GROUP BY grp"
+    [top100]="SELECT id, v FROM big ORDER BY v DESC, id LIMIT 100"
+    [window]="SELECT count(*) FROM (SELECT row_number() OVER (PARTITION BY grp ORDER BY v, id) AS r FROM big) s WHERE r = 1"
+)
+
+# Mean milliseconds of `runs` executions of a query by a psql command (after one warm-up).
+mean_ms() {
+    local runner=$1 sql=$2
+    local script="\\timing on"$'\n'"$sql;"
+    for _ in $(seq "$RUNS"); do script+=$'\n'"$sql;"; done
+    $runner -o /dev/null -c "$script" 2>/dev/null | grep '^Time:' | tail -n "$RUNS" |
+        awk '{ s += $2 } END { printf "%.1f", s / NR }'
+}
+via_sw() { sw "$@"; }
+printf '%-10s %12s %14s %10s %12s\n' query shardwire_ms slowest_shard overhead single_pg_ms
+for q in count group_sum top100 window; do
+    sql=${QUERY[$q]}
+    # The shards' part, as EXPLAIN names it.
+    part=$(sw -Atc "EXPLAIN $sql" | sed -n -e 's/^  Shard SQL: //p' -e 's/^  Rows of [^:]*: //p' | head -1)
+    slowest=0
+    for s in s1 s2 s3 s4; do
+        ms=$(mean_ms "pg $s" "$part")
+        slowest=$(awk -v a="$slowest" -v b="$ms" 'BEGIN { print (b > a) ? b : a }')
+    done
+    through=$(mean_ms via_sw "$sql")
+    single=$(mean_ms "pg single" "$sql")
+    overhead=$(awk -v t="$through" -v s="$slowest" 'BEGIN { printf "%+.0f%%", (t / s - 1) * 100 }')
+    printf '%-10s %12s %14s %10s %12s\n' "$q" "$through" "$slowest" "$overhead" "$single"
+done
