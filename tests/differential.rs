@@ -84,7 +84,7 @@ const TABLES: &[TableDef] = &[
         name: "df_events",
         kind: Kind::Child("df_events_fk"),
         body: "event_id bigint NOT NULL, acct_id bigint NOT NULL, kind text, at timestamptz, \
-               value numeric, weight int8, ok bool, small int2, \
+               value numeric, weight int8, ok bool, small int2, \"Tag\" text, \
                CONSTRAINT df_events_pk PRIMARY KEY (acct_id, event_id), \
                CONSTRAINT df_events_fk FOREIGN KEY (acct_id) REFERENCES df_accounts (acct_id)",
     },
@@ -401,8 +401,9 @@ fn generate() -> Data {
             });
             let ok = nullable(&mut r, 8, bool_lit);
             let small = nullable(&mut r, 8, |r| r.range(-32768, 32767).to_string());
+            let tag = nullable(&mut r, 2, |r| text_lit(r.pick(&["Ö", "o", "O", "ö", "tag"])));
             events.push(format!(
-                "({event_id}, {acct}, {kind}, {at}, {value}, {weight}, {ok}, {small})"
+                "({event_id}, {acct}, {kind}, {at}, {value}, {weight}, {ok}, {small}, {tag})"
             ));
         }
     }
@@ -669,7 +670,8 @@ struct Clients {
     plain_raw: RawClient,
 }
 
-async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismatch>) {
+/// Checks one query every way; returns how many rows plain PostgreSQL answered.
+async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismatch>) -> usize {
     let mut miss = |protocol: &'static str, what: String| {
         out.push(Mismatch {
             query: qi,
@@ -689,17 +691,18 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
             Err(f) => miss("binary", format!("expected a 0A000 refusal, got {f}")),
             Ok(_) => miss("binary", "expected a 0A000 refusal, the query ran".into()),
         }
-        return;
+        return 0;
     }
 
     // (a) simple protocol
-    let want = match run_simple(&c.plain, &q.sql).await {
+    let want: (Vec<String>, TextRows) = match run_simple(&c.plain, &q.sql).await {
         Ok(w) => w,
         Err(f) => {
             miss("reference", format!("the query fails on plain PostgreSQL: {f}"));
-            return;
+            return 0;
         }
     };
+    let reference_rows = want.1.len();
     match run_simple(&c.proxy, &q.sql).await {
         Err(f) => miss("simple", f.to_string()),
         Ok(got) => {
@@ -751,6 +754,7 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
             }
         },
     }
+    reference_rows
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -846,17 +850,25 @@ async fn multi_shard_reads_answer_as_one_postgres() {
     let only: Option<usize> = std::env::var("DIFF_ONLY_LINE").ok().and_then(|v| v.parse().ok());
     let mut mismatches = Vec::new();
     let run_started = Instant::now();
+    let (mut total_rows, mut empty) = (0, Vec::new());
     for (qi, q) in queries.iter().enumerate() {
         if only.is_some_and(|l| l != q.line) {
             continue;
         }
-        check_query(&mut clients, q, qi, &mut mismatches).await;
+        let n = check_query(&mut clients, q, qi, &mut mismatches).await;
+        total_rows += n;
+        if n == 0 && q.refused.is_none() {
+            empty.push(q.line);
+        }
     }
     eprintln!(
-        "differential: {} queries ({} expected refusals) three ways in {:.1?}",
+        "differential: {} queries ({} expected refusals) three ways in {:.1?}; {} reference \
+         rows compared; queries answering no rows (lines): {:?}",
         queries.len(),
         queries.iter().filter(|q| q.refused.is_some()).count(),
-        run_started.elapsed()
+        run_started.elapsed(),
+        total_rows,
+        empty
     );
 
     // The session must still be healthy after everything above.
@@ -903,4 +915,38 @@ async fn multi_shard_reads_answer_as_one_postgres() {
         panic!("{report}");
     }
     eprintln!("differential: total {:.1?}", started.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness's own pieces
+
+#[test]
+fn the_queries_file_parses() {
+    let qs = parse_queries(
+        "-- a comment\nSELECT 1;\n\n-- unordered\nSELECT a\n  FROM t;\n-- refused: why\nSELECT 2;\n",
+    );
+    assert_eq!(qs.len(), 3);
+    assert_eq!((qs[0].sql.as_str(), qs[0].line, qs[0].unordered), ("SELECT 1", 2, false));
+    assert_eq!((qs[1].sql.as_str(), qs[1].line, qs[1].unordered), ("SELECT a\n  FROM t", 5, true));
+    assert_eq!(qs[2].refused.as_deref(), Some("why"));
+    assert!(!qs[2].unordered);
+    let all = parse_queries(QUERIES);
+    assert!(all.iter().all(|q| !q.sql.is_empty() && !q.sql.contains(";\n")));
+}
+
+#[test]
+fn the_comparison_sees_values_order_and_counts() {
+    let row = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    let a = vec![row(&["1", "x"]), row(&["2", "y"])];
+    let b = vec![row(&["2", "y"]), row(&["1", "x"])];
+    assert!(compare_rows(&a, &a, false, show_text_row).is_none());
+    let why = compare_rows(&a, &b, false, show_text_row).unwrap();
+    assert!(why.contains("another order"), "{why}");
+    assert!(compare_rows(&a, &b, true, show_text_row).is_none());
+    let c = vec![row(&["1", "x"])];
+    let why = compare_rows(&a, &c, true, show_text_row).unwrap();
+    assert!(why.contains("2 rows expected, 1 got"), "{why}");
+    let d = vec![row(&["1", "x"]), vec![Some("2".into()), None]];
+    let why = compare_rows(&a, &d, false, show_text_row).unwrap();
+    assert!(why.contains("row 2") && why.contains("NULL"), "{why}");
 }
