@@ -421,6 +421,9 @@ struct Query {
     sql: String,
     unordered: bool,
     refused: Option<String>,
+    /// Statements run first on every connection (proxy and reference, all protocols), in
+    /// order: `-- session: SET …` lines.
+    session: Vec<String>,
 }
 
 /// See the header of `queries.sql`.
@@ -430,6 +433,7 @@ fn parse_queries(text: &str) -> Vec<Query> {
     let mut start = 0;
     let mut unordered = false;
     let mut refused = None;
+    let mut session = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if sql.is_empty() {
@@ -442,6 +446,8 @@ fn parse_queries(text: &str) -> Vec<Query> {
                     unordered = true;
                 } else if let Some(why) = comment.strip_prefix("refused:") {
                     refused = Some(why.trim().to_string());
+                } else if let Some(stmt) = comment.strip_prefix("session:") {
+                    session.push(stmt.trim().to_string());
                 }
                 continue;
             }
@@ -459,6 +465,7 @@ fn parse_queries(text: &str) -> Vec<Query> {
                 sql: text,
                 unordered: std::mem::take(&mut unordered),
                 refused: refused.take(),
+                session: std::mem::take(&mut session),
             });
             sql.clear();
         }
@@ -679,6 +686,19 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
             what,
         })
     };
+    for stmt in &q.session {
+        for (who, client) in [("proxy", &c.proxy), ("reference", &c.plain)] {
+            if let Err(e) = client.batch_execute(stmt).await {
+                miss("session", format!("{who}: {stmt}: {}", failure(&e)));
+            }
+        }
+        for (who, client) in [("proxy", &mut c.proxy_raw), ("reference", &mut c.plain_raw)] {
+            let replies = client.query(stmt).round_trip().await;
+            if let Some(Reply::Error(state)) = replies.iter().find(|r| matches!(r, Reply::Error(_))) {
+                miss("session", format!("{who} (raw): {stmt}: ERROR {}", state.code()));
+            }
+        }
+    }
     if let Some(_why) = &q.refused {
         let simple = c.proxy.simple_query(&q.sql).await;
         match simple {
@@ -923,9 +943,12 @@ async fn multi_shard_reads_answer_as_one_postgres() {
 #[test]
 fn the_queries_file_parses() {
     let qs = parse_queries(
-        "-- a comment\nSELECT 1;\n\n-- unordered\nSELECT a\n  FROM t;\n-- refused: why\nSELECT 2;\n",
+        "-- a comment\nSELECT 1;\n\n-- unordered\nSELECT a\n  FROM t;\n-- refused: why\nSELECT 2;\n\
+         -- session: SET a = 1\n-- session: SET b = 2\nSELECT 3;\n",
     );
-    assert_eq!(qs.len(), 3);
+    assert_eq!(qs.len(), 4);
+    assert_eq!(qs[3].session, ["SET a = 1", "SET b = 2"]);
+    assert!(qs[2].session.is_empty());
     assert_eq!((qs[0].sql.as_str(), qs[0].line, qs[0].unordered), ("SELECT 1", 2, false));
     assert_eq!((qs[1].sql.as_str(), qs[1].line, qs[1].unordered), ("SELECT a\n  FROM t", 5, true));
     assert_eq!(qs[2].refused.as_deref(), Some("why"));

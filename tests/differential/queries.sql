@@ -10,6 +10,8 @@
 --       -- unordered          compare the rows as sorted multisets (the query has no ORDER BY,
 --                             or one that does not order totally)
 --       -- refused: <why>     the proxy must refuse the query with SQLSTATE 0A000
+--       -- session: <sql>     run <sql> (a SET, say) first on every connection, proxy and
+--                             reference alike; it stays in effect for the queries after it
 --   * Every other query must order its rows totally: ORDER BY a unique column (or all the
 --     output columns) last. Window functions, string_agg/array_agg and DISTINCT ON must order
 --     totally within their partitions too: the shards' rows reach PostgreSQL in another
@@ -445,6 +447,41 @@ SELECT order_id FROM df_orders WHERE qty > 5 AND order_id IN (SELECT order_id FR
 SELECT c.cust_id, o.order_id FROM df_customers c LEFT JOIN df_orders o ON o.cust_id = c.cust_id WHERE o.amount > 990 OR o.amount IS NULL ORDER BY 1, 2 NULLS FIRST;
 SELECT c.cust_id, o.order_id FROM df_orders o RIGHT JOIN df_customers c ON o.cust_id = c.cust_id AND c.tier = 1 WHERE o.qty = 1 OR c.tier IS NULL ORDER BY 1, 2 NULLS FIRST;
 SELECT o.order_id FROM df_orders o WHERE o.qty > 10 AND EXISTS (SELECT 1 FROM df_orders o2 WHERE o2.cust_id = o.cust_id AND o2.qty < 1) ORDER BY 1;
+
+-- ===== Session settings: the combining step must take on the client's =========================
+-- session: SET TimeZone = 'Asia/Kolkata'
+SELECT count(*) FROM df_orders WHERE placed_at::date = date '2023-05-01';
+SELECT placed_at::date, count(*) FROM df_orders GROUP BY 1 ORDER BY 1 LIMIT 20;
+SELECT order_id, placed_at FROM df_orders WHERE cust_id < 10 ORDER BY order_id;
+SELECT date_trunc('day', placed_at), count(*) FROM df_orders GROUP BY 1 ORDER BY 1 LIMIT 10;
+SELECT count(*) FROM df_orders WHERE to_char(placed_at, 'HH24') = '03';
+SELECT min(placed_at), max(last_seen) FROM df_orders JOIN df_customers USING (cust_id) WHERE extract(hour FROM placed_at) = 23;
+SELECT o.order_id, o.placed_at, c.last_seen FROM df_orders o JOIN df_customers c USING (cust_id) WHERE o.placed_at::date = c.last_seen::date ORDER BY 1;
+-- session: SET DateStyle = 'German, DMY'
+SELECT signup, count(*) FROM df_customers WHERE signup < '05.01.2022' GROUP BY 1 ORDER BY 1;
+SELECT min(last_seen), max(signup), count(*) FROM df_customers WHERE signup > '01.06.2023';
+SELECT cust_id, signup, last_seen FROM df_customers WHERE cust_id < 8 ORDER BY cust_id;
+-- session: SET IntervalStyle = 'sql_standard'
+SELECT max(placed_at) - min(placed_at), sum(ship_date - placed_at::date) FROM df_orders;
+-- session: RESET ALL
+-- session: SET search_path = pg_catalog, public
+SELECT count(*), sum(amount) FROM df_orders o JOIN df_customers c USING (cust_id) WHERE c.tier = 1;
+SELECT r.rname, count(*) FROM df_regions r JOIN df_customers c USING (region_id) GROUP BY r.rname ORDER BY 1;
+-- session: RESET ALL
+-- session: SET default_transaction_read_only = on
+SELECT count(*), sum(amount) FROM df_orders;
+SELECT status, count(*) FROM df_orders GROUP BY status ORDER BY 1;
+-- session: SET default_transaction_read_only = off
+-- session: BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
+SELECT tier, count(*) FROM df_customers GROUP BY tier ORDER BY 1;
+SELECT c.city, sum(o.amount) FROM df_customers c JOIN df_orders o USING (cust_id) GROUP BY 1 ORDER BY 1;
+-- session: COMMIT
+-- session: SET work_mem = '64kB'
+SELECT cust_id, count(DISTINCT status), string_agg(status, ',' ORDER BY order_id) FROM df_orders GROUP BY cust_id ORDER BY cust_id;
+-- session: SET extra_float_digits = 0
+SELECT tier, cust_id, percent_rank() OVER (PARTITION BY tier ORDER BY score, cust_id) FROM df_customers ORDER BY cust_id LIMIT 50;
+-- session: RESET ALL
+SELECT count(*) FROM df_orders WHERE placed_at::date = date '2023-05-01';
 
 -- ===== Expected refusals =======================================================================
 -- refused: FOR UPDATE over a join across families
