@@ -572,12 +572,22 @@ async fn run_extended_text(client: &mut RawClient, sql: &str) -> Result<TextRows
 async fn run_binary(
     client: &Client,
     sql: &str,
-) -> Result<(Vec<(String, u32)>, BinRows), Failure> {
+) -> Result<(Vec<(String, String)>, BinRows), Failure> {
     let stmt = client.prepare(sql).await.map_err(|e| failure(&e))?;
-    let cols: Vec<(String, u32)> = stmt
+    // Types of one database's own (OID 16384 and up: composite row types, say) have other
+    // OIDs in another database even when they are the same type: compare those by name.
+    let cols: Vec<(String, String)> = stmt
         .columns()
         .iter()
-        .map(|c| (c.name().to_string(), c.type_().oid()))
+        .map(|c| {
+            let t = c.type_();
+            let ty = if t.oid() >= 16384 {
+                format!("{}.{} (user type)", t.schema(), t.name())
+            } else {
+                t.oid().to_string()
+            };
+            (c.name().to_string(), ty)
+        })
         .collect();
     let rows = client.query(&stmt, &[]).await.map_err(|e| failure(&e))?;
     let rows = rows
