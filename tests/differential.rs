@@ -1,0 +1,985 @@
+//! Differential test of multi-shard reads (issue 12, item 5): the same rows live in sharded,
+//! duplicated and unsharded tables behind the proxy (four shards) and in plain tables of one
+//! PostgreSQL (database `df_ref` on shard 0's server, same table names), and every read query
+//! of `tests/differential/queries.sql` must answer exactly the same through the proxy as there:
+//!
+//! - (a) simple protocol: column names and every value as text;
+//! - (b) extended protocol (unnamed Parse, Bind asking text results, Execute): values as text;
+//! - (c) a prepared statement with binary results: column names and type OIDs (the
+//!   statement's RowDescription) and the raw bytes of every value.
+//!
+//! Rows are compared in order; queries marked `-- unordered` compare as sorted multisets.
+//! Every mismatch is collected and reported at the end (the test fails once, listing them
+//! all). The file format is described at the top of `queries.sql`.
+
+mod common;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use common::raw::{RawClient, Reply};
+use common::{shards, use_shards, TestProxy, APP};
+use tokio_postgres::error::{DbError, SqlState};
+use tokio_postgres::types::{FromSql, Type};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+const SHARDS: usize = 4;
+const REF_DB: &str = "df_ref";
+const QUERIES: &str = include_str!("differential/queries.sql");
+
+// ---------------------------------------------------------------------------------------------
+// Schema
+
+enum Kind {
+    /// Family root: `PARTITION BY CONSISTENT HASH (key) PARTITIONS AUTO`.
+    Root(&'static str),
+    /// Family child: `PARTITION BY REFERENCE (fk)`.
+    Child(&'static str),
+    Duplicated,
+    /// Plain CREATE TABLE through the proxy: one copy, on the first shard.
+    Unsharded,
+}
+
+struct TableDef {
+    name: &'static str,
+    kind: Kind,
+    /// Column definitions and constraints, valid in a plain CREATE TABLE.
+    body: &'static str,
+}
+
+const TABLES: &[TableDef] = &[
+    TableDef {
+        name: "df_customers",
+        kind: Kind::Root("cust_id"),
+        body: "cust_id bigint PRIMARY KEY, name text, city text, tier int2, score int4, \
+               balance numeric(12,2), rating numeric, active bool, signup date, \
+               last_seen timestamptz, region_id int4",
+    },
+    TableDef {
+        name: "df_orders",
+        kind: Kind::Child("df_orders_fk"),
+        body: "order_id bigint NOT NULL, cust_id bigint NOT NULL, status text, qty int4, \
+               amount numeric(12,2), discount numeric, placed_at timestamptz, ship_date date, \
+               gift bool, prio int2, \
+               CONSTRAINT df_orders_pk PRIMARY KEY (cust_id, order_id), \
+               CONSTRAINT df_orders_fk FOREIGN KEY (cust_id) REFERENCES df_customers (cust_id)",
+    },
+    TableDef {
+        name: "df_order_lines",
+        kind: Kind::Child("df_lines_fk"),
+        body: "line_no int4 NOT NULL, order_id bigint NOT NULL, cust_id bigint NOT NULL, \
+               product_id int4, qty int2, price numeric(10,2), note text, \
+               CONSTRAINT df_lines_pk PRIMARY KEY (cust_id, order_id, line_no), \
+               CONSTRAINT df_lines_fk FOREIGN KEY (cust_id, order_id) \
+                 REFERENCES df_orders (cust_id, order_id)",
+    },
+    TableDef {
+        name: "df_accounts",
+        kind: Kind::Root("acct_id"),
+        body: "acct_id bigint PRIMARY KEY, cust_id bigint, label text, opened date, \
+               credit numeric(14,4), flags int4, verified bool, big int8",
+    },
+    TableDef {
+        name: "df_events",
+        kind: Kind::Child("df_events_fk"),
+        body: "event_id bigint NOT NULL, acct_id bigint NOT NULL, kind text, at timestamptz, \
+               value numeric, weight int8, ok bool, small int2, \"Tag\" text, \
+               CONSTRAINT df_events_pk PRIMARY KEY (acct_id, event_id), \
+               CONSTRAINT df_events_fk FOREIGN KEY (acct_id) REFERENCES df_accounts (acct_id)",
+    },
+    TableDef {
+        name: "df_products",
+        kind: Kind::Duplicated,
+        body: "product_id int4 PRIMARY KEY, title text, category text, list_price numeric(10,2), \
+               discontinued bool, added date, stock int2",
+    },
+    TableDef {
+        name: "df_regions",
+        kind: Kind::Unsharded,
+        body: "region_id int4 PRIMARY KEY, rname text, country text, tz int2, big int8",
+    },
+];
+
+fn proxy_ddl(t: &TableDef) -> String {
+    match t.kind {
+        Kind::Root(key) => format!(
+            "CREATE SHARDED TABLE {} ({}) PARTITION BY CONSISTENT HASH ({key}) PARTITIONS AUTO",
+            t.name, t.body
+        ),
+        Kind::Child(fk) => format!(
+            "CREATE SHARDED TABLE {} ({}) PARTITION BY REFERENCE ({fk})",
+            t.name, t.body
+        ),
+        Kind::Duplicated => format!("CREATE DUPLICATED TABLE {} ({})", t.name, t.body),
+        Kind::Unsharded => format!("CREATE TABLE {} ({})", t.name, t.body),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic data
+
+/// A 64-bit LCG (Knuth's MMIX constants); the high bits are the output.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    /// 0..n
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// lo..=hi
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    /// True one time in `n`.
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// `value`, or NULL one time in `n`.
+fn nullable(r: &mut Lcg, n: u64, value: impl FnOnce(&mut Lcg) -> String) -> String {
+    if r.one_in(n) {
+        "NULL".into()
+    } else {
+        value(r)
+    }
+}
+
+fn text_lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A numeric(p,2) literal in [lo, hi).
+fn money(r: &mut Lcg, lo: i64, hi: i64) -> String {
+    let cents = r.range(lo * 100, hi * 100 - 1);
+    let sign = if cents < 0 { "-" } else { "" };
+    format!("{sign}{}.{:02}", cents.abs() / 100, cents.abs() % 100)
+}
+
+/// An unconstrained numeric with 0..=5 decimals and never a trailing zero, so equal values
+/// always have the same text (min/max/DISTINCT of "1.5" and "1.50" would depend on row order).
+fn free_numeric(r: &mut Lcg, max_int: i64) -> String {
+    let scale = r.below(6) as u32;
+    let int = r.range(-max_int, max_int);
+    if scale == 0 {
+        return int.to_string();
+    }
+    let mut frac = r.below(10u64.pow(scale));
+    if frac % 10 == 0 {
+        frac += 1 + r.below(9);
+    }
+    let sign = if int < 0 || (int == 0 && r.one_in(2)) {
+        "-"
+    } else {
+        ""
+    };
+    format!(
+        "{sign}{}.{:0width$}",
+        int.abs(),
+        frac,
+        width = scale as usize
+    )
+}
+
+/// Days since 1970-01-01 to (y, m, d) (Howard Hinnant's civil_from_days).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+const DAY0_2023: i64 = 19358; // 2023-01-01
+
+fn date_lit(days_since_1970: i64) -> String {
+    let (y, m, d) = civil(days_since_1970);
+    format!("'{y:04}-{m:02}-{d:02}'")
+}
+
+/// A timestamptz in 2023–2024 with an explicit UTC offset.
+fn ts_lit(r: &mut Lcg) -> String {
+    let secs = r.range(0, 2 * 365 * 86400);
+    let (y, m, d) = civil(DAY0_2023 + secs / 86400);
+    let s = secs % 86400;
+    let micros = if r.one_in(3) {
+        format!(".{:06}", r.below(1_000_000))
+    } else {
+        String::new()
+    };
+    let offset = r.pick(&["+00", "+02", "-05", "+05:30", "+09"]);
+    format!(
+        "'{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}{micros}{offset}'",
+        s / 3600,
+        (s / 60) % 60,
+        s % 60
+    )
+}
+
+fn bool_lit(r: &mut Lcg) -> String {
+    if r.one_in(2) { "true" } else { "false" }.into()
+}
+
+const WORDS: &[&str] = &[
+    "Zürich",
+    "東京",
+    "😀 smile",
+    "",
+    "O'Brien",
+    "naïve",
+    "Ångström",
+    "abc",
+    "ABC",
+    "a b",
+    "Москва",
+    "São Paulo",
+    "zeta",
+    "alpha",
+    "Beta",
+    "_under",
+    "123",
+    "ß",
+    "日本語テキスト",
+    "e\u{301}",
+    "é",
+    "🚀🚀",
+    "Zz",
+    "aa",
+];
+const CITIES: &[&str] = &[
+    "Zürich", "東京", "Paris", "paris", "", "New York", "São Paulo", "Москва", "Berlin", "🏙 City",
+    "Oslo", "Lima",
+];
+const STATUSES: &[&str] = &["new", "paid", "shipped", "cancelled", "returned", "Shipped", ""];
+const KINDS: &[&str] = &["login", "logout", "purchase", "log", "view", "error", "ÉVÉNEMENT", "🔔"];
+const CATEGORIES: &[&str] = &["tools", "toys", "food", "Bücher", "家电", ""];
+
+struct Data {
+    /// (table, column list, VALUES rows)
+    tables: Vec<(&'static str, Vec<String>)>,
+}
+
+const CUSTOMERS: i64 = 500;
+const ACCOUNTS: i64 = 400;
+
+fn generate() -> Data {
+    let mut r = Lcg(0x5eed_d1ff_0012_0005);
+    let mut tables = Vec::new();
+
+    let mut regions = Vec::new();
+    for id in 1..=12 {
+        let rname = nullable(&mut r, 8, |r| text_lit(r.pick(CITIES)));
+        let country = nullable(&mut r, 6, |r| {
+            text_lit(r.pick(&["CH", "JP", "FR", "US", "BR", "RU", "DE", "Österreich", ""]))
+        });
+        let tz = nullable(&mut r, 6, |r| r.range(-12, 14).to_string());
+        let big = nullable(&mut r, 6, |r| r.range(-9_000_000_000_000, 9_000_000_000_000).to_string());
+        regions.push(format!("({id}, {rname}, {country}, {tz}, {big})"));
+    }
+    tables.push(("df_regions", regions));
+
+    let mut products = Vec::new();
+    for id in 1..=60 {
+        let title = nullable(&mut r, 10, |r| {
+            text_lit(&format!("{} {}", r.pick(WORDS), r.below(100)))
+        });
+        let category = nullable(&mut r, 8, |r| text_lit(r.pick(CATEGORIES)));
+        let price = nullable(&mut r, 9, |r| money(r, 0, 200));
+        let disc = nullable(&mut r, 7, bool_lit);
+        let added = nullable(&mut r, 7, |r| date_lit(DAY0_2023 - 400 + r.range(0, 700)));
+        let stock = nullable(&mut r, 7, |r| r.range(-5, 3000).to_string());
+        products.push(format!(
+            "({id}, {title}, {category}, {price}, {disc}, {added}, {stock})"
+        ));
+    }
+    tables.push(("df_products", products));
+
+    let mut customers = Vec::new();
+    for id in 1..=CUSTOMERS {
+        let name = nullable(&mut r, 12, |r| {
+            if r.one_in(4) {
+                text_lit(r.pick(WORDS))
+            } else {
+                text_lit(&format!("{} {}", r.pick(WORDS), r.below(1000)))
+            }
+        });
+        let city = nullable(&mut r, 10, |r| text_lit(r.pick(CITIES)));
+        let tier = nullable(&mut r, 10, |r| r.range(0, 4).to_string());
+        let score = nullable(&mut r, 10, |r| r.range(-1000, 100_000).to_string());
+        let balance = nullable(&mut r, 10, |r| money(r, -5000, 50_000));
+        let rating = nullable(&mut r, 10, |r| free_numeric(r, 10));
+        let active = nullable(&mut r, 10, bool_lit);
+        let signup = nullable(&mut r, 10, |r| date_lit(DAY0_2023 - 1000 + r.range(0, 1500)));
+        let seen = nullable(&mut r, 10, ts_lit);
+        let region = nullable(&mut r, 10, |r| r.range(1, 14).to_string());
+        customers.push(format!(
+            "({id}, {name}, {city}, {tier}, {score}, {balance}, {rating}, {active}, {signup}, \
+             {seen}, {region})"
+        ));
+    }
+    tables.push(("df_customers", customers));
+
+    let mut orders = Vec::new();
+    let mut lines = Vec::new();
+    let mut order_id = 0i64;
+    for cust in 1..=CUSTOMERS {
+        // Some customers have no orders at all (anti-joins).
+        let n = if r.one_in(8) { 0 } else { r.range(1, 6) };
+        for _ in 0..n {
+            order_id += 1;
+            let status = nullable(&mut r, 12, |r| text_lit(r.pick(STATUSES)));
+            let qty = nullable(&mut r, 10, |r| r.range(0, 12).to_string());
+            let amount = nullable(&mut r, 10, |r| money(r, -50, 1000));
+            let discount = nullable(&mut r, 5, |r| free_numeric(r, 3));
+            let placed = nullable(&mut r, 10, ts_lit);
+            let ship = nullable(&mut r, 6, |r| date_lit(DAY0_2023 + r.range(0, 740)));
+            let gift = nullable(&mut r, 8, bool_lit);
+            let prio = nullable(&mut r, 8, |r| r.range(1, 9).to_string());
+            orders.push(format!(
+                "({order_id}, {cust}, {status}, {qty}, {amount}, {discount}, {placed}, {ship}, \
+                 {gift}, {prio})"
+            ));
+            let nl = if r.one_in(6) { 0 } else { r.range(1, 4) };
+            for line_no in 1..=nl {
+                let product = nullable(&mut r, 15, |r| r.range(1, 65).to_string());
+                let qty = nullable(&mut r, 10, |r| r.range(1, 10).to_string());
+                let price = nullable(&mut r, 10, |r| money(r, 0, 300));
+                let note = nullable(&mut r, 3, |r| text_lit(r.pick(WORDS)));
+                lines.push(format!(
+                    "({line_no}, {order_id}, {cust}, {product}, {qty}, {price}, {note})"
+                ));
+            }
+        }
+    }
+    tables.push(("df_orders", orders));
+    tables.push(("df_order_lines", lines));
+
+    let mut accounts = Vec::new();
+    let mut events = Vec::new();
+    let mut event_id = 0i64;
+    for i in 1..=ACCOUNTS {
+        let acct = 1000 + i;
+        let cust = nullable(&mut r, 8, |r| r.range(1, CUSTOMERS + 30).to_string());
+        let label = nullable(&mut r, 8, |r| text_lit(r.pick(WORDS)));
+        let opened = nullable(&mut r, 8, |r| date_lit(DAY0_2023 - 200 + r.range(0, 900)));
+        let credit = nullable(&mut r, 8, |r| {
+            let v = r.range(-100_000_000, 9_999_999_999);
+            format!("{}{}.{:04}", if v < 0 { "-" } else { "" }, v.abs() / 10_000, v.abs() % 10_000)
+        });
+        let flags = nullable(&mut r, 8, |r| r.range(0, 255).to_string());
+        let verified = nullable(&mut r, 8, bool_lit);
+        let big = nullable(&mut r, 8, |r| {
+            r.range(-4_000_000_000_000_000, 4_000_000_000_000_000).to_string()
+        });
+        accounts.push(format!(
+            "({acct}, {cust}, {label}, {opened}, {credit}, {flags}, {verified}, {big})"
+        ));
+        let n = if r.one_in(10) { 0 } else { r.range(1, 9) };
+        for _ in 0..n {
+            event_id += 1;
+            let kind = nullable(&mut r, 10, |r| text_lit(r.pick(KINDS)));
+            let at = nullable(&mut r, 10, ts_lit);
+            let value = nullable(&mut r, 8, |r| free_numeric(r, 100_000));
+            let weight = nullable(&mut r, 8, |r| {
+                r.range(-1_000_000_000_000, 1_000_000_000_000).to_string()
+            });
+            let ok = nullable(&mut r, 8, bool_lit);
+            let small = nullable(&mut r, 8, |r| r.range(-32768, 32767).to_string());
+            let tag = nullable(&mut r, 2, |r| text_lit(r.pick(&["Ö", "o", "O", "ö", "tag"])));
+            events.push(format!(
+                "({event_id}, {acct}, {kind}, {at}, {value}, {weight}, {ok}, {small}, {tag})"
+            ));
+        }
+    }
+    tables.push(("df_accounts", accounts));
+    tables.push(("df_events", events));
+    Data { tables }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries file
+
+#[derive(Debug)]
+struct Query {
+    line: usize,
+    sql: String,
+    unordered: bool,
+    refused: Option<String>,
+    /// Statements run first on every connection (proxy and reference, all protocols), in
+    /// order: `-- session: SET …` lines.
+    session: Vec<String>,
+}
+
+/// See the header of `queries.sql`.
+fn parse_queries(text: &str) -> Vec<Query> {
+    let mut out = Vec::new();
+    let mut sql = String::new();
+    let mut start = 0;
+    let mut unordered = false;
+    let mut refused = None;
+    let mut session = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if sql.is_empty() {
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(comment) = line.strip_prefix("--") {
+                let comment = comment.trim();
+                if comment == "unordered" {
+                    unordered = true;
+                } else if let Some(why) = comment.strip_prefix("refused:") {
+                    refused = Some(why.trim().to_string());
+                } else if let Some(stmt) = comment.strip_prefix("session:") {
+                    session.push(stmt.trim().to_string());
+                }
+                continue;
+            }
+            start = i + 1;
+        }
+        if !sql.is_empty() {
+            sql.push('\n');
+        }
+        sql.push_str(raw.trim_end());
+        if let Some(body) = line.strip_suffix(';') {
+            let _ = body;
+            let text = sql.trim_end().trim_end_matches(';').trim().to_string();
+            out.push(Query {
+                line: start,
+                sql: text,
+                unordered: std::mem::take(&mut unordered),
+                refused: refused.take(),
+                session: std::mem::take(&mut session),
+            });
+            sql.clear();
+        }
+    }
+    assert!(sql.trim().is_empty(), "queries.sql ends inside a query: {sql}");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a query three ways
+
+type TextRows = Vec<Vec<Option<String>>>;
+type BinRows = Vec<Vec<Option<Vec<u8>>>>;
+
+/// Any value, as the bytes the server sent.
+struct Raw(Vec<u8>);
+
+impl<'a> FromSql<'a> for Raw {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(raw.to_vec()))
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Failure {
+    code: String,
+    message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ERROR {}: {}", self.code, self.message)
+    }
+}
+
+fn failure(e: &tokio_postgres::Error) -> Failure {
+    match e.as_db_error() {
+        Some(db) => db_failure(db),
+        None => Failure {
+            code: "-----".into(),
+            message: e.to_string(),
+        },
+    }
+}
+
+fn db_failure(db: &DbError) -> Failure {
+    Failure {
+        code: db.code().code().to_string(),
+        message: db.message().to_string(),
+    }
+}
+
+/// (column names, rows) through the simple protocol.
+async fn run_simple(client: &Client, sql: &str) -> Result<(Vec<String>, TextRows), Failure> {
+    let msgs = client.simple_query(sql).await.map_err(|e| failure(&e))?;
+    let mut names = Vec::new();
+    let mut rows = Vec::new();
+    for m in msgs {
+        match m {
+            SimpleQueryMessage::RowDescription(cols) => {
+                names = cols.iter().map(|c| c.name().to_string()).collect();
+            }
+            SimpleQueryMessage::Row(r) => {
+                rows.push((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => {}
+        }
+    }
+    Ok((names, rows))
+}
+
+/// Rows through Parse/Bind(text results)/Execute/Sync on the unnamed statement.
+async fn run_extended_text(client: &mut RawClient, sql: &str) -> Result<TextRows, Failure> {
+    let replies = client
+        .parse("", sql)
+        .bind("", "", &[])
+        .execute("")
+        .sync()
+        .round_trip()
+        .await;
+    let mut rows = Vec::new();
+    for reply in replies {
+        match reply {
+            Reply::Row(r) => rows.push(r),
+            Reply::Error(state) => {
+                return Err(Failure {
+                    code: state.code().to_string(),
+                    message: "(the raw client keeps only the SQLSTATE)".into(),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(rows)
+}
+
+/// ((name, type OID) per column, rows as raw binary values) through a prepared statement.
+async fn run_binary(
+    client: &Client,
+    sql: &str,
+) -> Result<(Vec<(String, String)>, BinRows), Failure> {
+    let stmt = client.prepare(sql).await.map_err(|e| failure(&e))?;
+    // Types of one database's own (OID 16384 and up: composite row types, say) have other
+    // OIDs in another database even when they are the same type: compare those by name.
+    let cols: Vec<(String, String)> = stmt
+        .columns()
+        .iter()
+        .map(|c| {
+            let t = c.type_();
+            let ty = if t.oid() >= 16384 {
+                format!("{}.{} (user type)", t.schema(), t.name())
+            } else {
+                t.oid().to_string()
+            };
+            (c.name().to_string(), ty)
+        })
+        .collect();
+    let rows = client.query(&stmt, &[]).await.map_err(|e| failure(&e))?;
+    let rows = rows
+        .iter()
+        .map(|row| {
+            (0..row.len())
+                .map(|i| row.get::<_, Option<Raw>>(i).map(|v| v.0))
+                .collect()
+        })
+        .collect();
+    Ok((cols, rows))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparison
+
+fn show_text_row(row: &[Option<String>]) -> String {
+    let cells: Vec<String> = row
+        .iter()
+        .map(|v| v.as_ref().map_or("NULL".to_string(), |s| format!("{s:?}")))
+        .collect();
+    format!("({})", cells.join(", "))
+}
+
+fn show_bin_row(row: &[Option<Vec<u8>>]) -> String {
+    let cells: Vec<String> = row
+        .iter()
+        .map(|v| {
+            v.as_ref().map_or("NULL".to_string(), |b| {
+                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                format!("\\x{hex}")
+            })
+        })
+        .collect();
+    format!("({})", cells.join(", "))
+}
+
+/// Why `got` is not `want` (None when equal).
+fn compare_rows<T: Ord + Clone + PartialEq>(
+    want: &[Vec<T>],
+    got: &[Vec<T>],
+    unordered: bool,
+    show: impl Fn(&[T]) -> String,
+) -> Option<String> {
+    let (mut w, mut g) = (want.to_vec(), got.to_vec());
+    if unordered {
+        w.sort();
+        g.sort();
+    }
+    if w == g {
+        return None;
+    }
+    let mut why = String::new();
+    if w.len() != g.len() {
+        let _ = write!(why, "{} rows expected, {} got; ", w.len(), g.len());
+    }
+    if !unordered {
+        let (mut ws, mut gs) = (w.clone(), g.clone());
+        ws.sort();
+        gs.sort();
+        if ws == gs {
+            why.push_str("same rows in another order; ");
+        }
+    }
+    match w.iter().zip(g.iter()).position(|(a, b)| a != b) {
+        Some(i) => {
+            let _ = write!(
+                why,
+                "first difference at row {}: expected {} got {}",
+                i + 1,
+                show(&w[i]),
+                show(&g[i])
+            );
+        }
+        None => {
+            let n = w.len().min(g.len());
+            if w.len() > n {
+                let _ = write!(why, "missing row {}: {}", n + 1, show(&w[n]));
+            } else {
+                let _ = write!(why, "extra row {}: {}", n + 1, show(&g[n]));
+            }
+        }
+    }
+    Some(why)
+}
+
+struct Mismatch {
+    query: usize,
+    protocol: &'static str,
+    what: String,
+}
+
+struct Clients {
+    proxy: Client,
+    plain: Client,
+    proxy_raw: RawClient,
+    plain_raw: RawClient,
+}
+
+/// Checks one query every way; returns how many rows plain PostgreSQL answered.
+async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismatch>) -> usize {
+    let mut miss = |protocol: &'static str, what: String| {
+        out.push(Mismatch {
+            query: qi,
+            protocol,
+            what,
+        })
+    };
+    for stmt in &q.session {
+        for (who, client) in [("proxy", &c.proxy), ("reference", &c.plain)] {
+            if let Err(e) = client.batch_execute(stmt).await {
+                miss("session", format!("{who}: {stmt}: {}", failure(&e)));
+            }
+        }
+        for (who, client) in [("proxy", &mut c.proxy_raw), ("reference", &mut c.plain_raw)] {
+            let replies = client.query(stmt).round_trip().await;
+            if let Some(Reply::Error(state)) = replies.iter().find(|r| matches!(r, Reply::Error(_))) {
+                miss("session", format!("{who} (raw): {stmt}: ERROR {}", state.code()));
+            }
+        }
+    }
+    if let Some(_why) = &q.refused {
+        let simple = c.proxy.simple_query(&q.sql).await;
+        match simple {
+            Err(e) if e.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED) => {}
+            Err(e) => miss("simple", format!("expected a 0A000 refusal, got {}", failure(&e))),
+            Ok(_) => miss("simple", "expected a 0A000 refusal, the query ran".into()),
+        }
+        match run_binary(&c.proxy, &q.sql).await {
+            Err(f) if f.code == "0A000" => {}
+            Err(f) => miss("binary", format!("expected a 0A000 refusal, got {f}")),
+            Ok(_) => miss("binary", "expected a 0A000 refusal, the query ran".into()),
+        }
+        return 0;
+    }
+
+    // (a) simple protocol
+    let want: (Vec<String>, TextRows) = match run_simple(&c.plain, &q.sql).await {
+        Ok(w) => w,
+        Err(f) => {
+            miss("reference", format!("the query fails on plain PostgreSQL: {f}"));
+            return 0;
+        }
+    };
+    let reference_rows = want.1.len();
+    match run_simple(&c.proxy, &q.sql).await {
+        Err(f) => miss("simple", f.to_string()),
+        Ok(got) => {
+            // A query that returns no rows has no RowDescription in tokio-postgres's
+            // simple_query stream when it sends none; compare the names either way.
+            if got.0 != want.0 {
+                miss(
+                    "simple",
+                    format!("column names: expected {:?} got {:?}", want.0, got.0),
+                );
+            }
+            if let Some(why) = compare_rows(&want.1, &got.1, q.unordered, show_text_row) {
+                miss("simple", why);
+            }
+        }
+    }
+
+    // (b) extended protocol, text results
+    match run_extended_text(&mut c.plain_raw, &q.sql).await {
+        Err(f) => miss("extended-text", format!("reference failed: {f}")),
+        Ok(want) => match run_extended_text(&mut c.proxy_raw, &q.sql).await {
+            Err(f) => miss("extended-text", f.to_string()),
+            Ok(got) => {
+                if let Some(why) = compare_rows(&want, &got, q.unordered, show_text_row) {
+                    miss("extended-text", why);
+                }
+            }
+        },
+    }
+
+    // (c) prepared statement, binary results
+    match run_binary(&c.plain, &q.sql).await {
+        Err(f) => miss("binary", format!("reference failed: {f}")),
+        Ok(want) => match run_binary(&c.proxy, &q.sql).await {
+            Err(f) => miss("binary", f.to_string()),
+            Ok(got) => {
+                if got.0 != want.0 {
+                    miss(
+                        "binary",
+                        format!(
+                            "columns (name, type oid): expected {:?} got {:?}",
+                            want.0, got.0
+                        ),
+                    );
+                }
+                if let Some(why) = compare_rows(&want.1, &got.1, q.unordered, show_bin_row) {
+                    miss("binary", why);
+                }
+            }
+        },
+    }
+    reference_rows
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+async fn raw_connect(url: &str) -> RawClient {
+    let config: tokio_postgres::Config = url.parse().expect("url");
+    let port = config.get_ports()[0];
+    let password = std::str::from_utf8(config.get_password().expect("password")).unwrap();
+    let user = config.get_user().expect("user");
+    let db = config.get_dbname().expect("db");
+    RawClient::connect(SocketAddr::from(([127, 0, 0, 1], port)), user, password, db)
+        .await
+        .unwrap_or_else(|e| panic!("raw connect to {db}: {e:?}"))
+}
+
+async fn load(proxy: &Client, plain: &Client, data: &Data) {
+    for t in TABLES {
+        proxy
+            .batch_execute(&proxy_ddl(t))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {}", proxy_ddl(t), failure(&e)));
+        plain
+            .batch_execute(&format!("CREATE TABLE {} ({})", t.name, t.body))
+            .await
+            .unwrap_or_else(|e| panic!("reference {}: {}", t.name, failure(&e)));
+    }
+    for (table, rows) in &data.tables {
+        for chunk in rows.chunks(500) {
+            let sql = format!("INSERT INTO {table} VALUES {}", chunk.join(", "));
+            for (who, client) in [("proxy", proxy), ("reference", plain)] {
+                let msgs = client
+                    .simple_query(&sql)
+                    .await
+                    .unwrap_or_else(|e| panic!("{who}: INSERT INTO {table}: {}", failure(&e)));
+                let n = msgs.iter().find_map(|m| match m {
+                    SimpleQueryMessage::CommandComplete(n) => Some(*n),
+                    _ => None,
+                });
+                assert_eq!(n, Some(chunk.len() as u64), "{who}: INSERT INTO {table}");
+            }
+        }
+    }
+    for t in TABLES {
+        plain
+            .batch_execute(&format!("ANALYZE {}", t.name))
+            .await
+            .expect("analyze");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_reads_answer_as_one_postgres() {
+    use_shards(SHARDS);
+    let started = Instant::now();
+    let proxy = TestProxy::start();
+    shards().clusters[0]
+        .create_database(REF_DB)
+        .unwrap_or_else(|e| panic!("create {REF_DB}: {e}"));
+    let ref_url = shards().clusters[0].url(REF_DB);
+    let (plain, conn) = tokio_postgres::connect(&ref_url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {REF_DB}: {e}"));
+    tokio::spawn(conn);
+    let proxy_client = proxy.connect().await;
+
+    let data = generate();
+    load(&proxy_client, &plain, &data).await;
+    let counts: Vec<String> = data
+        .tables
+        .iter()
+        .map(|(t, rows)| format!("{t} {}", rows.len()))
+        .collect();
+    eprintln!(
+        "differential: loaded {} in {:.1?}",
+        counts.join(", "),
+        started.elapsed()
+    );
+
+    let proxy_raw = RawClient::connect(proxy.addr, APP, APP, APP)
+        .await
+        .unwrap_or_else(|e| panic!("raw connect to the proxy: {e:?}"));
+    let plain_raw = raw_connect(&ref_url).await;
+    let mut clients = Clients {
+        proxy: proxy_client,
+        plain,
+        proxy_raw,
+        plain_raw,
+    };
+
+    let queries = parse_queries(QUERIES);
+    assert!(queries.len() >= 200, "{} queries", queries.len());
+    let only: Option<usize> = std::env::var("DIFF_ONLY_LINE").ok().and_then(|v| v.parse().ok());
+    let mut mismatches = Vec::new();
+    let run_started = Instant::now();
+    let (mut total_rows, mut empty) = (0, Vec::new());
+    for (qi, q) in queries.iter().enumerate() {
+        if only.is_some_and(|l| l != q.line) {
+            continue;
+        }
+        let n = check_query(&mut clients, q, qi, &mut mismatches).await;
+        total_rows += n;
+        if n == 0 && q.refused.is_none() {
+            empty.push(q.line);
+        }
+    }
+    eprintln!(
+        "differential: {} queries ({} expected refusals) three ways in {:.1?}; {} reference \
+         rows compared; queries answering no rows (lines): {:?}",
+        queries.len(),
+        queries.iter().filter(|q| q.refused.is_some()).count(),
+        run_started.elapsed(),
+        total_rows,
+        empty
+    );
+
+    // The session must still be healthy after everything above.
+    let rows = clients
+        .proxy
+        .simple_query("SELECT count(*) FROM df_customers")
+        .await
+        .expect("the proxy session still answers");
+    assert!(rows
+        .iter()
+        .any(|m| matches!(m, SimpleQueryMessage::Row(r) if r.get(0) == Some("500"))));
+
+    if !mismatches.is_empty() {
+        let mut failing: Vec<usize> = mismatches.iter().map(|m| m.query).collect();
+        failing.dedup();
+        let mut report = format!(
+            "{} of {} queries differ from plain PostgreSQL ({} mismatches):\n",
+            failing.len(),
+            queries.len(),
+            mismatches.len()
+        );
+        for qi in &failing {
+            let q = &queries[*qi];
+            let _ = writeln!(
+                report,
+                "\n--- queries.sql:{}{}\n{}",
+                q.line,
+                if q.unordered { " (unordered)" } else { "" },
+                q.sql
+            );
+            for m in mismatches.iter().filter(|m| m.query == *qi) {
+                let mut what = m.what.clone();
+                if what.len() > 1500 {
+                    let mut cut = 1500;
+                    while !what.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    what.truncate(cut);
+                    what.push_str(" …");
+                }
+                let _ = writeln!(report, "  [{}] {}", m.protocol, what);
+            }
+        }
+        panic!("{report}");
+    }
+    eprintln!("differential: total {:.1?}", started.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness's own pieces
+
+#[test]
+fn the_queries_file_parses() {
+    let qs = parse_queries(
+        "-- a comment\nSELECT 1;\n\n-- unordered\nSELECT a\n  FROM t;\n-- refused: why\nSELECT 2;\n\
+         -- session: SET a = 1\n-- session: SET b = 2\nSELECT 3;\n",
+    );
+    assert_eq!(qs.len(), 4);
+    assert_eq!(qs[3].session, ["SET a = 1", "SET b = 2"]);
+    assert!(qs[2].session.is_empty());
+    assert_eq!((qs[0].sql.as_str(), qs[0].line, qs[0].unordered), ("SELECT 1", 2, false));
+    assert_eq!((qs[1].sql.as_str(), qs[1].line, qs[1].unordered), ("SELECT a\n  FROM t", 5, true));
+    assert_eq!(qs[2].refused.as_deref(), Some("why"));
+    assert!(!qs[2].unordered);
+    let all = parse_queries(QUERIES);
+    assert!(all.iter().all(|q| !q.sql.is_empty() && !q.sql.contains(";\n")));
+}
+
+#[test]
+fn the_comparison_sees_values_order_and_counts() {
+    let row = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    let a = vec![row(&["1", "x"]), row(&["2", "y"])];
+    let b = vec![row(&["2", "y"]), row(&["1", "x"])];
+    assert!(compare_rows(&a, &a, false, show_text_row).is_none());
+    let why = compare_rows(&a, &b, false, show_text_row).unwrap();
+    assert!(why.contains("another order"), "{why}");
+    assert!(compare_rows(&a, &b, true, show_text_row).is_none());
+    let c = vec![row(&["1", "x"])];
+    let why = compare_rows(&a, &c, true, show_text_row).unwrap();
+    assert!(why.contains("2 rows expected, 1 got"), "{why}");
+    let d = vec![row(&["1", "x"]), vec![Some("2".into()), None]];
+    let why = compare_rows(&a, &d, false, show_text_row).unwrap();
+    assert!(why.contains("row 2") && why.contains("NULL"), "{why}");
+}
