@@ -176,7 +176,7 @@ fn free_numeric(r: &mut Lcg, max_int: i64) -> String {
         return int.to_string();
     }
     let mut frac = r.below(10u64.pow(scale));
-    if frac % 10 == 0 {
+    if frac.is_multiple_of(10) {
         frac += 1 + r.below(9);
     }
     let sign = if int < 0 || (int == 0 && r.one_in(2)) {
@@ -263,11 +263,38 @@ const WORDS: &[&str] = &[
     "aa",
 ];
 const CITIES: &[&str] = &[
-    "Zürich", "東京", "Paris", "paris", "", "New York", "São Paulo", "Москва", "Berlin", "🏙 City",
-    "Oslo", "Lima",
+    "Zürich",
+    "東京",
+    "Paris",
+    "paris",
+    "",
+    "New York",
+    "São Paulo",
+    "Москва",
+    "Berlin",
+    "🏙 City",
+    "Oslo",
+    "Lima",
 ];
-const STATUSES: &[&str] = &["new", "paid", "shipped", "cancelled", "returned", "Shipped", ""];
-const KINDS: &[&str] = &["login", "logout", "purchase", "log", "view", "error", "ÉVÉNEMENT", "🔔"];
+const STATUSES: &[&str] = &[
+    "new",
+    "paid",
+    "shipped",
+    "cancelled",
+    "returned",
+    "Shipped",
+    "",
+];
+const KINDS: &[&str] = &[
+    "login",
+    "logout",
+    "purchase",
+    "log",
+    "view",
+    "error",
+    "ÉVÉNEMENT",
+    "🔔",
+];
 const CATEGORIES: &[&str] = &["tools", "toys", "food", "Bücher", "家电", ""];
 
 struct Data {
@@ -289,7 +316,9 @@ fn generate() -> Data {
             text_lit(r.pick(&["CH", "JP", "FR", "US", "BR", "RU", "DE", "Österreich", ""]))
         });
         let tz = nullable(&mut r, 6, |r| r.range(-12, 14).to_string());
-        let big = nullable(&mut r, 6, |r| r.range(-9_000_000_000_000, 9_000_000_000_000).to_string());
+        let big = nullable(&mut r, 6, |r| {
+            r.range(-9_000_000_000_000, 9_000_000_000_000).to_string()
+        });
         regions.push(format!("({id}, {rname}, {country}, {tz}, {big})"));
     }
     tables.push(("df_regions", regions));
@@ -325,7 +354,9 @@ fn generate() -> Data {
         let balance = nullable(&mut r, 10, |r| money(r, -5000, 50_000));
         let rating = nullable(&mut r, 10, |r| free_numeric(r, 10));
         let active = nullable(&mut r, 10, bool_lit);
-        let signup = nullable(&mut r, 10, |r| date_lit(DAY0_2023 - 1000 + r.range(0, 1500)));
+        let signup = nullable(&mut r, 10, |r| {
+            date_lit(DAY0_2023 - 1000 + r.range(0, 1500))
+        });
         let seen = nullable(&mut r, 10, ts_lit);
         let region = nullable(&mut r, 10, |r| r.range(1, 14).to_string());
         customers.push(format!(
@@ -380,12 +411,18 @@ fn generate() -> Data {
         let opened = nullable(&mut r, 8, |r| date_lit(DAY0_2023 - 200 + r.range(0, 900)));
         let credit = nullable(&mut r, 8, |r| {
             let v = r.range(-100_000_000, 9_999_999_999);
-            format!("{}{}.{:04}", if v < 0 { "-" } else { "" }, v.abs() / 10_000, v.abs() % 10_000)
+            format!(
+                "{}{}.{:04}",
+                if v < 0 { "-" } else { "" },
+                v.abs() / 10_000,
+                v.abs() % 10_000
+            )
         });
         let flags = nullable(&mut r, 8, |r| r.range(0, 255).to_string());
         let verified = nullable(&mut r, 8, bool_lit);
         let big = nullable(&mut r, 8, |r| {
-            r.range(-4_000_000_000_000_000, 4_000_000_000_000_000).to_string()
+            r.range(-4_000_000_000_000_000, 4_000_000_000_000_000)
+                .to_string()
         });
         accounts.push(format!(
             "({acct}, {cust}, {label}, {opened}, {credit}, {flags}, {verified}, {big})"
@@ -401,7 +438,9 @@ fn generate() -> Data {
             });
             let ok = nullable(&mut r, 8, bool_lit);
             let small = nullable(&mut r, 8, |r| r.range(-32768, 32767).to_string());
-            let tag = nullable(&mut r, 2, |r| text_lit(r.pick(&["Ö", "o", "O", "ö", "tag"])));
+            let tag = nullable(&mut r, 2, |r| {
+                text_lit(r.pick(&["Ö", "o", "O", "ö", "tag"]))
+            });
             events.push(format!(
                 "({event_id}, {acct}, {kind}, {at}, {value}, {weight}, {ok}, {small}, {tag})"
             ));
@@ -470,7 +509,10 @@ fn parse_queries(text: &str) -> Vec<Query> {
             sql.clear();
         }
     }
-    assert!(sql.trim().is_empty(), "queries.sql ends inside a query: {sql}");
+    assert!(
+        sql.trim().is_empty(),
+        "queries.sql ends inside a query: {sql}"
+    );
     out
 }
 
@@ -484,10 +526,7 @@ type BinRows = Vec<Vec<Option<Vec<u8>>>>;
 struct Raw(Vec<u8>);
 
 impl<'a> FromSql<'a> for Raw {
-    fn from_sql(
-        _: &Type,
-        raw: &'a [u8],
-    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
         Ok(Raw(raw.to_vec()))
     }
     fn accepts(_: &Type) -> bool {
@@ -704,8 +743,12 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
         }
         for (who, client) in [("proxy", &mut c.proxy_raw), ("reference", &mut c.plain_raw)] {
             let replies = client.query(stmt).round_trip().await;
-            if let Some(Reply::Error(state)) = replies.iter().find(|r| matches!(r, Reply::Error(_))) {
-                miss("session", format!("{who} (raw): {stmt}: ERROR {}", state.code()));
+            if let Some(Reply::Error(state)) = replies.iter().find(|r| matches!(r, Reply::Error(_)))
+            {
+                miss(
+                    "session",
+                    format!("{who} (raw): {stmt}: ERROR {}", state.code()),
+                );
             }
         }
     }
@@ -713,7 +756,10 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
         let simple = c.proxy.simple_query(&q.sql).await;
         match simple {
             Err(e) if e.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED) => {}
-            Err(e) => miss("simple", format!("expected a 0A000 refusal, got {}", failure(&e))),
+            Err(e) => miss(
+                "simple",
+                format!("expected a 0A000 refusal, got {}", failure(&e)),
+            ),
             Ok(_) => miss("simple", "expected a 0A000 refusal, the query ran".into()),
         }
         match run_binary(&c.proxy, &q.sql).await {
@@ -728,7 +774,10 @@ async fn check_query(c: &mut Clients, q: &Query, qi: usize, out: &mut Vec<Mismat
     let want: (Vec<String>, TextRows) = match run_simple(&c.plain, &q.sql).await {
         Ok(w) => w,
         Err(f) => {
-            miss("reference", format!("the query fails on plain PostgreSQL: {f}"));
+            miss(
+                "reference",
+                format!("the query fails on plain PostgreSQL: {f}"),
+            );
             return 0;
         }
     };
@@ -877,7 +926,9 @@ async fn multi_shard_reads_answer_as_one_postgres() {
 
     let queries = parse_queries(QUERIES);
     assert!(queries.len() >= 200, "{} queries", queries.len());
-    let only: Option<usize> = std::env::var("DIFF_ONLY_LINE").ok().and_then(|v| v.parse().ok());
+    let only: Option<usize> = std::env::var("DIFF_ONLY_LINE")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut mismatches = Vec::new();
     let run_started = Instant::now();
     let (mut total_rows, mut empty) = (0, Vec::new());
@@ -959,12 +1010,20 @@ fn the_queries_file_parses() {
     assert_eq!(qs.len(), 4);
     assert_eq!(qs[3].session, ["SET a = 1", "SET b = 2"]);
     assert!(qs[2].session.is_empty());
-    assert_eq!((qs[0].sql.as_str(), qs[0].line, qs[0].unordered), ("SELECT 1", 2, false));
-    assert_eq!((qs[1].sql.as_str(), qs[1].line, qs[1].unordered), ("SELECT a\n  FROM t", 5, true));
+    assert_eq!(
+        (qs[0].sql.as_str(), qs[0].line, qs[0].unordered),
+        ("SELECT 1", 2, false)
+    );
+    assert_eq!(
+        (qs[1].sql.as_str(), qs[1].line, qs[1].unordered),
+        ("SELECT a\n  FROM t", 5, true)
+    );
     assert_eq!(qs[2].refused.as_deref(), Some("why"));
     assert!(!qs[2].unordered);
     let all = parse_queries(QUERIES);
-    assert!(all.iter().all(|q| !q.sql.is_empty() && !q.sql.contains(";\n")));
+    assert!(all
+        .iter()
+        .all(|q| !q.sql.is_empty() && !q.sql.contains(";\n")));
 }
 
 #[test]

@@ -157,6 +157,9 @@ pub struct Session {
     /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
     skip_until_sync: bool,
     settings: Settings,
+    /// A SET or RESET ran on the current connection since the session's settings were last
+    /// read from it: the session's other shards must take them on before they next serve it.
+    settings_changed: bool,
     cancel: CancelGuard,
     /// Connections on other shards that a transaction block or batch still holds.
     parked: ParkedLinks,
@@ -211,6 +214,7 @@ impl Session {
             waits_bounded: false,
             skip_until_sync: false,
             settings,
+            settings_changed: false,
             cancel,
             parked: ParkedLinks::default(),
             begin_sql: None,
@@ -599,8 +603,14 @@ impl Session {
             return Ok(());
         };
         match frame.tag {
-            b'S' => link.unsynced = false,
-            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => link.unsynced = true,
+            b'S' => {
+                link.unsynced = false;
+                link.batch_sent = false;
+            }
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => {
+                link.unsynced = true;
+                link.batch_sent = true;
+            }
             _ => {}
         }
         if statements::goes_unchanged(frame.raw) {
@@ -623,6 +633,16 @@ impl Session {
             if effect.pins && !self.pinned {
                 self.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
+            }
+            if effect.pins {
+                const SET: u128 = keyword(b"set");
+                const RESET: u128 = keyword(b"reset");
+                let sql = match parsed {
+                    ClientFrame::Query(sql) | ClientFrame::Parse { query: sql, .. } => sql,
+                    _ => &[][..],
+                };
+                self.settings_changed |= matches!(first_keyword(sql), SET | RESET)
+                    || memchr::memmem::find(sql, b"set_config").is_some();
             }
             self.unpreparable_block |= effect.unpreparable;
             if effect.resets {
@@ -683,7 +703,7 @@ impl Session {
 /// beyond the limit. Kept out of `Session::adopt`, whose common case needs none of it.
 #[cold]
 #[inline(never)]
-fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> String {
+pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> String {
     let mut set = String::new();
     if conn.applied != *settings {
         // What an earlier client set and this one did not ask for goes back to the default.

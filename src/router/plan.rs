@@ -582,6 +582,27 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
             "a write to a duplicated table that reads a sharded table is not supported yet",
         ));
     }
+    if let NodeEnum::SelectStmt(_) = node {
+        // A table that is not on the family's shards (unsharded, or not recorded: it lives on
+        // the first shard) cannot be read shard by shard: the general path reads it where it
+        // is. CTE names are the statement's own.
+        let mut ctes: Vec<&str> = Vec::new();
+        walk(stmt, &mut |n| {
+            if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
+                ctes.push(c.ctename.as_str());
+            }
+        });
+        let elsewhere = all.iter().zip(&resolved).find(|(r, t)| match t {
+            Some(t) => t.kind == TableKind::Unsharded,
+            None => !(r.schemaname.is_empty() && ctes.contains(&r.relname.as_str())),
+        });
+        if let Some((r, _)) = elsewhere {
+            return Planned::Plan(unsupported(format!(
+                "a read of sharded tables with table \"{}\", which is not on their shards",
+                r.relname
+            )));
+        }
+    }
     let root = sharded[0].root;
     if let Some(other) = sharded.iter().find(|t| t.root != root) {
         return Planned::Plan(unsupported(format!(

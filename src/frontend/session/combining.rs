@@ -234,7 +234,12 @@ impl Session {
             ),
             Err(_) => false,
         };
-        if !clean || matches!(outcome, Ok(Answered::Combined(Combined::Failed { .. }))) {
+        if !clean
+            || matches!(
+                outcome,
+                Ok(Answered::Combined(Combined::Failed { .. }) | Answered::Fallback)
+            )
+        {
             combiner.conn.broken = true;
         }
         self.ctx.pools.shard(at).release(combiner);
@@ -319,7 +324,9 @@ impl Session {
             gather::run_simple(&mut [&mut *conn], &[typing], &select(), &origin).await?;
         let mut rows = match typed {
             Combined::Rows(r) => r.rows,
-            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
+            // PostgreSQL cannot type the partial rows (a row value, …): read every row instead,
+            // which fails as the statement itself would if the fault is the statement's.
+            Combined::Failed { .. } => return Ok(Answered::Fallback),
         };
         let param_oids: Vec<u32> = rows
             .pop_back()

@@ -368,6 +368,7 @@ impl Session {
         };
         // Held by the COPY: not given back to the pool, closed if the client leaves.
         p.unsynced = true;
+        p.batch_sent = true;
         let out = &mut st.outs[i];
         out.started = true;
         let conn = &mut p.conn.conn;
@@ -623,6 +624,7 @@ impl Session {
                 continue;
             };
             p.unsynced = false;
+            p.batch_sent = false;
             p.tx_status = out.ready.unwrap_or(b'I');
             if st.in_block {
                 continue;
@@ -727,6 +729,7 @@ impl Session {
                 return Err(self.copy_lost(e.into()));
             }
             p.unsynced = false;
+            p.batch_sent = false;
             p.tx_status = out.ready.unwrap_or(b'I');
         }
         self.cout.extend_from_slice(&error);

@@ -16,8 +16,11 @@ pub(super) struct ShardLink {
     pub out: BytesMut,
     /// Transaction status from the connection's last ReadyForQuery.
     pub tx_status: u8,
-    /// An extended-protocol message went to the connection and its Sync has not yet.
+    /// An extended-protocol message went to the connection and its Sync has not yet (or the
+    /// session holds a Parse that will).
     pub unsynced: bool,
+    /// Of those, one the backend has received: it is in the middle of a batch.
+    pub batch_sent: bool,
     /// The proxy saw its own statement change rows in the connection's open transaction, so
     /// its commit need not ask whether it wrote. (Left over from an earlier transaction it only
     /// makes a reader prepare, which PostgreSQL allows.)
@@ -32,6 +35,7 @@ impl ShardLink {
             out,
             tx_status: b'I',
             unsynced: false,
+            batch_sent: false,
             wrote: false,
         }
     }
@@ -189,9 +193,18 @@ impl Session {
         self.current = Some(link);
     }
 
-    /// Makes a parked link the current one again.
+    /// Makes a parked link the current one again, with the session's settings as they are now.
     pub(super) fn make_current(&mut self, mut link: ShardLink) {
         debug_assert!(self.current.is_none());
+        let conn = &mut link.conn.conn;
+        if conn.applied != self.settings {
+            let set = super::settings_sql(conn, &self.settings);
+            if !set.is_empty() {
+                conn.unnamed = None;
+                protocol::query(&mut link.out, &set);
+                self.pipeline.push(Pending::Internal, &mut self.cout);
+            }
+        }
         self.cancel
             .slot
             .set(Some((link.shard(), link.conn.conn.cancel)));

@@ -52,6 +52,9 @@ impl Session {
     /// Makes `shard`'s connection the current one: the one held already, a parked one, or one
     /// from the pool (joining the transaction block, if one is open).
     pub(super) async fn switch_to(&mut self, shard: ShardId) -> Result<(), SessionError> {
+        if self.settings_changed && self.current.is_some() {
+            self.read_settings().await?;
+        }
         if self.current_shard() == Some(shard) {
             return Ok(());
         }
@@ -168,6 +171,70 @@ impl Session {
         Ok(())
     }
 
+    /// The session's settings as the current connection has them after the client's SET or
+    /// RESET: what the client set there (in a session of the proxy's, the client's startup
+    /// parameters and SETs), which every other connection the session uses takes on. Not
+    /// while the connection is in the middle of an extended-protocol batch or a failed block;
+    /// then at the next switch.
+    async fn read_settings(&mut self) -> Result<(), SessionError> {
+        self.drain_current().await?;
+        let Some(link) = self.current.as_mut() else {
+            return Ok(());
+        };
+        if link.batch_sent || link.tx_status == b'E' {
+            return Ok(());
+        }
+        // The proxy's own SET LOCAL lock_timeout of a block over several shards is not the
+        // client's.
+        let sql = "SELECT name, setting FROM pg_catalog.pg_settings \
+                   WHERE source IN ('client', 'session') AND context = 'user' \
+                   AND name NOT IN ('transaction_isolation', 'transaction_read_only', \
+                   'transaction_deferrable', 'lock_timeout') ORDER BY name";
+        let conn = &mut link.conn.conn;
+        conn.unnamed = None;
+        let mut query = BytesMut::new();
+        protocol::query(&mut query, sql);
+        if let Err(e) = conn.stream.write_all(&query).await {
+            return Err(self.backend_lost(e));
+        }
+        let mut settings = Vec::new();
+        let mut failed = false;
+        loop {
+            let f = match conn.read_frame().await {
+                Ok(f) => f,
+                Err(e) => {
+                    conn.broken = true;
+                    return Err(e.into());
+                }
+            };
+            match f.tag {
+                b'D' => {
+                    let values = crate::executor::gather::values(&f.raw);
+                    if let [Some(name), Some(value)] = values[..] {
+                        settings.push((
+                            String::from_utf8_lossy(name).into_owned(),
+                            String::from_utf8_lossy(value).into_owned(),
+                        ));
+                    }
+                }
+                b'E' => failed = true,
+                b'S' => conn.note_parameter_status(f.body()),
+                b'Z' => break,
+                _ => {}
+            }
+        }
+        if failed {
+            return Ok(());
+        }
+        let settings = self.ctx.settings.intern(settings);
+        if let Some(link) = self.current.as_mut() {
+            link.conn.conn.applied = settings.clone();
+        }
+        self.settings = settings;
+        self.settings_changed = false;
+        Ok(())
+    }
+
     /// Before the client's Sync reaches the current connection: the parked connections of
     /// the batch end it too.
     pub(super) async fn sync_parked(&mut self) -> Result<(), SessionError> {
@@ -208,6 +275,7 @@ impl Session {
                 Ok((status, error)) => {
                     self.parked[i].tx_status = status;
                     self.parked[i].unsynced = false;
+                    self.parked[i].batch_sent = false;
                     if let Some(e) = error {
                         self.cout.extend_from_slice(&e);
                     }

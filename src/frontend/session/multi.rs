@@ -336,6 +336,7 @@ impl Session {
         for (&i, messages) in order.iter().zip(messages.iter_mut()) {
             // The shard's part of the batch stays open until the client's Sync.
             self.parked[i].unsynced = true;
+            self.parked[i].batch_sent = true;
             let shard = self.parked[i].conn.shard;
             if atomic && !self.atomic_batch.contains(&shard) {
                 self.atomic_batch.push(shard);

@@ -349,7 +349,11 @@ impl Builder {
             let [arg] = f.args.as_slice() else {
                 return None;
             };
-            if f.agg_filter.is_some() || contains_aggregate(Some(arg)) {
+            // A row value has no column type the partial rows' table could hold.
+            if f.agg_filter.is_some()
+                || contains_aggregate(Some(arg))
+                || matches!(arg.node, Some(NodeEnum::RowExpr(_)))
+            {
                 return None;
             }
             let i = match self.find(&self.distinct, arg) {
