@@ -82,6 +82,17 @@ async fn the_general_path_answers_as_one_postgres() {
     let r = simple_rows(&client, "SELECT count(*) FROM comb_t WHERE id = 7").await;
     assert_eq!(r, vec![vec![Some("1".into())]]);
 
+    // A table named where the router does not look is still found: a subquery inside
+    // GREATEST reads every shard; a view over a sharded table, which would read one shard's
+    // rows, is refused.
+    let r = simple_rows(&client, "SELECT greatest((SELECT max(id) FROM comb_t), 0)").await;
+    assert_eq!(r, vec![vec![Some("300".into())]]);
+    let err = client
+        .simple_query("CREATE VIEW comb_v AS SELECT * FROM comb_t")
+        .await
+        .expect_err("a view over a sharded table");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+
     // EXPLAIN says which path a query takes and what each shard runs.
     let plan = |rows: Vec<Vec<Option<String>>>| -> Vec<String> {
         rows.into_iter()

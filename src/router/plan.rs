@@ -523,10 +523,32 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();
     collect_range_vars(stmt, &mut all);
+    let resolved: Vec<Option<&Table>> = all.iter().map(|r| resolve(snapshot, r)).collect();
+    // A recorded table named where the walk above does not look (inside an expression kind it
+    // does not know, a view's query, …) must not be missed: such a read takes the general
+    // path, which finds every table; anything else is refused.
+    let missed = combine::named_tables(stmt)
+        .into_iter()
+        .find_map(|(schema, name)| {
+            let schema = if schema.is_empty() {
+                "public".to_string()
+            } else {
+                schema
+            };
+            let t = snapshot.table_by_name(&schema, &name)?;
+            (!resolved.iter().flatten().any(|r| r.id == t.id)).then_some(t)
+        });
+    if let Some(t) = missed {
+        let why = format!(
+            "this statement names table \"{}\" where shardwire cannot route it (a view, a \
+             function's argument, an expression it does not read)",
+            t.qualified_name()
+        );
+        return Planned::Plan(unsupported(why));
+    }
     if all.is_empty() {
         return Planned::Plan(Plan::Anywhere);
     }
-    let resolved: Vec<Option<&Table>> = all.iter().map(|r| resolve(snapshot, r)).collect();
     if let Some(t) = resolved
         .iter()
         .flatten()

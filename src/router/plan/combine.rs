@@ -210,6 +210,21 @@ pub(super) fn plan_combine(
     })
 }
 
+/// Every table reference in `stmt` held as a node, found by a walk of every field of the parse
+/// tree (the planner's own walk descends only into the node kinds it knows): schema and name.
+pub(super) fn named_tables(stmt: &Node) -> Vec<(String, String)> {
+    let Ok(tree) = serde_json::to_value(stmt) else {
+        return Vec::new();
+    };
+    let mut found = Found::default();
+    found.visit(&tree);
+    found
+        .tables
+        .into_iter()
+        .map(|r| (r.schema, r.name))
+        .collect()
+}
+
 fn resolve_name<'s>(snapshot: &'s Snapshot, schema: &str, name: &str) -> Option<&'s Table> {
     let schema = if schema.is_empty() { "public" } else { schema };
     snapshot.table_by_name(schema, name)
@@ -598,7 +613,7 @@ mod tests {
         let out = rewrite(sql, &refs, |r| Some(format!("pg_temp.x_{}", r.name))).unwrap();
         assert_eq!(
             out,
-            "SELECT c.id FROM pg_temp.x_customers c JOIN pg_temp.x_orders AS orders ON true"
+            "SELECT c.id FROM pg_temp.x_customers c JOIN pg_temp.x_orders AS \"orders\" ON true"
         );
     }
 }
