@@ -106,13 +106,14 @@ async fn the_general_path_answers_as_one_postgres() {
         )
         .await,
     );
-    assert_eq!(
-        partial[0], "Shardwire General Path (partial aggregation)",
+    assert_eq!(partial[0], "Shardwire Aggregate Merge", "{partial:?}");
+    assert!(
+        partial.contains(&"  Shardwire General Path (partial aggregation)".to_string()),
         "{partial:?}"
     );
     assert!(
         partial.contains(
-            &"  Shard SQL: SELECT grp AS g1, count(*) AS p1 FROM comb_t WHERE id < 50 GROUP BY grp"
+            &"    Shard SQL: SELECT grp AS g1, count(*) AS p1 FROM comb_t WHERE id < 50 GROUP BY grp"
                 .to_string()
         ),
         "{partial:?}"
@@ -168,10 +169,7 @@ async fn the_general_path_answers_as_one_postgres() {
         )
         .await
         .expect("prepared explain");
-    assert_eq!(
-        prepared[0].get::<_, String>(0),
-        "Shardwire General Path (partial aggregation)"
-    );
+    assert_eq!(prepared[0].get::<_, String>(0), "Shardwire Aggregate Merge");
     let err = client
         .simple_query("EXPLAIN ANALYZE SELECT count(*) FROM comb_t")
         .await
@@ -217,6 +215,43 @@ async fn the_combining_step_is_bounded_by_its_row_limit() {
     assert_eq!(r, vec![vec![Some(format!("{{{}}}", want.join(",")))]]);
     client
         .batch_execute("DROP TABLE comb_lim")
+        .await
+        .expect("drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_merges_grouped_reads_itself() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let plain = twin_tables(&client, "comb_agg").await;
+    log_all_statements().await;
+    let queries = [
+        "SELECT grp AS agg_marker_a, count(*), sum(id), min(v), max(n), sum(n) FROM comb_agg \
+         GROUP BY grp ORDER BY grp DESC",
+        "SELECT count(*) AS agg_marker_b, sum(id), min(id), max(v), count(v) FROM comb_agg WHERE id > 17",
+        "SELECT v AS agg_marker_c, count(*) FROM comb_agg GROUP BY v ORDER BY 2 DESC, 1 NULLS FIRST \
+         LIMIT 5 OFFSET 2",
+    ];
+    for q in queries {
+        let got = simple_rows(&client, q).await;
+        let want = simple_rows(&plain, &q.replace("comb_agg", "comb_agg_ref")).await;
+        assert_eq!(got, want, "{q}");
+    }
+    // Every shard ran the grouped statement itself, and no combining step ran.
+    for marker in ["agg_marker_a", "agg_marker_b", "agg_marker_c"] {
+        assert_eq!(shards_that_ran(marker).len(), SHARDS, "{marker}");
+        for i in 0..SHARDS {
+            let log = std::fs::read_to_string(common::shards().clusters[i].log_file())
+                .unwrap_or_default();
+            assert!(
+                !log.lines()
+                    .any(|l| l.contains(marker) && l.contains("pg_temp.")),
+                "{marker} took the general path on shard {i}"
+            );
+        }
+    }
+    client
+        .batch_execute("DROP TABLE comb_agg")
         .await
         .expect("drop");
 }

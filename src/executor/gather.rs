@@ -13,8 +13,8 @@ use crate::backend::{BackendConn, BackendError};
 use crate::protocol;
 use crate::router::plan::{Merge, StatementKind};
 
-mod frames;
-mod order;
+pub(crate) mod frames;
+pub(crate) mod order;
 mod stream;
 
 pub use frames::values;
@@ -58,7 +58,7 @@ fn bytewise(collation: &str) -> bool {
 /// Refuses a merge that would order text by a collation the proxy does not reproduce (the
 /// merge compares bytes): asks `shard`, which described the rows as `description`, for each
 /// text sort column's collation (its table column's, else the database's).
-async fn check_text_order(
+pub(crate) async fn check_text_order(
     description: &[u8],
     shard: crate::catalog::ShardId,
     merge: &Merge,

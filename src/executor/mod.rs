@@ -7,5 +7,6 @@ pub mod ddl;
 pub mod gather;
 pub mod insert_select;
 pub mod layout;
+pub mod merge;
 mod recognise;
 pub mod split;

@@ -32,6 +32,7 @@ use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effec
 pub use crate::sql::quote::{quote_ident, quote_literal};
 use tokio_postgres::error::SqlState;
 
+mod aggregate;
 mod combining;
 mod commit;
 mod copy;

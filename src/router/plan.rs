@@ -16,6 +16,7 @@ use pg_query::NodeEnum;
 use super::hash::KeyType;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
+mod aggregate;
 mod combine;
 mod conditions;
 mod copy;
@@ -27,6 +28,7 @@ mod select;
 mod sequence;
 mod walk;
 
+pub use aggregate::{AggregateMerge, ColumnMerge};
 pub use combine::{CombinePlan, Pull, TEMP_PREFIX};
 use conditions::*;
 pub use copy::{CopyArg, CopyOption, CopyPlan};
@@ -191,6 +193,8 @@ pub struct ShardedPlan {
     /// A read the streaming merge cannot answer: how the general path answers it when it runs
     /// on several shards (on one, the shard answers it whole).
     pub combine: Option<Arc<CombinePlan>>,
+    /// A grouped read the proxy merges itself (simple protocol; `combine` when it cannot).
+    pub aggregate: Option<Arc<AggregateMerge>>,
 }
 
 /// The generated key column of an INSERT.
@@ -454,10 +458,12 @@ fn plan_statement(
             match combine::plan_combine(sql, stmt, snapshot, columns) {
                 Ok(mut c) => {
                     // One family, joined on its key: each shard can aggregate its own rows.
+                    let inner = Arc::make_mut(&mut p);
                     if let Some(NodeEnum::SelectStmt(s)) = stmt.node.as_ref() {
                         c.partial = partial::plan_partial(s);
+                        inner.aggregate = aggregate::plan_aggregate_merge(s).map(Arc::new);
                     }
-                    Arc::make_mut(&mut p).combine = Some(Arc::new(c))
+                    inner.combine = Some(Arc::new(c))
                 }
                 Err(combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
                 Err(combine::NotCombinable::Refused(r)) => {

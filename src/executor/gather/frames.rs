@@ -42,7 +42,7 @@ pub(super) fn fields(frame: &[u8]) -> Vec<Field> {
 }
 
 /// The type OID and format code (0 text, 1 binary) of each column of a RowDescription.
-pub(super) fn columns(frame: &[u8]) -> Vec<(u32, i16)> {
+pub(crate) fn columns(frame: &[u8]) -> Vec<(u32, i16)> {
     let mut b = &frame[5..];
     let n = protocol::take_i16(&mut b, "RowDescription")
         .unwrap_or(0)

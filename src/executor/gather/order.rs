@@ -10,14 +10,14 @@ use super::frames::values;
 use crate::router::plan::SortKey;
 
 /// The ORDER BY of a merge, over the columns of its RowDescription.
-pub(super) struct RowOrder<'k> {
+pub(crate) struct RowOrder<'k> {
     keys: &'k [SortKey],
     orders: Vec<Order>,
 }
 
 impl<'k> RowOrder<'k> {
     /// `columns`: the type OID and format code of each column (`frames::columns`).
-    pub(super) fn new(keys: &'k [SortKey], columns: &[(u32, i16)]) -> Result<Self, String> {
+    pub(crate) fn new(keys: &'k [SortKey], columns: &[(u32, i16)]) -> Result<Self, String> {
         let mut orders = Vec::with_capacity(keys.len());
         for k in keys {
             let (oid, format) = columns.get(k.column).copied().unwrap_or((0, 0));
@@ -66,7 +66,7 @@ impl<'k> RowOrder<'k> {
     }
 
     /// Sorts rows stably (so a sort of the shards' concatenated runs equals their merge).
-    pub(super) fn sort(&self, rows: &mut [bytes::Bytes]) -> Result<(), String> {
+    pub(crate) fn sort(&self, rows: &mut [bytes::Bytes]) -> Result<(), String> {
         let mut bad = None;
         rows.sort_by(|a, b| {
             self.compare(a, b).unwrap_or_else(|e| {
@@ -80,7 +80,7 @@ impl<'k> RowOrder<'k> {
 
 /// How a sort column's values compare.
 #[derive(Clone, Copy)]
-enum Order {
+pub(crate) enum Order {
     Integer,
     Float,
     Numeric,
@@ -96,7 +96,7 @@ enum Order {
     IsoTime,
 }
 
-fn order_of(oid: u32, format: i16) -> Option<Order> {
+pub(crate) fn order_of(oid: u32, format: i16) -> Option<Order> {
     const INTEGERS: [u32; 4] = [20, 21, 23, 26];
     const FLOATS: [u32; 2] = [700, 701];
     // text, varchar, bpchar, name (C collation); uuid; bool (f < t, 0 < 1); time (HH:MM:SS)
@@ -117,7 +117,7 @@ fn order_of(oid: u32, format: i16) -> Option<Order> {
     })
 }
 
-fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
+pub(crate) fn compare(o: Order, x: &[u8], y: &[u8]) -> Result<Ordering, String> {
     fn text(b: &[u8]) -> Result<&str, String> {
         std::str::from_utf8(b).map_err(|_| "a sort value is not text".to_string())
     }

@@ -52,6 +52,8 @@ pub(super) enum Dest {
     Sequence(super::sequence::SequenceAnswer),
     /// A read over several shards the general path answers.
     Combining(super::combining::CombineJob),
+    /// A grouped read over several shards the proxy merges itself.
+    Aggregate(super::aggregate::AggregateJob),
     /// EXPLAIN of a statement over several shards, answered by the proxy.
     Explain(super::explain::ExplainAnswer),
 }
@@ -444,6 +446,18 @@ impl Session {
                     Route::Multi(shards) => shards,
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
+                if let (Some(a), Some(c), Source::Simple(_)) = (&p.aggregate, &p.combine, &source) {
+                    let fallback = super::combining::CombineJob {
+                        plan: c.clone(),
+                        bound: None,
+                        shards: shards.clone(),
+                    };
+                    return Dest::Aggregate(super::aggregate::AggregateJob {
+                        merge: a.clone(),
+                        shards,
+                        fallback,
+                    });
+                }
                 if let Some(c) = &p.combine {
                     let describer = shards[0];
                     return combining_dest(c, source, describer, shards);

@@ -5,7 +5,9 @@
 use super::*;
 use crate::catalog::Snapshot;
 use crate::protocol::{ColumnType, ResultSet};
-use crate::router::plan::{CombinePlan, ExplainPlan, Keys, Merge, Plan, ShardedPlan};
+use crate::router::plan::{
+    AggregateMerge, ColumnMerge, CombinePlan, ExplainPlan, Keys, Merge, Plan, ShardedPlan,
+};
 use crate::router::route::{self as routing, Params};
 
 /// The proxy's answer to an EXPLAIN: its lines, for a simple query or a Bind's portal.
@@ -68,7 +70,24 @@ impl Session {
                     return refuse(analyze_refused);
                 }
                 match (&p.combine, &p.multi_shard_refusal) {
-                    (Some(c), _) => combine_lines(c, &shards, snapshot),
+                    (Some(c), _) => {
+                        let mut lines = Vec::new();
+                        if let Some(a) = &p.aggregate {
+                            lines = aggregate_lines(a, &shards, snapshot);
+                            lines.push(
+                                "  Otherwise (extended protocol, or a column the proxy \
+                                        does not merge):"
+                                    .to_string(),
+                            );
+                        }
+                        let indent = if lines.is_empty() { "" } else { "  " };
+                        lines.extend(
+                            combine_lines(c, &shards, snapshot)
+                                .into_iter()
+                                .map(|l| format!("{indent}{l}")),
+                        );
+                        lines
+                    }
                     (None, Some(why)) => return refuse(why),
                     (None, None) => sharded_lines(p, &x.sql, &shards, snapshot),
                 }
@@ -189,6 +208,36 @@ fn merge_line(m: &Merge) -> Option<String> {
         parts.push(format!("{} hidden sort column(s)", m.hidden));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn aggregate_lines(a: &AggregateMerge, shards: &[ShardId], snapshot: &Snapshot) -> Vec<String> {
+    let columns: Vec<&str> = a
+        .columns
+        .iter()
+        .map(|c| match c {
+            ColumnMerge::Group => "group key",
+            ColumnMerge::Count => "count",
+            ColumnMerge::Sum => "sum",
+            ColumnMerge::Min => "min",
+            ColumnMerge::Max => "max",
+        })
+        .collect();
+    let rest = Merge {
+        order: a.order.clone(),
+        limit: a.limit,
+        offset: a.offset,
+        ..Merge::default()
+    };
+    let mut lines = vec![
+        "Shardwire Aggregate Merge".to_string(),
+        format!("  Shards: {}", shard_names(shards, snapshot)),
+        format!("  Shard SQL: {}", a.shard_sql),
+        format!("  Per group: {}", columns.join(", ")),
+    ];
+    if let Some(m) = merge_line(&rest) {
+        lines.push(format!("  Merge: {m}"));
+    }
+    lines
 }
 
 fn combine_lines(c: &CombinePlan, shards: &[ShardId], snapshot: &Snapshot) -> Vec<String> {

@@ -123,6 +123,12 @@ impl Session {
                 self.drain_current().await?;
                 return self.answer_explain(answer);
             }
+            Dest::Aggregate(job) => {
+                self.drain_current().await?;
+                self.run_aggregate(job, client).await?;
+                self.release_parked_if_idle();
+                return Ok(());
+            }
             Dest::Combining(job) => {
                 self.drain_current().await?;
                 self.run_combining(job, client).await?;

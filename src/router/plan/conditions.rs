@@ -609,5 +609,6 @@ pub(super) fn plan_filtered(
         insert_select: None,
         key_update: None,
         combine: None,
+        aggregate: None,
     }))
 }

@@ -124,5 +124,6 @@ pub(super) fn plan_insert(
         insert_select: None,
         key_update: None,
         combine: None,
+        aggregate: None,
     })))
 }

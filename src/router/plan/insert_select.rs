@@ -83,6 +83,7 @@ pub(super) fn plan_insert_select(
                 insert_select: None,
                 key_update: None,
                 combine: None,
+                aggregate: None,
             })));
         }
         if sp.multi_shard_refusal.is_some() && sp.keys == Keys::Any {
@@ -118,6 +119,7 @@ pub(super) fn plan_insert_select(
         })),
         key_update: None,
         combine: None,
+        aggregate: None,
     })))
 }
 
