@@ -12,6 +12,10 @@ use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, Statement
 pub(super) struct AggregateJob {
     pub(super) merge: Arc<AggregateMerge>,
     pub(super) shards: Vec<ShardId>,
+    /// For a Bind: Parse, Bind (the parameters the shards' statement uses, the client's
+    /// result formats), Describe, Execute and Sync of the shards' statement.
+    pub(super) messages: Option<BytesMut>,
+    /// The general path, with the client's Bind if there is one.
     pub(super) fallback: CombineJob,
 }
 
@@ -21,21 +25,30 @@ impl Session {
         job: AggregateJob,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        let sql = vec![job.merge.shard_sql.clone(); job.shards.len()];
         let select = Combine::Union {
             kind: StatementKind::Select,
             merge: Default::default(),
             rows: Vec::new(),
         };
-        let rows = match self
-            .run_on_shards(&job.shards, Work::Simple(&sql), &select)
-            .await?
-        {
+        let answered = match &job.messages {
+            None => {
+                let sql = vec![job.merge.shard_sql.clone(); job.shards.len()];
+                self.run_on_shards(&job.shards, Work::Simple(&sql), &select)
+                    .await?
+            }
+            Some(m) => {
+                let messages = vec![m.clone(); job.shards.len()];
+                self.run_on_shards(&job.shards, Work::Batches(&messages), &select)
+                    .await?
+            }
+        };
+        let portal = job.fallback.bound.as_ref().map(|b| b.portal.clone());
+        let rows = match answered {
             Combined::Rows(r) => r,
-            failed @ Combined::Failed { .. } => return self.answer(&failed),
+            failed @ Combined::Failed { .. } => return self.answer_grouped(failed, portal),
         };
         let Some(description) = rows.description.clone() else {
-            return self.answer(&Combined::Rows(rows));
+            return self.answer_grouped(Combined::Rows(rows), portal);
         };
         // Text is compared (ORDER BY, min, max) only in a collation that orders by code point.
         let compared: Vec<SortKey> = job
@@ -69,16 +82,46 @@ impl Session {
         match merged {
             Merged::Rows(mut merged) => {
                 merged.notices = rows.notices;
-                self.answer(&Combined::Rows(merged))
+                self.answer_grouped(Combined::Rows(merged), portal)
             }
-            Merged::Failed(error) => self.answer(&Combined::Failed {
-                notices: rows.notices,
-                error,
-            }),
+            Merged::Failed(error) => self.answer_grouped(
+                Combined::Failed {
+                    notices: rows.notices,
+                    error,
+                },
+                portal,
+            ),
             Merged::Fallback(why) => {
                 tracing::debug!(parent: &self.span, %why, "grouped read left to the general path");
                 self.run_combining(job.fallback, client).await
             }
         }
+    }
+
+    /// Answers a simple query, or makes the Bind's portal of the merged rows.
+    fn answer_grouped(
+        &mut self,
+        combined: Combined,
+        portal: Option<Box<[u8]>>,
+    ) -> Result<(), SessionError> {
+        let Some(portal) = portal else {
+            return self.answer(&combined);
+        };
+        match combined {
+            Combined::Rows(rows) => {
+                self.pipeline.push(
+                    Pending::composed(protocol::empty_message(b'2')),
+                    &mut self.cout,
+                );
+                self.portals.put_buffered(portal, rows);
+            }
+            Combined::Failed { mut notices, error } => {
+                notices.extend_from_slice(&error);
+                self.pipeline
+                    .push(Pending::composed(notices.freeze()), &mut self.cout);
+                self.skip_until_sync = true;
+            }
+        }
+        Ok(())
     }
 }

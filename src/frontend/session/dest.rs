@@ -446,17 +446,10 @@ impl Session {
                     Route::Multi(shards) => shards,
                     Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
                 };
-                if let (Some(a), Some(c), Source::Simple(_)) = (&p.aggregate, &p.combine, &source) {
-                    let fallback = super::combining::CombineJob {
-                        plan: c.clone(),
-                        bound: None,
-                        shards: shards.clone(),
-                    };
-                    return Dest::Aggregate(super::aggregate::AggregateJob {
-                        merge: a.clone(),
-                        shards,
-                        fallback,
-                    });
+                if let (Some(a), Some(c)) = (&p.aggregate, &p.combine) {
+                    if let Some(job) = self.aggregate_job(a, c, &source, &shards) {
+                        return Dest::Aggregate(job);
+                    }
                 }
                 if let Some(c) = &p.combine {
                     let describer = shards[0];
@@ -553,6 +546,72 @@ impl Session {
                 })
             }
         }
+    }
+
+    /// The proxy's merge of a grouped read: as a simple query, or at a Bind when none of the
+    /// shards is in the middle of the client's batch (the shards' part then ends with a Sync
+    /// of its own, so the general path can still take over).
+    fn aggregate_job(
+        &self,
+        merge: &Arc<crate::router::plan::AggregateMerge>,
+        combine: &Arc<crate::router::plan::CombinePlan>,
+        source: &Source<'_>,
+        shards: &[ShardId],
+    ) -> Option<super::aggregate::AggregateJob> {
+        use super::combining::{BoundCombine, CombineJob};
+        let (bound, messages) = match source {
+            Source::Simple(_) => (None, None),
+            Source::Placement => return None,
+            Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                let mid_batch = self
+                    .parked
+                    .iter()
+                    .chain(self.current.as_ref())
+                    .any(|l| l.batch_sent && shards.contains(&l.shard()));
+                if mid_batch {
+                    return None;
+                }
+                let values = routing::select_params(rest, &merge.params).ok()?;
+                let types = routing::select_param_types(&statement.param_types, &merge.params);
+                let mut m = BytesMut::new();
+                MessageBuilder::new(&mut m, b'P')
+                    .cstr(b"")
+                    .cstr(merge.shard_sql.as_bytes())
+                    .bytes(&types)
+                    .finish();
+                MessageBuilder::new(&mut m, b'B')
+                    .cstr(b"")
+                    .cstr(b"")
+                    .bytes(&values)
+                    .finish();
+                MessageBuilder::new(&mut m, b'D')
+                    .u8(b'P')
+                    .cstr(b"")
+                    .finish();
+                MessageBuilder::new(&mut m, b'E').cstr(b"").i32(0).finish();
+                MessageBuilder::new(&mut m, b'S').finish();
+                let bound = BoundCombine {
+                    portal: (*portal).into(),
+                    param_types: statement.param_types.to_vec(),
+                    rest: rest.to_vec(),
+                };
+                (Some(bound), Some(m))
+            }
+        };
+        Some(super::aggregate::AggregateJob {
+            merge: merge.clone(),
+            shards: shards.to_vec(),
+            messages,
+            fallback: CombineJob {
+                plan: combine.clone(),
+                bound,
+                shards: shards.to_vec(),
+            },
+        })
     }
 
     /// An INSERT whose generated key column the proxy fills: values from the cluster-wide

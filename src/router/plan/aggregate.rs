@@ -24,8 +24,11 @@ pub enum ColumnMerge {
 /// A grouped read the proxy merges itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AggregateMerge {
-    /// The statement each shard runs: the client's without ORDER BY, LIMIT and OFFSET.
+    /// The statement each shard runs: the client's without ORDER BY, LIMIT and OFFSET, its
+    /// parameters renumbered `$1…` in the order of `params`.
     pub shard_sql: String,
+    /// The client's parameters (0-based) the shards' statement uses.
+    pub params: Vec<usize>,
     pub columns: Vec<ColumnMerge>,
     /// The client's ORDER BY over the output columns.
     pub order: Vec<SortKey>,
@@ -156,9 +159,11 @@ pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
             stmt_len: 0,
         }],
     };
-    let shard_sql = pg_query::deparse(&tree, Default::default()).ok()?;
+    let deparsed = pg_query::deparse(&tree, Default::default()).ok()?;
+    let (shard_sql, params) = crate::sql::params::renumber(&deparsed).ok()?;
     Some(AggregateMerge {
         shard_sql,
+        params,
         columns,
         order,
         limit,
