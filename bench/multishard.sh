@@ -60,21 +60,25 @@ pg() { local c=$1; shift; psql -qX -h 127.0.0.1 -p "${PORT[$c]}" -U postgres -d 
 for _ in $(seq 120); do sw -Atc "SELECT 1" >/dev/null 2>&1 && break; sleep 0.5; done
 
 sw -c "CREATE SHARDED TABLE big (id bigint PRIMARY KEY, grp int, v int, t text) PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
-ROW="g, g % 1000, (g * 7919) % 1000003, md5(g::text)"
+ROW="g, g % 1000, (g::bigint * 7919) % 1000003, md5(g::text)"
 # Each shard's chunks get their own rows, written there directly.
+LOADS=()
 for s in s1 s2 s3 s4; do
     pg "$s" -c "DO \$\$DECLARE p record; BEGIN
         FOR p IN SELECT c.oid::regclass AS part, pg_get_expr(c.relpartbound, c.oid) AS b
                  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                  WHERE i.inhparent = 'big'::regclass LOOP
-          EXECUTE format('INSERT INTO %s SELECT $ROW FROM generate_series(1, $ROWS) g
+          EXECUTE format('INSERT INTO %s SELECT ${ROW//%/%%} FROM generate_series(1, $ROWS) g
                           WHERE satisfies_hash_partition(''big''::regclass, %s, %s, g::bigint)',
                          p.part, substring(p.b from 'modulus (\d+)'), substring(p.b from 'remainder (\d+)'));
-        END LOOP; END \$\$; VACUUM ANALYZE big" &
+        END LOOP; END \$\$" -c "VACUUM ANALYZE big" &
+    LOADS+=($!)
 done
 pg single -c "CREATE TABLE big (id bigint PRIMARY KEY, grp int, v int, t text);
-              INSERT INTO big SELECT $ROW FROM generate_series(1, $ROWS) g; VACUUM ANALYZE big" &
-wait
+              INSERT INTO big SELECT $ROW FROM generate_series(1, $ROWS) g" -c "VACUUM ANALYZE big" &
+LOADS+=($!)
+# Not a bare `wait`: the proxy runs in the background too.
+for pid in "${LOADS[@]}"; do wait "$pid"; done
 [ "$(sw -Atc 'SELECT count(*) FROM big')" = "$ROWS" ] || { echo "rows missing" >&2; exit 1; }
 
 declare -A QUERY=(
