@@ -88,12 +88,12 @@ declare -A QUERY=(
     [window]="SELECT count(*) FROM (SELECT row_number() OVER (PARTITION BY grp ORDER BY v, id) AS r FROM big) s WHERE r = 1"
 )
 
-# Mean milliseconds of `runs` executions of a query by a psql command (after one warm-up).
+# Mean milliseconds of `runs` executions of a query by a psql command (after one warm-up), as
+# psql's \timing reports them; the rows themselves go to /dev/null.
 mean_ms() {
     local runner=$1 sql=$2
-    local script="\\timing on"$'\n'"$sql;"
-    for _ in $(seq "$RUNS"); do script+=$'\n'"$sql;"; done
-    $runner -o /dev/null -c "$script" 2>/dev/null | grep '^Time:' | tail -n "$RUNS" |
+    { printf '\\timing on\n\\o /dev/null\n'; for _ in $(seq $((RUNS + 1))); do printf '%s;\n' "$sql"; done; } |
+        $runner 2>/dev/null | grep '^Time:' | tail -n "$RUNS" |
         awk '{ s += $2 } END { printf "%.1f", s / NR }'
 }
 via_sw() { sw "$@"; }
