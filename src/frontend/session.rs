@@ -46,10 +46,12 @@ mod movement;
 mod multi;
 mod savepoints;
 mod sequence;
+mod settings;
 
 use dest::Dest;
 use link::{ParkedLinks, ShardLink};
 use multi::{ClientSink, Portals};
+use settings::settings_sql;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
@@ -698,39 +700,6 @@ impl Session {
             _ => self.skip_until_sync = true,
         }
     }
-}
-
-/// What brings a connection's settings in line with a client's, and drops the statements it holds
-/// beyond the limit. Kept out of `Session::adopt`, whose common case needs none of it.
-#[cold]
-#[inline(never)]
-pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> String {
-    let mut set = String::new();
-    if conn.applied != *settings {
-        // What an earlier client set and this one did not ask for goes back to the default.
-        for (name, _) in conn.applied.iter() {
-            if !settings.iter().any(|(n, _)| n == name) {
-                set.push_str(&format!("RESET {};", quote_ident(name)));
-            }
-        }
-        // set_config takes the value as the client gave it, as the startup packet does (a
-        // SET literal would make `a, b` one search_path entry).
-        for (name, value) in settings.iter() {
-            if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
-                set.push_str(&format!(
-                    "SELECT pg_catalog.set_config({}, {}, false);",
-                    quote_literal(name),
-                    quote_literal(value)
-                ));
-            }
-        }
-    }
-    conn.applied = settings.clone();
-    // No portal is open on an idle connection, so dropping statements here is safe.
-    for name in conn.prepared.evict_excess() {
-        set.push_str(&format!("DEALLOCATE {};", quote_ident(&name)));
-    }
-    set
 }
 
 impl Drop for Session {

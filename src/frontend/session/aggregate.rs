@@ -2,12 +2,13 @@
 //! shard at once, their rows merged per group; the general path when a column's type rules
 //! the merge out.
 
-use super::combining::CombineJob;
+use super::combining::{BoundCombine, CombineJob};
 use super::insert_select::Work;
 use super::*;
 use crate::executor::gather::{self, Combine, Combined};
 use crate::executor::merge::aggregate::{self, Merged};
 use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, StatementKind};
+use crate::router::route as routing;
 
 pub(super) struct AggregateJob {
     pub(super) merge: Arc<AggregateMerge>,
@@ -20,6 +21,71 @@ pub(super) struct AggregateJob {
 }
 
 impl Session {
+    /// The proxy's merge of a grouped read: as a simple query, or at a Bind when none of the
+    /// shards is in the middle of the client's batch (the shards' part then ends with a Sync
+    /// of its own, so the general path can still take over).
+    pub(super) fn aggregate_job(
+        &self,
+        merge: &Arc<crate::router::plan::AggregateMerge>,
+        combine: &Arc<crate::router::plan::CombinePlan>,
+        source: &super::dest::Source<'_>,
+        shards: &[ShardId],
+    ) -> Option<super::aggregate::AggregateJob> {
+        let (bound, messages) = match source {
+            super::dest::Source::Simple(_) => (None, None),
+            super::dest::Source::Placement => return None,
+            super::dest::Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                let mid_batch = self
+                    .parked
+                    .iter()
+                    .chain(self.current.as_ref())
+                    .any(|l| l.batch_sent && shards.contains(&l.shard()));
+                if mid_batch {
+                    return None;
+                }
+                let values = routing::select_params(rest, &merge.params).ok()?;
+                let types = routing::select_param_types(&statement.param_types, &merge.params);
+                let mut m = BytesMut::new();
+                MessageBuilder::new(&mut m, b'P')
+                    .cstr(b"")
+                    .cstr(merge.shard_sql.as_bytes())
+                    .bytes(&types)
+                    .finish();
+                MessageBuilder::new(&mut m, b'B')
+                    .cstr(b"")
+                    .cstr(b"")
+                    .bytes(&values)
+                    .finish();
+                MessageBuilder::new(&mut m, b'D')
+                    .u8(b'P')
+                    .cstr(b"")
+                    .finish();
+                MessageBuilder::new(&mut m, b'E').cstr(b"").i32(0).finish();
+                MessageBuilder::new(&mut m, b'S').finish();
+                let bound = BoundCombine {
+                    portal: (*portal).into(),
+                    param_types: statement.param_types.to_vec(),
+                    rest: rest.to_vec(),
+                };
+                (Some(bound), Some(m))
+            }
+        };
+        Some(super::aggregate::AggregateJob {
+            merge: merge.clone(),
+            shards: shards.to_vec(),
+            messages,
+            fallback: CombineJob {
+                plan: combine.clone(),
+                bound,
+                shards: shards.to_vec(),
+            },
+        })
+    }
+
     pub(super) async fn run_aggregate(
         &mut self,
         job: AggregateJob,
@@ -98,8 +164,8 @@ impl Session {
         }
     }
 
-    /// Answers a simple query, or makes the Bind's portal of the merged rows.
-    fn answer_grouped(
+    /// Answers a simple query with combined rows, or makes them the Bind's portal.
+    pub(super) fn answer_grouped(
         &mut self,
         combined: Combined,
         portal: Option<Box<[u8]>>,

@@ -93,25 +93,7 @@ impl Session {
                 "no way to combine the rows".into(),
             ))),
         };
-        let Some(bound) = job.bound else {
-            return self.answer(&combined);
-        };
-        match combined {
-            Combined::Rows(rows) => {
-                self.pipeline.push(
-                    Pending::composed(protocol::empty_message(b'2')),
-                    &mut self.cout,
-                );
-                self.portals.put_buffered(bound.portal, rows);
-            }
-            Combined::Failed { mut notices, error } => {
-                notices.extend_from_slice(&error);
-                self.pipeline
-                    .push(Pending::composed(notices.freeze()), &mut self.cout);
-                self.skip_until_sync = true;
-            }
-        }
-        Ok(())
+        self.answer_grouped(combined, job.bound.map(|b| b.portal))
     }
 
     /// Every table's rows read whole into the combining step.
@@ -661,4 +643,32 @@ fn failed(error: Bytes) -> Combined {
         notices: BytesMut::new(),
         error,
     }
+}
+
+/// A read the general path answers: at Bind or as a simple query; a Parse or Describe goes to
+/// `describer`, which holds its tables.
+pub(super) fn combining_dest(
+    plan: &Arc<crate::router::plan::CombinePlan>,
+    source: super::dest::Source<'_>,
+    describer: ShardId,
+    shards: Vec<ShardId>,
+) -> super::dest::Dest {
+    let bound = match source {
+        super::dest::Source::Simple(_) => None,
+        super::dest::Source::Bind {
+            portal,
+            statement,
+            rest,
+        } => Some(BoundCombine {
+            portal: portal.into(),
+            param_types: statement.param_types.to_vec(),
+            rest: rest.to_vec(),
+        }),
+        super::dest::Source::Placement => return super::dest::Dest::Shard(describer),
+    };
+    super::dest::Dest::Combining(CombineJob {
+        plan: plan.clone(),
+        bound,
+        shards,
+    })
 }

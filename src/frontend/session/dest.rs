@@ -82,7 +82,7 @@ pub(super) struct MultiPortal {
 }
 
 /// Where a statement's text came from, which decides how it may run on several shards.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     Simple(&'a [u8]),
     Bind {
         portal: &'a [u8],
@@ -148,35 +148,6 @@ fn split_portal(
             Ok(portal_messages(part.sql.as_bytes(), &types, &rest, (0, 0)))
         })
         .collect()
-}
-
-/// A read the general path answers: at Bind or as a simple query; a Parse or Describe goes to
-/// `describer`, which holds its tables.
-fn combining_dest(
-    plan: &Arc<crate::router::plan::CombinePlan>,
-    source: Source<'_>,
-    describer: ShardId,
-    shards: Vec<ShardId>,
-) -> Dest {
-    use super::combining::{BoundCombine, CombineJob};
-    let bound = match source {
-        Source::Simple(_) => None,
-        Source::Bind {
-            portal,
-            statement,
-            rest,
-        } => Some(BoundCombine {
-            portal: portal.into(),
-            param_types: statement.param_types.to_vec(),
-            rest: rest.to_vec(),
-        }),
-        Source::Placement => return Dest::Shard(describer),
-    };
-    Dest::Combining(CombineJob {
-        plan: plan.clone(),
-        bound,
-        shards,
-    })
 }
 
 /// For each VALUES row, the index in `shards` of the shard it goes to.
@@ -424,7 +395,7 @@ impl Session {
                 self.generated_insert(p, snapshot, params, source)
             }
             Plan::Copy(c) => self.copy_dest(c, snapshot, params),
-            Plan::Combine(c) => combining_dest(c, source, ShardId(0), Vec::new()),
+            Plan::Combine(c) => super::combining::combining_dest(c, source, ShardId(0), Vec::new()),
             Plan::Explain(x) => {
                 let (portal, describer) = match source {
                     Source::Bind { portal, .. } => (Some(portal), None),
@@ -453,7 +424,7 @@ impl Session {
                 }
                 if let Some(c) = &p.combine {
                     let describer = shards[0];
-                    return combining_dest(c, source, describer, shards);
+                    return super::combining::combining_dest(c, source, describer, shards);
                 }
                 if let Some(why) = &p.multi_shard_refusal {
                     return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
@@ -546,72 +517,6 @@ impl Session {
                 })
             }
         }
-    }
-
-    /// The proxy's merge of a grouped read: as a simple query, or at a Bind when none of the
-    /// shards is in the middle of the client's batch (the shards' part then ends with a Sync
-    /// of its own, so the general path can still take over).
-    fn aggregate_job(
-        &self,
-        merge: &Arc<crate::router::plan::AggregateMerge>,
-        combine: &Arc<crate::router::plan::CombinePlan>,
-        source: &Source<'_>,
-        shards: &[ShardId],
-    ) -> Option<super::aggregate::AggregateJob> {
-        use super::combining::{BoundCombine, CombineJob};
-        let (bound, messages) = match source {
-            Source::Simple(_) => (None, None),
-            Source::Placement => return None,
-            Source::Bind {
-                portal,
-                statement,
-                rest,
-            } => {
-                let mid_batch = self
-                    .parked
-                    .iter()
-                    .chain(self.current.as_ref())
-                    .any(|l| l.batch_sent && shards.contains(&l.shard()));
-                if mid_batch {
-                    return None;
-                }
-                let values = routing::select_params(rest, &merge.params).ok()?;
-                let types = routing::select_param_types(&statement.param_types, &merge.params);
-                let mut m = BytesMut::new();
-                MessageBuilder::new(&mut m, b'P')
-                    .cstr(b"")
-                    .cstr(merge.shard_sql.as_bytes())
-                    .bytes(&types)
-                    .finish();
-                MessageBuilder::new(&mut m, b'B')
-                    .cstr(b"")
-                    .cstr(b"")
-                    .bytes(&values)
-                    .finish();
-                MessageBuilder::new(&mut m, b'D')
-                    .u8(b'P')
-                    .cstr(b"")
-                    .finish();
-                MessageBuilder::new(&mut m, b'E').cstr(b"").i32(0).finish();
-                MessageBuilder::new(&mut m, b'S').finish();
-                let bound = BoundCombine {
-                    portal: (*portal).into(),
-                    param_types: statement.param_types.to_vec(),
-                    rest: rest.to_vec(),
-                };
-                (Some(bound), Some(m))
-            }
-        };
-        Some(super::aggregate::AggregateJob {
-            merge: merge.clone(),
-            shards: shards.to_vec(),
-            messages,
-            fallback: CombineJob {
-                plan: combine.clone(),
-                bound,
-                shards: shards.to_vec(),
-            },
-        })
     }
 
     /// An INSERT whose generated key column the proxy fills: values from the cluster-wide

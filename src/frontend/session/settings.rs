@@ -1,0 +1,36 @@
+//! A session's run-time settings on its backend connections.
+
+use super::*;
+
+/// What brings a connection's settings in line with a client's, and drops the statements it holds
+/// beyond the limit. Kept out of `Session::adopt`, whose common case needs none of it.
+#[cold]
+#[inline(never)]
+pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Settings) -> String {
+    let mut set = String::new();
+    if conn.applied != *settings {
+        // What an earlier client set and this one did not ask for goes back to the default.
+        for (name, _) in conn.applied.iter() {
+            if !settings.iter().any(|(n, _)| n == name) {
+                set.push_str(&format!("RESET {};", quote_ident(name)));
+            }
+        }
+        // set_config takes the value as the client gave it, as the startup packet does (a
+        // SET literal would make `a, b` one search_path entry).
+        for (name, value) in settings.iter() {
+            if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
+                set.push_str(&format!(
+                    "SELECT pg_catalog.set_config({}, {}, false);",
+                    quote_literal(name),
+                    quote_literal(value)
+                ));
+            }
+        }
+    }
+    conn.applied = settings.clone();
+    // No portal is open on an idle connection, so dropping statements here is safe.
+    for name in conn.prepared.evict_excess() {
+        set.push_str(&format!("DEALLOCATE {};", quote_ident(&name)));
+    }
+    set
+}
