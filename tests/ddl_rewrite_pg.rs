@@ -45,6 +45,7 @@ fn context() -> RewriteContext {
         default_schema: "public".to_owned(),
         tables: BTreeMap::new(),
         types: TypeOptions::default(),
+        default_tablespace_set: None,
     }
 }
 

@@ -215,12 +215,8 @@ async fn default_and_check_text_is_accepted_by_postgres_unchanged() {
                     }
                 }
             }
-            if let Some(values) = c.enum_values() {
-                let list: Vec<String> = values
-                    .iter()
-                    .map(|v| format!("'{}'", v.replace('\'', "''")))
-                    .collect();
-                col += &format!(" CHECK ({} IN ({}))", c.name.as_str(), list.join(", "));
+            for check in c.data_type.pg.checks(c.name.as_str()) {
+                col += &format!(" CHECK ({check})");
             }
             col
         })

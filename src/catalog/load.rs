@@ -12,7 +12,7 @@ use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
 use super::CatalogError;
 use crate::model::{
-    KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState,
+    KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState, Ttl, TtlUnit,
     TablespaceSetId,
 };
 
@@ -72,7 +72,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         .query(
             "SELECT id, schema_name, table_name, kind, method, key_columns, key_types,
                     set_columns, set_types, parent_id, root_id, row_movement, state,
-                    tablespace_set_id, pk_columns, pk_types
+                    tablespace_set_id, pk_columns, pk_types, nosql, ttl_amount, ttl_unit
              FROM shardwire_catalog.table_entry",
             &[],
         )
@@ -226,6 +226,15 @@ fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
     };
     let parent: Option<i64> = row.get(9);
     let root: Option<i64> = row.get(10);
+    let ttl_amount: Option<i32> = row.get(17);
+    let ttl_unit: Option<&str> = row.get(18);
+    let ttl = match (ttl_amount, ttl_unit) {
+        (Some(amount), Some(unit)) => Some(Ttl {
+            amount: u32::try_from(amount).map_err(|_| corrupt("ttl", &amount.to_string()))?,
+            unit: TtlUnit::from_code(unit).ok_or_else(|| corrupt("ttl unit", unit))?,
+        }),
+        _ => None,
+    };
     Ok(Table {
         id,
         schema: row.get(1),
@@ -250,6 +259,8 @@ fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         generated: Vec::new(),
+        nosql: row.get(16),
+        ttl,
     })
 }
 

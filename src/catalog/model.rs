@@ -7,7 +7,7 @@
 
 use crate::model::{
     KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId, TableKind,
-    TableState, TablespaceSetId,
+    TableState, TablespaceSetId, Ttl,
 };
 
 /// A shard this proxy's configuration names.
@@ -85,6 +85,10 @@ pub struct Table {
     /// Sharding-key columns whose values the cluster-wide sequence gives when an INSERT
     /// gives none.
     pub generated: Vec<GeneratedKey>,
+    /// Made by a CREATE TABLE in the Oracle NoSQL dialect, or a child of such a table.
+    pub nosql: bool,
+    /// A NoSQL table's default time to live.
+    pub ttl: Option<Ttl>,
 }
 
 /// A sharding-key column that generates its values (serial or identity).
@@ -134,6 +138,8 @@ pub struct NewTable {
     pub chunks: Vec<ShardId>,
     pub partition_sets: Vec<PartitionSet>,
     pub partitions: Vec<NewPartition>,
+    pub nosql: bool,
+    pub ttl: Option<Ttl>,
 }
 
 /// A user-defined partition to record; its shard is its tablespace's.
@@ -274,6 +280,8 @@ mod tests {
             chunks: vec![ShardId(0), ShardId(1)],
             partition_sets: Vec::new(),
             partitions: Vec::new(),
+            nosql: false,
+            ttl: None,
         }
     }
 

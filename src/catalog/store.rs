@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_primary_key.sql"),
     include_str!("migrations/0003_key_sequences.sql"),
+    include_str!("migrations/0004_nosql.sql"),
 ];
 
 /// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog
@@ -293,8 +294,10 @@ pub(super) async fn create_table(
         .query_one(
             "INSERT INTO shardwire_catalog.table_entry (schema_name, table_name, kind, method,
                  key_columns, key_types, set_columns, set_types, parent_id, root_id,
-                 row_movement, state, tablespace_set_id, pk_columns, pk_types)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                 row_movement, state, tablespace_set_id, pk_columns, pk_types, nosql,
+                 ttl_amount, ttl_unit)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                 $17, $18)
              RETURNING id",
             &[
                 &t.schema,
@@ -312,6 +315,9 @@ pub(super) async fn create_table(
                 &t.tablespace_set.map(|s| s.0),
                 &pk_names,
                 &pk_types,
+                &t.nosql,
+                &t.ttl.map(|ttl| ttl.amount as i32),
+                &t.ttl.map(|ttl| ttl.unit.as_str()),
             ],
         )
         .await

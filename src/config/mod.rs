@@ -122,6 +122,10 @@ pub struct DdlConfig {
     /// `date`, in the statements the proxy rewrites.
     #[serde(default)]
     pub oracle_date: bool,
+    /// The tablespace set an Oracle NoSQL `CREATE TABLE` without a TABLESPACE SET clause is
+    /// placed on; absent: every shard.
+    #[serde(default)]
+    pub default_tablespace_set: Option<String>,
 }
 
 impl DdlConfig {

@@ -3,6 +3,7 @@
 //! the rewrite can hand them to PostgreSQL unchanged.
 
 use super::types::{DataType, PgType, TypeOptions};
+pub use crate::model::{Ttl, TtlUnit};
 use crate::model::RowMovement;
 
 /// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
@@ -53,12 +54,12 @@ pub enum Statement {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableKind {
-    /// `CREATE SHARDED TABLE`, or an Oracle NoSQL `CREATE TABLE` whose primary key names a
-    /// shard key with `SHARD(...)`.
+    /// `CREATE SHARDED TABLE`, or a `CREATE TABLE` in the Oracle NoSQL dialect
+    /// ([`CreateTable::nosql`]).
     Sharded,
     /// `CREATE DUPLICATED TABLE`: a full copy on every shard.
     Duplicated,
-    /// A plain `CREATE TABLE` in Oracle NoSQL syntax without a shard key.
+    /// A plain `CREATE TABLE` (PostgreSQL's or Oracle's): unsharded, unless it is a NoSQL child.
     Plain,
 }
 
@@ -81,6 +82,11 @@ pub struct CreateTable {
     /// `SHARD(...)`, `//` comments, TTL), so a plain `CREATE TABLE` must be rewritten rather than
     /// passed through.
     pub non_postgres_syntax: bool,
+    /// A plain `CREATE TABLE` in the Oracle NoSQL dialect, told by what only NoSQL has: its
+    /// type names (LONG, STRING, BINARY, ENUM, RECORD, ARRAY, MAP), `SHARD(...)`, `USING TTL`,
+    /// `//` and `#` comments. (A `parent.child` name whose parent is a NoSQL table also makes a
+    /// NoSQL table; only the catalog can tell that.) Such a table is sharded.
+    pub nosql: bool,
 }
 
 impl CreateTable {
@@ -89,6 +95,15 @@ impl CreateTable {
         let mut table = self.clone();
         for column in &mut table.columns {
             column.data_type.pg = column.data_type.pg.clone().with_options(options);
+        }
+        table
+    }
+
+    /// The statement with NoSQL's meaning of the type names PostgreSQL reads differently.
+    pub fn in_nosql_table(&self) -> CreateTable {
+        let mut table = self.clone();
+        for column in &mut table.columns {
+            column.data_type.pg = column.data_type.pg.clone().in_nosql_table();
         }
         table
     }
@@ -125,6 +140,18 @@ impl CreateTable {
 
     pub fn column(&self, name: &str) -> Option<&ColumnDef> {
         self.columns.iter().find(|c| c.name.value == name)
+    }
+
+    /// The first column whose type Oracle NoSQL does not have, as the error a NoSQL table
+    /// gets for it.
+    pub fn non_nosql_type(&self) -> Option<super::DdlError> {
+        self.columns
+            .iter()
+            .find(|c| c.data_type.nosql == super::types::NoSqlName::Other)
+            .map(|c| super::DdlError::NotNoSqlType {
+                name: c.data_type.source.clone(),
+                position: c.data_type.position,
+            })
     }
 }
 
@@ -218,17 +245,6 @@ pub enum Value {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TtlUnit {
-    Hours,
-    Days,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ttl {
-    pub amount: u32,
-    pub unit: TtlUnit,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnDef {
@@ -266,20 +282,19 @@ impl ColumnDef {
         }
     }
 
-    pub fn default_expr(&self) -> Option<&str> {
-        self.constraints.iter().find_map(|c| match &c.body {
-            ColumnConstraintBody::Default(e) => Some(e.as_str()),
-            _ => None,
-        })
-    }
-
-    /// The values of a NoSQL `ENUM(...)` column, which becomes `text` with a CHECK that the
-    /// value is one of these.
+    /// The names of a NoSQL `ENUM(...)` column.
     pub fn enum_values(&self) -> Option<&[String]> {
         match &self.data_type.pg {
             PgType::Enum(values) => Some(values),
             _ => None,
         }
+    }
+
+    pub fn default_expr(&self) -> Option<&str> {
+        self.constraints.iter().find_map(|c| match &c.body {
+            ColumnConstraintBody::Default(e) => Some(e.as_str()),
+            _ => None,
+        })
     }
 }
 

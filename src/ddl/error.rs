@@ -72,6 +72,14 @@ pub enum DdlError {
         found: usize,
         position: usize,
     },
+    #[error("\"{name}\" is not an Oracle NoSQL type: use INTEGER, LONG, FLOAT, DOUBLE, NUMBER, STRING, BOOLEAN, BINARY, BINARY(n), TIMESTAMP(p), ENUM(...), JSON, RECORD(...), ARRAY(...) or MAP(...)")]
+    NotNoSqlType { name: String, position: usize },
+    #[error("TTL unit \"{unit}\" is not supported: write USING TTL n HOURS or USING TTL n DAYS")]
+    TtlUnit { unit: String, position: usize },
+    #[error("a table in Oracle NoSQL syntax needs a PRIMARY KEY: its shard key is SHARD(...) inside the primary key, or the whole primary key")]
+    NoSqlWithoutPrimaryKey { position: usize },
+    #[error("USING TTL belongs to Oracle NoSQL tables: write CREATE TABLE (not CREATE {kind} TABLE) to give the table a time to live")]
+    TtlOnOracleTable { kind: &'static str, position: usize },
     #[error(
         "partition \"{partition}\" needs a {clause} clause: it decides where the partition lives"
     )]
@@ -92,6 +100,10 @@ impl DdlError {
             | DdlError::UnterminatedComment { .. }
             | DdlError::ZeroLengthIdentifier { .. } => SqlState::SYNTAX_ERROR,
             DdlError::UndefinedKeyColumn { .. } => SqlState::UNDEFINED_COLUMN,
+            DdlError::NotNoSqlType { .. } => SqlState::UNDEFINED_OBJECT,
+            DdlError::TtlUnit { .. } => SqlState::INVALID_PARAMETER_VALUE,
+            DdlError::TtlOnOracleTable { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            DdlError::NoSqlWithoutPrimaryKey { .. } => SqlState::INVALID_TABLE_DEFINITION,
             DdlError::ListPartitionSetColumns { .. }
             | DdlError::ListPartitionColumns { .. }
             | DdlError::ShardKeyNotPrefix { .. }
@@ -128,7 +140,11 @@ impl DdlError {
             | DdlError::ReferenceNotForeignKey { position, .. }
             | DdlError::UndefinedKeyColumn { position, .. }
             | DdlError::BoundArity { position, .. }
-            | DdlError::MissingPlacement { position, .. } => Some(*position),
+            | DdlError::MissingPlacement { position, .. }
+            | DdlError::NotNoSqlType { position, .. }
+            | DdlError::TtlUnit { position, .. }
+            | DdlError::NoSqlWithoutPrimaryKey { position }
+            | DdlError::TtlOnOracleTable { position, .. } => Some(*position),
         }
     }
 
@@ -197,6 +213,12 @@ pub enum RewriteError {
     },
     #[error("a child table cannot declare a shard key: {table} is sharded by its parent's key, so remove SHARD(...)")]
     NoSqlChildShardKey { table: String },
+    #[error("{table} names the Oracle NoSQL parent table {parent}, which does not exist: create {parent} first")]
+    NoSqlParentMissing { table: String, parent: String },
+    /// A check of the statement alone that only applies once the catalog has shown the table is
+    /// a NoSQL child.
+    #[error(transparent)]
+    Statement(#[from] DdlError),
     #[error("{table} cannot be a child of {parent}: the parent of a table family must be a sharded table")]
     ParentNotSharded { table: String, parent: String },
     #[error("PARENT {parent}: the PARTITION BY CONSISTENT HASH columns of {table} must hold the parent's key columns ({}), one for one", expected.join(", "))]
@@ -243,6 +265,8 @@ impl RewriteError {
             RewriteError::UndefinedTablespaceSet { .. }
             | RewriteError::UndefinedTablespace { .. } => SqlState::UNDEFINED_OBJECT,
             RewriteError::UnsupportedName { .. } => SqlState::INVALID_NAME,
+            RewriteError::NoSqlParentMissing { .. } => SqlState::UNDEFINED_TABLE,
+            RewriteError::Statement(e) => e.sqlstate(),
             RewriteError::ForeignKeyOutsideFamily { .. }
             | RewriteError::ForeignKeyMissesKey { .. }
             | RewriteError::ShardedToUnshardedOrDuplicated { .. }

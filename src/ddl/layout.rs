@@ -5,7 +5,7 @@
 use super::ast::{self, *};
 use super::error::RewriteError;
 use super::model::*;
-use super::naming::partition_relation;
+use super::naming::{nosql_child, partition_relation};
 use super::render::bound_sql;
 use super::rules;
 use crate::model::{KeyColumn, ShardId, ShardingMethod, TableKind};
@@ -41,29 +41,38 @@ fn object_name(ctx: &RewriteContext, name: &ObjectName) -> Result<QualifiedName,
     }
 }
 
-/// The new table's name, and its Oracle NoSQL parent when it is written `parent.child` with
-/// `parent` an existing table of the default schema in a statement without SHARDED/DUPLICATED.
+/// The new table's name, and its Oracle NoSQL parent when it is written `parent.child` (or
+/// deeper, see [`nosql_child`]) with `parent` an existing NoSQL table, in a plain
+/// `CREATE TABLE`.
 pub(super) fn table_name<'c>(
     ctx: &'c RewriteContext,
     table: &CreateTable,
 ) -> Result<(QualifiedName, Option<&'c TableLayout>), RewriteError> {
-    let name = object_name(ctx, &table.name)?;
-    let has_shard_key = table
-        .primary_key()
-        .is_some_and(|pk| pk.shard_key_len.is_some());
-    let nosql_form = table.kind == ast::TableKind::Plain || has_shard_key;
-    if let [qualifier, child] = table.name.parts.as_slice() {
-        let parent = ctx.table(&QualifiedName::new(&ctx.default_schema, &qualifier.value));
-        if let (Some(parent), true) = (parent, nosql_form) {
-            if has_shard_key {
-                return Err(RewriteError::NoSqlChildShardKey {
-                    table: format!("{}.{}", qualifier.value, child.value),
-                });
+    let parts: Vec<&str> = table.name.parts.iter().map(|p| p.value.as_str()).collect();
+    let plain = table.nosql || table.kind == ast::TableKind::Plain;
+    if let (Some((parent_name, name)), true) = (nosql_child(&parts, &ctx.default_schema), plain) {
+        match ctx.table(&parent_name).filter(|p| p.nosql) {
+            Some(parent) => {
+                let has_shard_key = table
+                    .primary_key()
+                    .is_some_and(|pk| pk.shard_key_len.is_some());
+                if has_shard_key {
+                    return Err(RewriteError::NoSqlChildShardKey {
+                        table: parts.join("."),
+                    });
+                }
+                return Ok((name, Some(parent)));
             }
-            return Ok((name, Some(parent)));
+            None if parts.len() > 2 => {
+                return Err(RewriteError::NoSqlParentMissing {
+                    table: parts.join("."),
+                    parent: parts[..parts.len() - 1].join("."),
+                })
+            }
+            None => {}
         }
     }
-    Ok((name, None))
+    Ok((object_name(ctx, &table.name)?, None))
 }
 
 pub(super) fn resolve<'a>(
@@ -116,7 +125,13 @@ pub(super) fn resolve<'a>(
         });
     }
 
+    if nosql_parent.is_some() {
+        if let Some(err) = table.non_nosql_type() {
+            return Err(err.into());
+        }
+    }
     let base = TableLayout {
+        nosql: table.nosql || nosql_parent.is_some(),
         name: name.clone(),
         kind: TableKind::Unsharded,
         method: None,
@@ -314,7 +329,10 @@ fn sharded_layout(
                     tablespace_set(ctx, &set.value)?.to_vec(),
                 ),
                 Some(Placement::Tablespace(ts)) => (None, vec![tablespace(ctx, &ts.value)?]),
-                None => (None, ctx.all_shards()),
+                None => match ctx.default_tablespace_set.as_ref().filter(|_| base.nosql) {
+                    Some(set) => (Some(set.clone()), tablespace_set(ctx, set)?.to_vec()),
+                    None => (None, ctx.all_shards()),
+                },
             };
             if shards.is_empty() {
                 return Err(RewriteError::NoShards);

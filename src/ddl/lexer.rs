@@ -3,7 +3,13 @@
 //! inside a string, and every token records its byte span so errors can point at it.
 //!
 //! Besides PostgreSQL's `--` and `/* */` comments (nested, as PostgreSQL nests them), the lexer
-//! accepts Oracle NoSQL's `//` line comments, because the NoSQL examples users copy contain them.
+//! accepts Oracle NoSQL's `//` and `#` line comments, because the NoSQL examples users copy
+//! contain them. `#` is also PostgreSQL's XOR operator, so it starts a comment only where no
+//! operand can come before it: first on its line, or after `,`, `(` or `)`.
+//!
+//! The seeds' NoSQL examples were copied out of Java strings and some end with a stray `"` (`)";`).
+//! A `"` that nothing closes and that only whitespace and `;` follow is a [`TokenKind::StrayQuote`];
+//! the parser accepts it at the end of a NoSQL `CREATE TABLE` only.
 
 use super::error::DdlError;
 
@@ -28,6 +34,8 @@ pub enum TokenKind {
     Semicolon,
     /// Any other operator or punctuation; only expressions contain these.
     Op,
+    /// An unclosed `"` followed by nothing but whitespace and `;`: the rest of the input.
+    StrayQuote,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +60,9 @@ pub struct Lexer<'a> {
     src: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    /// Set once a `//` comment has been seen: PostgreSQL cannot take such a statement verbatim.
-    pub saw_slash_comment: bool,
+    /// Set once a `//` or `#` comment has been seen: PostgreSQL cannot take such a statement
+    /// verbatim, and it marks the Oracle NoSQL dialect.
+    pub saw_nosql_comment: bool,
 }
 
 fn is_ident_start(b: u8) -> bool {
@@ -103,7 +112,7 @@ impl<'a> Lexer<'a> {
             src,
             bytes: src.as_bytes(),
             pos: 0,
-            saw_slash_comment: false,
+            saw_nosql_comment: false,
         }
     }
 
@@ -122,13 +131,26 @@ impl<'a> Lexer<'a> {
                 (Some(b), _) if b.is_ascii_whitespace() => self.pos += 1,
                 (Some(b'-'), Some(b'-')) => self.skip_line(),
                 (Some(b'/'), Some(b'/')) => {
-                    self.saw_slash_comment = true;
+                    self.saw_nosql_comment = true;
+                    self.skip_line();
+                }
+                (Some(b'#'), _) if self.hash_starts_comment() => {
+                    self.saw_nosql_comment = true;
                     self.skip_line();
                 }
                 (Some(b'/'), Some(b'*')) => self.skip_block_comment()?,
                 _ => return Ok(()),
             }
         }
+    }
+
+    /// Whether the `#` at the current position begins a NoSQL comment rather than an operator.
+    fn hash_starts_comment(&self) -> bool {
+        let before = self.bytes[..self.pos]
+            .iter()
+            .rev()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r'));
+        matches!(before, None | Some(b'\n' | b',' | b'(' | b')'))
     }
 
     fn skip_line(&mut self) {
@@ -274,6 +296,13 @@ impl<'a> Lexer<'a> {
             b'"' => {
                 self.pos += 1;
                 match self.quoted(b'"', false) {
+                    None if self.src[start + 1..]
+                        .bytes()
+                        .all(|b| b.is_ascii_whitespace() || b == b';') =>
+                    {
+                        self.pos = self.src.len();
+                        Ok(Some(self.token(TokenKind::StrayQuote, String::new(), start)))
+                    }
                     None => Err(DdlError::UnterminatedIdentifier {
                         near: self.rest_from(start),
                         position: start,
@@ -334,7 +363,7 @@ pub fn tokenize(src: &str) -> Result<(Vec<Token>, bool), DdlError> {
     while let Some(tok) = lexer.next_token()? {
         tokens.push(tok);
     }
-    Ok((tokens, lexer.saw_slash_comment))
+    Ok((tokens, lexer.saw_nosql_comment))
 }
 
 #[cfg(test)]
@@ -373,6 +402,23 @@ mod tests {
         assert_eq!(toks.len(), 2);
         assert_eq!(&src[toks[0].start..toks[0].end], "a");
         assert_eq!(toks[1].start, src.rfind('b').unwrap());
+    }
+
+    #[test]
+    fn hash_is_a_comment_only_where_no_operand_precedes_it() {
+        let src = "# first\n(a # b, # after comma\n c)";
+        let (toks, nosql) = tokenize(src).unwrap();
+        assert!(nosql);
+        let values: Vec<&str> = toks.iter().map(|t| t.value.as_str()).collect();
+        assert_eq!(values, ["(", "a", "#", "b", ",", "c", ")"]);
+        assert!(!tokenize("a # b").unwrap().1);
+    }
+
+    #[test]
+    fn an_unclosed_quote_at_the_end_is_a_stray_quote() {
+        let toks = kinds_and_values("(a)\";\n");
+        assert_eq!(toks.last().unwrap().0, TokenKind::StrayQuote);
+        assert!(tokenize("(a)\" b").is_err());
     }
 
     #[test]

@@ -125,6 +125,8 @@ pub struct TableLayout {
     pub tablespace_set: Option<String>,
     /// Every shard that holds the table (DDL, scans and broadcasts go here), ascending.
     pub shards: Vec<ShardId>,
+    /// An Oracle NoSQL table: a `parent.child` name under it makes a child.
+    pub nosql: bool,
 }
 
 impl TableLayout {
@@ -171,6 +173,9 @@ pub struct RewriteContext {
     pub tables: BTreeMap<QualifiedName, TableLayout>,
     /// What `DATE` means (`[ddl] oracle_date`).
     pub types: TypeOptions,
+    /// Where an Oracle NoSQL table without a TABLESPACE SET clause goes
+    /// (`[ddl] default_tablespace_set`); `None`: every shard.
+    pub default_tablespace_set: Option<String>,
 }
 
 impl RewriteContext {

@@ -1,6 +1,9 @@
 //! The names of the relations shardwire creates on the shards: partitions and chunks are
-//! `<table>_<suffix>`, kept within PostgreSQL's identifier limit. The rewrite and the executor
-//! both derive them, so they must agree.
+//! `<table>_<suffix>`, kept within PostgreSQL's identifier limit; Oracle NoSQL children live in
+//! a schema named after their root. The rewrite, the executor and the router derive them, so
+//! they must agree.
+
+use super::model::QualifiedName;
 
 /// PostgreSQL's NAMEDATALEN - 1.
 const MAX_IDENTIFIER_BYTES: usize = 63;
@@ -42,4 +45,18 @@ pub fn partition_relation(base: &str, suffix: &str) -> String {
 
 pub fn chunk_suffix(k: u32) -> String {
     format!("c{k}")
+}
+
+/// Where an Oracle NoSQL child `root.child[.grandchild…]` lives, and its parent: the schema is
+/// named after the root (a table of `default_schema`), so `root.child` means the same table on
+/// a shard as through the proxy; a deeper level's relation name is the path below the root
+/// joined by dots (`root."child.grandchild"`). `None` for a one-part name.
+pub fn nosql_child(parts: &[&str], default_schema: &str) -> Option<(QualifiedName, QualifiedName)> {
+    let (root, below) = parts.split_first()?;
+    let (_, parent_below) = below.split_last()?;
+    let parent = match parent_below {
+        [] => QualifiedName::new(default_schema, *root),
+        path => QualifiedName::new(*root, path.join(".")),
+    };
+    Some((parent, QualifiedName::new(*root, below.join("."))))
 }

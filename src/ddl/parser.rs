@@ -40,11 +40,22 @@ pub fn parse_script(sql: &str) -> Result<Vec<Statement>, DdlError> {
 
 pub(super) struct Parser<'a> {
     pub(super) src: &'a str,
-    tokens: Vec<Token>,
+    pub(super) tokens: Vec<Token>,
     pub(super) pos: usize,
     /// Set when the statement uses syntax PostgreSQL rejects (see [`CreateTable`]).
     pub(super) non_postgres_syntax: bool,
-    saw_slash_comment: bool,
+    /// Set when the statement uses syntax only Oracle NoSQL has (see [`CreateTable::nosql`]).
+    pub(super) nosql_syntax: bool,
+    saw_nosql_comment: bool,
+}
+
+/// Where clauses after a CREATE TABLE's column list started.
+struct Clauses {
+    /// The partitioning clause, or else PARENT.
+    partitioning_at: Option<usize>,
+    ttl_at: Option<usize>,
+    /// A stray `"` at the end (see [`super::lexer`]).
+    stray_quote: Option<usize>,
 }
 
 /// Keywords that end a DEFAULT expression when they appear at its top level.
@@ -63,13 +74,14 @@ const DEFAULT_STOP_WORDS: &[&str] = &[
 
 impl<'a> Parser<'a> {
     fn new(src: &'a str) -> Result<Self, DdlError> {
-        let (tokens, saw_slash_comment) = tokenize(src)?;
+        let (tokens, saw_nosql_comment) = tokenize(src)?;
         Ok(Parser {
             src,
             tokens,
             pos: 0,
             non_postgres_syntax: false,
-            saw_slash_comment,
+            nosql_syntax: false,
+            saw_nosql_comment,
         })
     }
 
@@ -376,23 +388,46 @@ impl<'a> Parser<'a> {
             row_movement: None,
             ttl: None,
             non_postgres_syntax: false,
+            nosql: false,
         };
-        let partitioning_at = self.table_clauses(&mut table, start)?;
-        table.non_postgres_syntax = self.non_postgres_syntax || self.saw_slash_comment;
-        validate_create_table(&mut table, partitioning_at)?;
+        let clauses = self.table_clauses(&mut table, start)?;
+        let nosql_syntax = self.nosql_syntax || self.saw_nosql_comment;
+        table.non_postgres_syntax = self.non_postgres_syntax || nosql_syntax;
+        table.nosql = nosql_syntax && kind == TableKind::Plain;
+        if let Some(position) = clauses.stray_quote.filter(|_| !table.nosql) {
+            return Err(DdlError::UnterminatedIdentifier {
+                near: self.src[position..].to_string(),
+                position,
+            });
+        }
+        if let (Some(position), false) = (clauses.ttl_at, table.nosql) {
+            let kind = match kind {
+                TableKind::Duplicated => "DUPLICATED",
+                TableKind::Sharded | TableKind::Plain => "SHARDED",
+            };
+            return Err(DdlError::TtlOnOracleTable { kind, position });
+        }
+        validate_create_table(&mut table, clauses.partitioning_at)?;
         Ok(Statement::CreateTable(table))
     }
 
-    /// Parses the clauses after the column list into `table`; returns where the partitioning
-    /// clause (or PARENT) started, for errors about it.
+    /// Parses the clauses after the column list into `table`; says where some of them
+    /// started, for errors about them.
     fn table_clauses(
         &mut self,
         table: &mut CreateTable,
         stmt_start: usize,
-    ) -> Result<Option<usize>, DdlError> {
+    ) -> Result<Clauses, DdlError> {
         let mut partitioning_at = None;
         let mut parent_at = None;
+        let mut ttl_at = None;
+        let mut stray_quote = None;
         while let Some(tok) = self.peek() {
+            if tok.kind == TokenKind::StrayQuote {
+                stray_quote = Some(tok.start);
+                self.advance();
+                break;
+            }
             let at = tok.start;
             let is_partitioning = tok.is_keyword("partition") || tok.is_keyword("partitionset");
             let duplicate = match tok.value.as_str() {
@@ -426,16 +461,21 @@ impl<'a> Parser<'a> {
                 table.row_movement = Some(self.row_movement()?);
             } else if self.eat_kw("using") {
                 table.ttl = Some(self.ttl()?);
-                self.non_postgres_syntax = true;
+                ttl_at = Some(at);
+                self.nosql_syntax = true;
             } else {
                 return Err(self.unexpected());
             }
         }
-        Ok(partitioning_at.or(parent_at))
+        Ok(Clauses {
+            partitioning_at: partitioning_at.or(parent_at),
+            ttl_at,
+            stray_quote,
+        })
     }
 
     /// NoSQL `TTL n HOURS|DAYS` (after USING).
-    fn ttl(&mut self) -> Result<Ttl, DdlError> {
+    pub(super) fn ttl(&mut self) -> Result<Ttl, DdlError> {
         self.expect_kw("ttl")?;
         let amount = self.number_u32()?;
         let unit = if self.eat_kw("hours") || self.eat_kw("hour") {
@@ -443,7 +483,13 @@ impl<'a> Parser<'a> {
         } else if self.eat_kw("days") || self.eat_kw("day") {
             TtlUnit::Days
         } else {
-            return Err(self.unexpected());
+            return Err(match self.peek() {
+                Some(t) if t.kind == TokenKind::Word => DdlError::TtlUnit {
+                    unit: self.src[t.start..t.end].to_string(),
+                    position: t.start,
+                },
+                _ => self.unexpected(),
+            });
         };
         Ok(Ttl { amount, unit })
     }
@@ -621,7 +667,7 @@ impl<'a> Parser<'a> {
                 self.advance();
                 pk.columns = self.ident_list()?;
                 pk.shard_key_len = Some(pk.columns.len());
-                self.non_postgres_syntax = true;
+                self.nosql_syntax = true;
             } else {
                 pk.columns.push(self.ident()?);
             }

@@ -168,14 +168,8 @@ fn column_sql(column: &ColumnDef) -> String {
             }
         }
     }
-    if let Some(values) = column.enum_values() {
-        let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
-        let _ = write!(
-            sql,
-            " CHECK ({} IN ({}))",
-            quote_ident(&column.name.value),
-            list.join(", ")
-        );
+    for check in column.data_type.pg.checks(&column.name.value) {
+        let _ = write!(sql, " CHECK ({check})");
     }
     sql
 }

@@ -39,9 +39,9 @@
 //! long names cannot collide.
 //!
 //! An Oracle NoSQL child `CREATE TABLE parent.child (…)` (a plain CREATE whose qualifier names an
-//! existing table of the default schema) lives in a schema named after the parent, so
-//! `parent.child` means the same on a shard; it inherits the parent's primary-key columns, which
-//! open its own primary key, and is placed with the parent.
+//! existing NoSQL table) lives in a schema named after its root, so `parent.child` means the
+//! same on a shard ([`super::naming::nosql_child`]); it inherits the parent's primary-key
+//! columns, which open its own primary key, and is placed with the parent.
 
 use super::ast::{CreateTable, Ttl};
 use super::error::RewriteError;
@@ -74,6 +74,14 @@ pub fn rewrite_create(
 ) -> Result<CreateOutcome, RewriteError> {
     let table = &table.with_type_options(ctx.types);
     let (name, nosql_parent) = layout::table_name(ctx, table)?;
+    let nosql_table;
+    let table = match table.nosql || nosql_parent.is_some() {
+        true => {
+            nosql_table = table.in_nosql_table();
+            &nosql_table
+        }
+        false => table,
+    };
     if ctx.table(&name).is_some() {
         return if table.if_not_exists {
             Ok(CreateOutcome::AlreadyExists(name))

@@ -35,6 +35,7 @@ fn ctx() -> RewriteContext {
         default_schema: "public".into(),
         tables: BTreeMap::new(),
         types: TypeOptions::default(),
+        default_tablespace_set: None,
     }
 }
 
@@ -311,11 +312,15 @@ fn duplicated_goes_everywhere_and_unsharded_to_the_first_shard() {
         shard(&dup, 2),
         ["CREATE TABLE \"public\".\"products\" (\"id\" numeric, \"name\" varchar(20), PRIMARY KEY (\"id\"))"]
     );
-    let plain = create(&ctx(), "CREATE TABLE myProducts (productName STRING, color ENUM (blue,green,red), PRIMARY KEY (productName))").unwrap();
+    let plain = create(
+        &ctx(),
+        "CREATE TABLE orders (id NUMBER(10) PRIMARY KEY, note VARCHAR2(20))",
+    )
+    .unwrap();
     assert_eq!(plain.layout.kind, TableKind::Unsharded);
     assert_eq!(
         plain.per_shard,
-        BTreeMap::from([(ShardId(0), vec!["CREATE TABLE \"public\".\"myproducts\" (\"productname\" text, \"color\" text CHECK (\"color\" IN ('blue', 'green', 'red')), PRIMARY KEY (\"productname\"))".to_owned()])])
+        BTreeMap::from([(ShardId(0), vec!["CREATE TABLE \"public\".\"orders\" (\"id\" numeric(10), \"note\" varchar(20), PRIMARY KEY (\"id\"))".to_owned()])])
     );
 }
 
@@ -403,9 +408,9 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
     );
     add(
         &mut c,
-        "CREATE TABLE local (id int, PRIMARY KEY (SHARD(id)))",
+        "CREATE TABLE local (id INTEGER, PRIMARY KEY (SHARD(id)))",
     );
-    add(&mut c, "CREATE TABLE plain (id STRING, PRIMARY KEY (id))");
+    add(&mut c, "CREATE TABLE plain (id VARCHAR2(10), PRIMARY KEY (id))");
 
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, o int REFERENCES other (id)) PARTITION BY CONSISTENT HASH (id)");
     assert!(

@@ -3,7 +3,7 @@
 use super::error::DdlError;
 use super::lexer::TokenKind;
 use super::parser::Parser;
-use super::types::{DataType, PgType};
+use super::types::{DataType, JsonShape, NoSqlName, PgType};
 
 /// Oracle's `NUMBER(*, s)` means the maximum precision.
 const ORACLE_MAX_NUMBER_PRECISION: u32 = 38;
@@ -14,7 +14,7 @@ impl Parser<'_> {
     /// Parses a column type and maps it to PostgreSQL.
     pub(super) fn data_type(&mut self) -> Result<DataType, DdlError> {
         let start = self.peek_start();
-        let (mut pg, foreign) = self.type_body()?;
+        let (mut pg, foreign, nosql) = self.type_body()?;
         // Array bounds after a mapped name make an array of the mapped type.
         let bounds_start = self.prev_end();
         self.array_bounds()?;
@@ -33,24 +33,87 @@ impl Parser<'_> {
         if foreign {
             self.non_postgres_syntax = true;
         }
+        // Array bounds are PostgreSQL's syntax, never NoSQL's.
+        let nosql = match pg {
+            PgType::Array { .. } => NoSqlName::Other,
+            _ => nosql,
+        };
+        if nosql == NoSqlName::Marker {
+            self.nosql_syntax = true;
+        }
         Ok(DataType {
             pg,
             source,
             foreign,
+            nosql,
+            position: start,
         })
     }
 
-    fn type_body(&mut self) -> Result<(PgType, bool), DdlError> {
+    fn type_body(&mut self) -> Result<(PgType, bool, NoSqlName), DdlError> {
+        fn other((pg, foreign): (PgType, bool)) -> (PgType, bool, NoSqlName) {
+            (pg, foreign, NoSqlName::Other)
+        }
         let first = self.peek_required()?;
         let name = match first.kind {
             TokenKind::Word => first.value.clone(),
             // A quoted name is a user-defined PostgreSQL type.
-            TokenKind::QuotedIdent => return self.native_type(),
+            TokenKind::QuotedIdent => return Ok(other(self.native_type()?)),
             _ => return Err(self.unexpected()),
         };
         if self.peek_nth(1).is_some_and(|t| t.kind == TokenKind::Dot) {
-            return self.native_type();
+            return Ok(other(self.native_type()?));
         }
+        self.advance();
+        let shared = |(pg, foreign)| (pg, foreign, NoSqlName::Shared);
+        let marker = |pg| (pg, true, NoSqlName::Marker);
+        let mapped = match name.as_str() {
+            // NoSQL's NUMBER has no precision; with one it is Oracle's.
+            "number" if !self.at(TokenKind::LParen) => shared((
+                PgType::Numeric {
+                    precision: None,
+                    scale: None,
+                },
+                true,
+            )),
+            "integer" => shared((PgType::Integer, false)),
+            "long" if !self.at_kw("raw") => marker(PgType::BigInt),
+            "string" => marker(PgType::Text),
+            "binary" => match self.length_modifier()? {
+                (Some(n), false) => marker(PgType::FixedBinary(n)),
+                _ => marker(PgType::Bytea),
+            },
+            "json" => shared((PgType::Jsonb, false)),
+            "float" if !self.at(TokenKind::LParen) => shared((PgType::Float, false)),
+            "double" if !self.at_kw("precision") => shared((PgType::DoublePrecision, true)),
+            "boolean" => shared((PgType::Boolean, false)),
+            "timestamp" => {
+                let from = self.pos;
+                let mapped = self.timestamp_type()?;
+                let zoned = self.tokens[from..self.pos]
+                    .iter()
+                    .any(|t| t.is_keyword("with") || t.is_keyword("without"));
+                match zoned {
+                    false => shared(mapped),
+                    true => other(mapped),
+                }
+            }
+            "enum" => marker(PgType::Enum(self.enum_values()?)),
+            "record" | "map" | "array" if self.at(TokenKind::LParen) => {
+                self.pos -= 1;
+                marker(self.nosql_composite()?)
+            }
+            _ => {
+                self.pos -= 1;
+                other(self.oracle_or_native_type()?)
+            }
+        };
+        Ok(mapped)
+    }
+
+    /// The Oracle names and PostgreSQL's own.
+    fn oracle_or_native_type(&mut self) -> Result<(PgType, bool), DdlError> {
+        let name = self.peek_required()?.value.clone();
         self.advance();
         let mapped = match name.as_str() {
             "number" => {
@@ -61,11 +124,10 @@ impl Parser<'_> {
                 let (precision, scale) = self.numeric_modifiers(false)?;
                 (PgType::Numeric { precision, scale }, false)
             }
-            "integer" | "int" => (PgType::Integer, false),
+            "int" => (PgType::Integer, false),
             "smallint" => (PgType::SmallInt, false),
             "bigint" => (PgType::BigInt, false),
             "long" if self.eat_kw("raw") => (PgType::Bytea, true),
-            "long" => (PgType::BigInt, true),
             "varchar2" | "nvarchar2" => {
                 let (len, _) = self.length_modifier()?;
                 (PgType::Varchar(len), true)
@@ -82,18 +144,12 @@ impl Parser<'_> {
             }
             "char" | "character" | "nchar" => self.character_type()?,
             "date" => (PgType::Date, false),
-            "timestamp" => self.timestamp_type()?,
             "raw" => {
                 self.length_modifier()?;
                 (PgType::Bytea, true)
             }
-            "binary" => {
-                self.length_modifier()?;
-                (PgType::Bytea, true)
-            }
             "blob" => (PgType::Bytea, true),
-            "clob" | "nclob" | "string" => (PgType::Text, true),
-            "json" => (PgType::Jsonb, false),
+            "clob" | "nclob" => (PgType::Text, true),
             "binary_float" => (PgType::Real, true),
             "binary_double" => (PgType::DoublePrecision, true),
             "float" => {
@@ -106,18 +162,7 @@ impl Parser<'_> {
                 (PgType::DoublePrecision, !precision)
             }
             "real" => (PgType::Real, false),
-            "boolean" | "bool" => (PgType::Boolean, false),
-            "record" => {
-                self.record_fields()?;
-                (PgType::Jsonb, true)
-            }
-            "array" | "map" => {
-                self.expect(TokenKind::LParen)?;
-                self.type_body()?;
-                self.expect(TokenKind::RParen)?;
-                (PgType::Jsonb, true)
-            }
-            "enum" => (PgType::Enum(self.enum_values()?), true),
+            "bool" => (PgType::Boolean, false),
             _ => {
                 self.pos -= 1;
                 return self.native_type();
@@ -194,18 +239,85 @@ impl Parser<'_> {
         Ok((Some(n), unit))
     }
 
-    /// NoSQL `RECORD(name type, ...)`.
-    fn record_fields(&mut self) -> Result<(), DdlError> {
-        self.expect(TokenKind::LParen)?;
-        loop {
-            self.ident()?;
-            self.type_body()?;
-            if !self.eat(TokenKind::Comma) {
-                break;
+    /// NoSQL `ARRAY(t)`, `MAP(t)` or `RECORD(name t, ...)`: an array of a scalar becomes a
+    /// PostgreSQL array, anything else a JSON document of its shape.
+    fn nosql_composite(&mut self) -> Result<PgType, DdlError> {
+        if self.eat_kw("array") {
+            self.expect(TokenKind::LParen)?;
+            let element_at = self.pos;
+            let element = self.nosql_shape()?;
+            self.expect(TokenKind::RParen)?;
+            if matches!(
+                element,
+                JsonShape::Any | JsonShape::Record(_) | JsonShape::Map(_) | JsonShape::Array(_)
+            ) {
+                return Ok(PgType::Json(JsonShape::Array(Box::new(element))));
             }
+            // Read the element again as a column type for its PostgreSQL name.
+            let after = self.pos;
+            self.pos = element_at;
+            let (pg, _, _) = self.type_body()?;
+            self.pos = after;
+            return Ok(PgType::NoSqlArray(Box::new(pg)));
         }
-        self.expect(TokenKind::RParen)?;
-        Ok(())
+        Ok(PgType::Json(self.nosql_shape()?))
+    }
+
+    /// A NoSQL type inside a `RECORD`, `MAP` or `ARRAY`, as the JSON it is stored as.
+    fn nosql_shape(&mut self) -> Result<JsonShape, DdlError> {
+        let tok = self.peek_required()?;
+        if tok.kind != TokenKind::Word {
+            return Err(self.unexpected());
+        }
+        let name = tok.value.clone();
+        let at = tok.start;
+        self.advance();
+        let nested = |p: &mut Self| -> Result<Box<JsonShape>, DdlError> {
+            p.expect(TokenKind::LParen)?;
+            let inner = p.nosql_shape()?;
+            p.expect(TokenKind::RParen)?;
+            Ok(Box::new(inner))
+        };
+        Ok(match name.as_str() {
+            "integer" => JsonShape::Integer {
+                max: i32::MAX.into(),
+            },
+            "long" => JsonShape::Integer { max: i64::MAX },
+            "float" | "double" | "number" => JsonShape::Number,
+            "string" => JsonShape::String,
+            "binary" => {
+                self.length_modifier()?;
+                JsonShape::String
+            }
+            "timestamp" => {
+                self.length_modifier()?;
+                JsonShape::String
+            }
+            "boolean" => JsonShape::Boolean,
+            "json" => JsonShape::Any,
+            "enum" => JsonShape::Enum(self.enum_values()?),
+            "array" => JsonShape::Array(nested(self)?),
+            "map" => JsonShape::Map(nested(self)?),
+            "record" => {
+                self.expect(TokenKind::LParen)?;
+                let mut fields = Vec::new();
+                loop {
+                    let field = self.ident()?;
+                    fields.push((field.value, self.nosql_shape()?));
+                    if !self.eat(TokenKind::Comma) {
+                        break;
+                    }
+                }
+                self.expect(TokenKind::RParen)?;
+                JsonShape::Record(fields)
+            }
+            _ => {
+                return Err(DdlError::NotNoSqlType {
+                    name: self.src[at..self.prev_end()].to_string(),
+                    position: at,
+                })
+            }
+        })
     }
 
     /// NoSQL `ENUM(a, b, c)`: the names keep their case, as NoSQL compares them exactly.

@@ -14,9 +14,12 @@
 //! | `CLOB`, `NCLOB`, `STRING`                 | `text`                          |
 //! | `JSON`                                    | `jsonb`                         |
 //! | `BINARY_FLOAT`, `REAL`                    | `real`                          |
-//! | `BINARY_DOUBLE`, `FLOAT[(p)]`, `DOUBLE`   | `double precision`              |
+//! | `BINARY_DOUBLE`, `FLOAT(p)`, `DOUBLE`     | `double precision`              |
+//! | `FLOAT`                                   | `real` in a NoSQL table (NoSQL's FLOAT has 32 bits), else `double precision` (PostgreSQL's and Oracle's) |
 //! | `BOOLEAN`                                 | `boolean`                       |
-//! | NoSQL `RECORD(...)`, `ARRAY(t)`, `MAP(t)` | `jsonb`: these are JSON documents in NoSQL too; their field types are checked for syntax but not enforced |
+//! | NoSQL `BINARY(n)`                         | `bytea` plus a CHECK that the value has exactly n bytes (NoSQL's fixed binary) |
+//! | NoSQL `ARRAY(t)`, t a scalar              | `t[]` plus a CHECK that it has one dimension (and, for an ENUM, only its names) |
+//! | NoSQL `RECORD(...)`, `MAP(t)`, `ARRAY(t)` of those, of `ARRAY` or `JSON` | `jsonb` plus a CHECK of the document's shape ([`JsonShape`]) |
 //! | NoSQL `ENUM(a, b)`                        | `text` plus a CHECK that the value is one of the names (see [`PgType::Enum`]) |
 //!
 //! Any other name (`text`, `bigint`, `uuid`, `timestamptz`, `double precision`, `int[]`,
@@ -28,6 +31,8 @@
 //! once, from `[ddl] oracle_date`, and the parser needs no configuration.
 
 use std::fmt;
+
+use crate::sql::quote::{quote_ident, quote_literal};
 
 /// A column type as the shards will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +58,18 @@ pub enum PgType {
     },
     /// A NoSQL `ENUM(...)`: stored as `text`, and the rewrite adds
     /// `CHECK (column IN ('a', 'b'))` so only the declared names are accepted. A CHECK (rather
-    /// than `CREATE TYPE ... AS ENUM`) keeps the table self-contained on every shard.
+    /// than `CREATE TYPE ... AS ENUM`) keeps the table self-contained on every shard, and lets a
+    /// later ALTER change the names without a type shared by every table that uses it.
     Enum(Vec<String>),
+    /// Bare `FLOAT`: `real` in a NoSQL table, `double precision` elsewhere
+    /// ([`PgType::in_nosql_table`]).
+    Float,
+    /// NoSQL `BINARY(n)`: `bytea` of exactly n bytes.
+    FixedBinary(u32),
+    /// NoSQL `ARRAY(t)` of a scalar: `t[]` of one dimension.
+    NoSqlArray(Box<PgType>),
+    /// NoSQL `RECORD`, `MAP`, or an `ARRAY` of documents: `jsonb` of this shape.
+    Json(JsonShape),
     /// `DATE`, as written; [`PgType::with_options`] decides what it means.
     Date,
     /// A mapped type with array bounds after it (`DATE[]`, `NUMBER(5)[3]`), the bounds as written.
@@ -89,6 +104,118 @@ impl PgType {
             other => other,
         }
     }
+
+    /// The type with NoSQL's meaning of the names PostgreSQL reads differently (`FLOAT`).
+    pub fn in_nosql_table(self) -> PgType {
+        match self {
+            PgType::Float => PgType::Real,
+            PgType::NoSqlArray(element) => PgType::NoSqlArray(Box::new(element.in_nosql_table())),
+            other => other,
+        }
+    }
+
+    /// The CHECK expressions that hold a column of this type to what the declared type admits
+    /// beyond what the PostgreSQL type does.
+    pub fn checks(&self, column: &str) -> Vec<String> {
+        let col = quote_ident(column);
+        match self {
+            PgType::Enum(values) => vec![format!("{col} IN ({})", literal_list(values))],
+            PgType::FixedBinary(n) => vec![format!("octet_length({col}) = {n}")],
+            PgType::NoSqlArray(element) => {
+                let mut checks = vec![format!("array_ndims({col}) = 1")];
+                if let PgType::Enum(values) = &**element {
+                    checks.push(format!("{col} <@ ARRAY[{}]::text[]", literal_list(values)));
+                }
+                checks
+            }
+            PgType::Json(shape) => {
+                let mut paths = Vec::new();
+                shape.violations("$", &mut paths);
+                paths
+                    .iter()
+                    .map(|p| format!("NOT ({col} @? {})", quote_literal(&format!("strict {p}"))))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn literal_list(values: &[String]) -> String {
+    let list: Vec<String> = values.iter().map(|v| quote_literal(v)).collect();
+    list.join(", ")
+}
+
+/// What a NoSQL document column (`RECORD`, `MAP`, `ARRAY` of documents) may hold, checked by
+/// jsonpath queries that find a violating item: each value has the JSON kind its declared type
+/// is written as (numbers, strings for STRING, TIMESTAMP, BINARY and ENUM, booleans, objects,
+/// arrays), integers are whole and in range, ENUM strings are among the names, a record has no
+/// fields but its declared ones. JSON `null` is accepted anywhere, as NoSQL accepts a missing
+/// or null field; a TIMESTAMP's text is not parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonShape {
+    /// `JSON`: anything.
+    Any,
+    /// `INTEGER` (32 bits) or `LONG` (64 bits): a whole number within the bound.
+    Integer { max: i64 },
+    /// `FLOAT`, `DOUBLE`, `NUMBER`.
+    Number,
+    /// `STRING`, `TIMESTAMP`, `BINARY`.
+    String,
+    Enum(Vec<String>),
+    Boolean,
+    Record(Vec<(String, JsonShape)>),
+    Map(Box<JsonShape>),
+    Array(Box<JsonShape>),
+}
+
+impl JsonShape {
+    /// Appends the jsonpath queries (without their `strict` mode) that find a value at `path`
+    /// that does not fit.
+    fn violations(&self, path: &str, out: &mut Vec<String>) {
+        let wrong_kind = match self {
+            JsonShape::Any => return,
+            JsonShape::Integer { max } => format!(
+                "@.type() != \"number\" || @.floor() != @ || @ > {max} || @ < {}",
+                -max - 1
+            ),
+            JsonShape::Number => "@.type() != \"number\"".to_owned(),
+            JsonShape::String => "@.type() != \"string\"".to_owned(),
+            JsonShape::Enum(values) => {
+                let names: Vec<String> = values
+                    .iter()
+                    .map(|v| format!("@ != {}", jsonpath_string(v)))
+                    .collect();
+                format!("@.type() != \"string\" || ({})", names.join(" && "))
+            }
+            JsonShape::Boolean => "@.type() != \"boolean\"".to_owned(),
+            JsonShape::Record(_) | JsonShape::Map(_) => "@.type() != \"object\"".to_owned(),
+            JsonShape::Array(_) => "@.type() != \"array\"".to_owned(),
+        };
+        out.push(format!(
+            "{path} ? (@.type() != \"null\" && ({wrong_kind}))"
+        ));
+        match self {
+            JsonShape::Record(fields) => {
+                let known: Vec<String> = fields
+                    .iter()
+                    .map(|(name, _)| format!("@.key != {}", jsonpath_string(name)))
+                    .collect();
+                out.push(format!("{path}.keyvalue() ? ({})", known.join(" && ")));
+                for (name, shape) in fields {
+                    shape.violations(&format!("{path}.{}", jsonpath_string(name)), out);
+                }
+            }
+            JsonShape::Map(value) => value.violations(&format!("{path}.*"), out),
+            JsonShape::Array(element) => element.violations(&format!("{path}[*]"), out),
+            _ => {}
+        }
+    }
+}
+
+/// A jsonpath string literal: double quotes, with `"` and `\` escaped.
+fn jsonpath_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 impl fmt::Display for PgType {
@@ -110,8 +237,10 @@ impl fmt::Display for PgType {
             PgType::DoublePrecision => f.write_str("double precision"),
             PgType::Boolean => f.write_str("boolean"),
             PgType::Text | PgType::Enum(_) => f.write_str("text"),
-            PgType::Bytea => f.write_str("bytea"),
-            PgType::Jsonb => f.write_str("jsonb"),
+            PgType::Float => f.write_str("double precision"),
+            PgType::Bytea | PgType::FixedBinary(_) => f.write_str("bytea"),
+            PgType::Jsonb | PgType::Json(_) => f.write_str("jsonb"),
+            PgType::NoSqlArray(element) => write!(f, "{element}[]"),
             PgType::Varchar(n) => with_len(f, "varchar", n),
             PgType::Char(n) => with_len(f, "char", n),
             PgType::Timestamp {
@@ -140,4 +269,20 @@ pub struct DataType {
     pub source: String,
     /// Whether PostgreSQL would reject the type as written (an Oracle or NoSQL name).
     pub foreign: bool,
+    pub nosql: NoSqlName,
+    /// Byte offset of the type in the statement.
+    pub position: usize,
+}
+
+/// What a type name says about the Oracle NoSQL dialect (see [`crate::ddl`]'s classification).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoSqlName {
+    /// A name only NoSQL has (`LONG`, `STRING`, `BINARY`, `ENUM`, `RECORD`, `ARRAY`, `MAP`): the
+    /// statement is NoSQL.
+    Marker,
+    /// A NoSQL name other dialects share (`INTEGER`, `FLOAT`, `DOUBLE`, `NUMBER`, `BOOLEAN`,
+    /// `TIMESTAMP(p)`, `JSON`).
+    Shared,
+    /// Not a NoSQL type: refused in a NoSQL table.
+    Other,
 }

@@ -12,6 +12,17 @@ pub(super) fn validate_create_table(
     partitioning_at: Option<usize>,
 ) -> Result<(), DdlError> {
     check_columns_exist(table)?;
+    if table.nosql {
+        if let Some(err) = table.non_nosql_type() {
+            return Err(err);
+        }
+        if table.primary_key().is_none() {
+            return Err(DdlError::NoSqlWithoutPrimaryKey {
+                position: table.name.name().position,
+            });
+        }
+        table.kind = TableKind::Sharded;
+    }
     let shard_key_at = table
         .primary_key()
         .filter(|pk| pk.shard_key_len.is_some())
@@ -25,9 +36,6 @@ pub(super) fn validate_create_table(
         }
         if partitioned {
             return Err(DdlError::ShardKeyWithPartitioning { position });
-        }
-        if table.kind == TableKind::Plain {
-            table.kind = TableKind::Sharded;
         }
     }
 

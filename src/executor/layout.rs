@@ -63,6 +63,7 @@ pub fn rewrite_context(snapshot: &Snapshot, config: &Config) -> Result<RewriteCo
         default_schema: DEFAULT_SCHEMA.to_owned(),
         tables,
         types: config.ddl.type_options(),
+        default_tablespace_set: config.ddl.default_tablespace_set.clone(),
     })
 }
 
@@ -200,6 +201,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
         partitions,
         tablespace_set: table.tablespace_set.map(set_name).transpose()?,
         shards: snapshot.shards_of(table.id),
+        nosql: table.nosql,
     })
 }
 
@@ -269,5 +271,7 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
         chunks,
         partition_sets,
         partitions,
+        nosql: layout.nosql,
+        ttl: plan.ttl,
     })
 }

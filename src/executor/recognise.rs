@@ -6,6 +6,7 @@
 
 use pg_query::protobuf::{AlterTableType, ObjectType, RangeVar};
 use pg_query::NodeEnum;
+use tokio_postgres::error::SqlState;
 
 use super::ddl::{ExecError, ProxyDdl};
 use super::layout::DEFAULT_SCHEMA;
@@ -76,7 +77,16 @@ fn sharding_statement(text: &str) -> ProxyDdl {
 /// sharding rules decide whether that is allowed). Anything else goes to PostgreSQL unchanged,
 /// including text this parser cannot read.
 fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
-    let statements = ddl::parse_script(text).ok()?;
+    let statements = match ddl::parse_script(text) {
+        Ok(statements) => statements,
+        // Past the syntax, the parser only finds what breaks a rule of the dialects it owns
+        // (a NoSQL type or TTL unit, a shard key out of place): PostgreSQL would only say it
+        // cannot read the text.
+        Err(e) if e.sqlstate() != SqlState::SYNTAX_ERROR => {
+            return Some(ProxyDdl::Refused(ExecError::parse(e, text)))
+        }
+        Err(_) => return None,
+    };
     let ours = |s: &Statement| match s {
         Statement::CreateTable(t) => is_ours(t, snapshot),
         Statement::CreateTablespaceSet(_)
@@ -122,12 +132,15 @@ fn is_ours(t: &CreateTable, snapshot: &Snapshot) -> bool {
             .is_some(),
         _ => false,
     };
-    let nosql_child = match t.name.parts.as_slice() {
-        [parent, _] => snapshot
-            .table_by_name(DEFAULT_SCHEMA, &parent.value)
-            .is_some(),
-        _ => false,
-    };
+    let parts: Vec<&str> = t.name.parts.iter().map(|p| p.value.as_str()).collect();
+    // A deeper name is a NoSQL child or nothing PostgreSQL can create; ours either way, so a
+    // missing parent gets the proxy's message.
+    let nosql_child = parts.len() > 2
+        || ddl::naming::nosql_child(&parts, DEFAULT_SCHEMA).is_some_and(|(parent, _)| {
+            snapshot
+                .table_by_name(&parent.schema, &parent.name)
+                .is_some_and(|p| p.nosql)
+        });
     let references_held = t.constraints.iter().any(|c| match &c.body {
         ddl::ConstraintBody::ForeignKey { target, .. } => held(&target.table),
         _ => false,
@@ -286,7 +299,7 @@ mod tests {
         assert!(matches!(recognised(sharded), Some(ProxyDdl::Sharding(_))));
         let nosql = "CREATE TABLE p (name STRING, PRIMARY KEY (name))";
         assert!(matches!(recognised(nosql), Some(ProxyDdl::Sharding(_))));
-        let shard_key = "CREATE TABLE p (a int, b int, PRIMARY KEY (SHARD(a), b))";
+        let shard_key = "CREATE TABLE p (a INTEGER, b INTEGER, PRIMARY KEY (SHARD(a), b))";
         assert!(matches!(recognised(shard_key), Some(ProxyDdl::Sharding(_))));
         assert!(recognised("CREATE TABLE p (id int PRIMARY KEY, v text)").is_none());
         assert!(recognised("CREATE TABLE p AS SELECT 1").is_none());

@@ -10,4 +10,5 @@ pub use ids::{ChunkId, ShardId, TableId, TablespaceSetId};
 pub use key_type::{KeyType, KeyTypeError, NumericTypmod};
 pub use table::{
     BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod, TableKind, TableState,
+    Ttl, TtlUnit,
 };

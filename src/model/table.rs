@@ -92,6 +92,8 @@ catalog_enum!(
     TableState {
         Creating = "creating",
         Active = "active",
+        /// An ALTER TABLE or CREATE INDEX is running on the table's shards.
+        Updating = "updating",
         Dropping = "dropping",
     }
 );
@@ -107,6 +109,21 @@ impl TableState {
                 | (TableState::Active, TableState::Dropping)
         )
     }
+}
+
+catalog_enum!(
+    /// The unit of an Oracle NoSQL time to live.
+    TtlUnit {
+        Hours = "hours",
+        Days = "days",
+    }
+);
+
+/// An Oracle NoSQL time to live: `USING TTL 5 DAYS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl {
+    pub amount: u32,
+    pub unit: TtlUnit,
 }
 
 /// `ENABLE|DISABLE ROW MOVEMENT`.

@@ -49,6 +49,8 @@ fn table(id: i64, name: &str, method: ShardingMethod, key: &[(&str, &str)]) -> T
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         generated: Vec::new(),
+        nosql: false,
+        ttl: None,
     }
 }
 

@@ -346,6 +346,8 @@ pub fn leading_words_and_rest<const N: usize>(stmt: &[u8]) -> ([&[u8]; N], &[u8]
             words[found] = &stmt[i..end];
             found += 1;
             i = end;
+        } else if found == 0 && starts_nosql_comment(stmt, i) {
+            i = skip_line_comment(stmt, i);
         } else {
             let next = skip_trivia(stmt, i);
             if next == i {
@@ -355,6 +357,17 @@ pub fn leading_words_and_rest<const N: usize>(stmt: &[u8]) -> ([&[u8]; N], &[u8]
         }
     }
     (words, &stmt[skip_trivia(stmt, i)..])
+}
+
+/// Oracle NoSQL's `//` and `#` line comments, which the NoSQL examples users paste open with.
+/// Only before a statement's first word: no PostgreSQL statement starts with either, while
+/// later they may be operators.
+fn starts_nosql_comment(s: &[u8], i: usize) -> bool {
+    match s.get(i) {
+        Some(b'#') => true,
+        Some(b'/') => s.get(i + 1) == Some(&b'/'),
+        _ => false,
+    }
 }
 
 /// Whether the text holds nothing but whitespace, comments and semicolons: what may follow the
