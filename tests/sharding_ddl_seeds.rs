@@ -392,20 +392,29 @@ async fn seed_row_movement(proxy: &TestProxy, client: &Client, shards: &Shards) 
     }
 }
 
-/// seeds/003: NoSQL tables without a shard key live on the first shard; with SHARD(...) they
-/// are hash-sharded on the shard key over every shard.
+/// seeds/003: a NoSQL table is sharded by consistent hash on its shard key, which is its
+/// whole primary key when it names no SHARD(...), over every shard.
 async fn seed_nosql(proxy: &TestProxy, client: &Client, shards: &Shards) {
     for sql in SEED_NOSQL_MY_PRODUCTS {
         succeeded(proxy.psql(sql));
         assert_eq!(
             tree(&shards.s1, "myproducts").await,
-            expect(&[("myproducts", "")])
+            hash_tree("myproducts", 4, &[0, 2])
         );
-        assert_eq!(tree(&shards.s2, "myproducts").await, []);
         assert_eq!(
-            rows(client, "SHOW CHUNKS FOR myproducts").await,
-            [["myproducts", "", "0", "s1"]]
+            tree(&shards.s2, "myproducts").await,
+            hash_tree("myproducts", 4, &[1, 3])
         );
+        let listed = rows(client, "SHOW SHARDED TABLES").await;
+        let key = match (
+            sql.contains("productClass"),
+            sql.contains("productName, productType"),
+        ) {
+            (true, _) => "productname, producttype, productclass",
+            (false, true) => "productname, producttype",
+            (false, false) => "productname",
+        };
+        assert_eq!(listed[0][3..5], ["consistent_hash", key]);
         // STRING became text and ENUM a checked text: a value outside the enum is refused.
         let (columns, values) = match sql.contains("productClass") {
             true => (

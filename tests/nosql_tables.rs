@@ -1,0 +1,283 @@
+//! The Oracle NoSQL CREATE TABLE examples of seeds/000 and seeds/002 (the cloud service's
+//! table design, in English and in Chinese), verbatim with their `//` and `/* */` comments and
+//! the stray `"` they were copied with, through psql and the proxy; then where their rows land,
+//! read on the shards themselves. Also: SHARD(...) co-location, the NoSQL types against
+//! PostgreSQL, and bad NoSQL DDL refused with nothing left on any shard.
+
+mod common;
+mod sharding_common;
+
+use common::{shards, TestProxy};
+use sharding_common::{catalog_tables, failed, hash_tree, rows, succeeded, tree};
+use tokio_postgres::Client;
+
+/// seeds/000 (and seeds/002, identical but for the trailing `;`).
+const AUDIENCE_SCHEMALESS: &str = "// schema less, data is stored in a JSON field
+CREATE TABLE audience_info (
+       cookie_id LONG,
+       audience_data JSON,
+       PRIMARY KEY(cookie_id))";
+
+const AUDIENCE_FIXED_000: &str = "// fixed schema, data is stored in typed fields.
+CREATE TABLE audience_info(
+       cookie_id LONG,
+       ipaddr STRING,
+       audience_segment RECORD(sports_lover TIMESTAMP(9),
+                               book_reader TIMESTAMP(9)),
+       PRIMARY KEY(cookie_id));";
+
+const AUDIENCE_FIXED_002: &str = "// fixed schema, data is stored in typed fields.
+CREATE TABLE audience_info(
+       cookie_id LONG,
+       ipaddr STRING,
+       audience_segment RECORD(sports_lover TIMESTAMP(9),
+                               book_reader TIMESTAMP(9)),
+       PRIMARY KEY(cookie_id))";
+
+const AUDIENCE_HYBRID_000: &str = "// mixed, data is stored in both typed and JSON fields.
+CREATE TABLE audience_info (
+       cookie_id LONG,
+       ipaddr STRING,
+       audience_segment JSON,
+       PRIMARY KEY(cookie_id));";
+
+const AUDIENCE_HYBRID_002: &str = "// mixed, data is stored in both typed and JSON fields.
+CREATE TABLE audience_info (
+       cookie_id LONG,
+       ipaddr STRING,
+       audience_segment JSON,
+       PRIMARY KEY(cookie_id))";
+
+/// seeds/000 ends it with `)";`, seeds/002 with `)"`: copied out of a Java string.
+const MY_PRODUCTS_000: &str = "/* Create a new table called users. */
+CREATE TABLE if not exists myProducts 
+(
+  productName STRING,
+  productType STRING,
+  productLine INTEGER,
+  PRIMARY KEY (productName)
+)\";";
+
+const MY_PRODUCTS_002: &str = "/* Create a new table called users. */
+CREATE TABLE if not exists myProducts
+(
+  productName STRING,
+  productType STRING,
+  productLine INTEGER,
+  PRIMARY KEY (productName)
+)\"";
+
+fn proxy() -> TestProxy {
+    TestProxy::start_with(|c| c.proxy.chunks_per_shard = 2)
+}
+
+struct Shards {
+    s1: Client,
+    s2: Client,
+}
+
+impl Shards {
+    async fn connect() -> Shards {
+        Shards {
+            s1: shards().connect(0).await,
+            s2: shards().connect(1).await,
+        }
+    }
+
+    async fn assert_hash_sharded(&self, table: &str) {
+        assert_eq!(tree(&self.s1, table).await, hash_tree(table, 4, &[0, 2]));
+        assert_eq!(tree(&self.s2, table).await, hash_tree(table, 4, &[1, 3]));
+    }
+
+    async fn assert_absent(&self, table: &str) {
+        assert_eq!(tree(&self.s1, table).await, [], "{table} on s1");
+        assert_eq!(tree(&self.s2, table).await, [], "{table} on s2");
+        assert!(
+            !catalog_tables(&self.s1)
+                .await
+                .contains(&format!("public.{table}")),
+            "{table} left in the catalog"
+        );
+    }
+
+    /// How many rows of `table` each shard holds, read on the shards.
+    async fn counts(&self, table: &str) -> [i64; 2] {
+        let sql = format!("SELECT count(*) FROM {table}");
+        let mut out = [0; 2];
+        for (i, client) in [&self.s1, &self.s2].into_iter().enumerate() {
+            out[i] = client.query_one(&sql, &[]).await.unwrap().get(0);
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn nosql_seed_tables_are_sharded_by_their_keys() {
+    let proxy = proxy();
+    let shards = Shards::connect().await;
+    let client = proxy.connect().await;
+
+    for sql in [
+        AUDIENCE_SCHEMALESS,
+        AUDIENCE_FIXED_000,
+        AUDIENCE_FIXED_002,
+        AUDIENCE_HYBRID_000,
+        AUDIENCE_HYBRID_002,
+    ] {
+        let out = succeeded(proxy.psql(sql));
+        assert!(out.contains("CREATE TABLE"), "{out}");
+        shards.assert_hash_sharded("audience_info").await;
+        let listed = rows(&client, "SHOW SHARDED TABLES").await;
+        let entry = listed.iter().find(|r| r[0] == "audience_info").unwrap();
+        assert_eq!(
+            entry[..5],
+            [
+                "audience_info",
+                "audience_info",
+                "",
+                "consistent_hash",
+                "cookie_id"
+            ]
+        );
+        // Rows inserted through the proxy land on their key's shard: PostgreSQL takes a row only
+        // into the chunk its key hashes to, and each shard holds only its own chunks.
+        let inserts: String = (1..=40)
+            .map(|id| format!("INSERT INTO audience_info (cookie_id) VALUES ({id});\n"))
+            .collect();
+        let out = succeeded(proxy.psql(&inserts));
+        assert_eq!(out.matches("INSERT 0 1").count(), 40, "{out}");
+        let [on_s1, on_s2] = shards.counts("audience_info").await;
+        assert_eq!(on_s1 + on_s2, 40);
+        assert!(on_s1 > 0 && on_s2 > 0, "{on_s1} / {on_s2}");
+        succeeded(proxy.psql("DROP TABLE audience_info;"));
+        shards.assert_absent("audience_info").await;
+    }
+
+    // The typed record of the fixed-schema example holds only its fields, as timestamps' text.
+    succeeded(proxy.psql(AUDIENCE_FIXED_000));
+    succeeded(proxy.psql(
+        "INSERT INTO audience_info VALUES (1, '10.0.0.1', \
+         '{\"sports_lover\": \"2018-11-30\", \"book_reader\": \"2018-12-01\"}');",
+    ));
+    for wrong in [
+        "{\"sports_lover\": 5}",
+        "{\"cinema_goer\": \"2018-11-30\"}",
+        "[\"2018-11-30\"]",
+    ] {
+        let stderr = failed(proxy.psql(&format!(
+            "INSERT INTO audience_info VALUES (2, 'x', '{wrong}');"
+        )));
+        assert!(stderr.contains("check constraint"), "{wrong}: {stderr}");
+    }
+    succeeded(proxy.psql("DROP TABLE audience_info;"));
+
+    for sql in [MY_PRODUCTS_000, MY_PRODUCTS_002] {
+        let out = succeeded(proxy.psql(sql));
+        assert!(out.contains("CREATE TABLE"), "{out}");
+        shards.assert_hash_sharded("myproducts").await;
+        // IF NOT EXISTS: the second run of the same text is a no-op.
+        succeeded(proxy.psql(sql));
+        succeeded(proxy.psql("DROP TABLE myproducts;"));
+        shards.assert_absent("myproducts").await;
+    }
+}
+
+#[tokio::test]
+async fn shard_key_co_locates_rows_and_bad_nosql_ddl_leaves_nothing() {
+    let proxy = proxy();
+    let shards = Shards::connect().await;
+    succeeded(proxy.psql(
+        "CREATE TABLE coloc (productName STRING, productType STRING, productClass STRING,
+             PRIMARY KEY (SHARD(productType, productName), productClass))",
+    ));
+    shards.assert_hash_sharded("coloc").await;
+    let inserts: String = (0..10)
+        .flat_map(|p| (0..5).map(move |c| (p, c)))
+        .map(|(p, c)| format!("INSERT INTO coloc VALUES ('n{p}', 't{p}', 'c{c}');\n"))
+        .collect();
+    let out = succeeded(proxy.psql(&inserts));
+    assert_eq!(out.matches("INSERT 0 1").count(), 50, "{out}");
+    // Every (type, name) pair lives whole on one shard.
+    let (a, b) = (
+        names_per_shard(&shards.s1).await,
+        names_per_shard(&shards.s2).await,
+    );
+    assert_eq!(a.len() + b.len(), 10, "{a:?} {b:?}");
+    assert!(a.iter().chain(&b).all(|(_, n)| *n == 5), "{a:?} {b:?}");
+    assert!(!a.is_empty() && !b.is_empty());
+    succeeded(proxy.psql("DROP TABLE coloc;"));
+
+    let refused = [
+        (
+            "CREATE TABLE bad (a STRING, b STRING, PRIMARY KEY (a, SHARD(b)))",
+            "42P16",
+            "the shard key must be a prefix of the primary key",
+        ),
+        (
+            "CREATE TABLE bad (a STRING, b uuid, PRIMARY KEY (a))",
+            "42704",
+            "\"uuid\" is not an Oracle NoSQL type",
+        ),
+        (
+            "CREATE TABLE bad (a STRING, PRIMARY KEY (a)) USING TTL 5 MINUTES",
+            "22023",
+            "write USING TTL n HOURS or USING TTL n DAYS",
+        ),
+        (
+            "CREATE TABLE bad (a STRING)",
+            "42P16",
+            "needs a PRIMARY KEY",
+        ),
+    ];
+    for (sql, code, text) in refused {
+        let stderr = failed(proxy.psql(&format!("\\set VERBOSITY verbose\n{sql};\n")));
+        assert!(
+            stderr.contains(&format!("ERROR:  {code}: ")),
+            "{sql}: {stderr}"
+        );
+        assert!(stderr.contains(text), "{sql}: {stderr}");
+        shards.assert_absent("bad").await;
+    }
+
+    // A child declaring a shard key, and a grandchild of a missing parent.
+    succeeded(proxy.psql("CREATE TABLE parent (id LONG, PRIMARY KEY (id))"));
+    let stderr = failed(proxy.psql(
+        "\\set VERBOSITY verbose\nCREATE TABLE parent.kid (k LONG, PRIMARY KEY (SHARD(k)));\n",
+    ));
+    assert!(
+        stderr.contains("42P16: a child table cannot declare a shard key"),
+        "{stderr}"
+    );
+    let stderr = failed(proxy.psql(
+        "\\set VERBOSITY verbose\nCREATE TABLE parent.nobody.kid (k LONG, PRIMARY KEY (k));\n",
+    ));
+    assert!(stderr.contains("42P01: "), "{stderr}");
+    assert!(stderr.contains("create parent.nobody first"), "{stderr}");
+    for client in [&shards.s1, &shards.s2] {
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = 'parent'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0);
+    }
+    succeeded(proxy.psql("DROP TABLE parent;"));
+}
+
+/// How many `coloc` rows each product name has on one shard.
+async fn names_per_shard(client: &Client) -> Vec<(String, i64)> {
+    let rows = client
+        .query(
+            "SELECT productname, count(*) FROM coloc GROUP BY productname",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+        .collect()
+}
