@@ -12,7 +12,7 @@ use shardwire::catalog::{
     PartitionSet, RowMovement, ShardingMethod, Snapshot, TableKind, TableState,
 };
 use shardwire::config::Config;
-use shardwire::model::{ChunkId, ShardId, TableId, TablespaceSetId};
+use shardwire::model::{ChunkId, ShardId, TableId, TablespaceSetId, Ttl, TtlUnit};
 use tokio_postgres::error::SqlState;
 
 const S1: ShardId = ShardId(0);
@@ -93,6 +93,8 @@ fn hash_root(name: &str, set: Option<TablespaceSetId>, chunks: Vec<ShardId>) -> 
         chunks,
         partition_sets: Vec::new(),
         partitions: Vec::new(),
+        nosql: false,
+        ttl: None,
     }
 }
 
@@ -129,7 +131,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     );
 
     let db = catalog_db("cat_migrate").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3"]);
+    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4"]);
     let tables = column(
         &db,
         "SELECT table_name::text FROM information_schema.tables
@@ -180,7 +182,7 @@ async fn proxies_starting_at_once_migrate_once() {
         result.expect("every concurrent open succeeds");
     }
     let db = catalog_db("cat_concurrent").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3"]);
+    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4"]);
     assert_eq!(
         column(
             &db,
@@ -249,8 +251,16 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
         .create_table(&child("orders", customers, "cust_id"))
         .await
         .expect("create orders");
+    // A NoSQL grandchild with a table TTL: both are read back as recorded.
     let lineitems = catalog
-        .create_table(&child("lineitems", orders, "order_cust"))
+        .create_table(&NewTable {
+            nosql: true,
+            ttl: Some(Ttl {
+                amount: 5,
+                unit: TtlUnit::Days,
+            }),
+            ..child("lineitems", orders, "order_cust")
+        })
         .await
         .expect("create lineitems");
 
@@ -278,6 +288,15 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
     let items = snap.table(lineitems).expect("lineitems");
     assert_eq!(items.root, customers);
     assert_eq!(items.parent, Some(orders));
+    assert!(items.nosql && !root.nosql);
+    assert_eq!(
+        items.ttl,
+        Some(Ttl {
+            amount: 5,
+            unit: TtlUnit::Days
+        })
+    );
+    assert_eq!(root.ttl, None);
     assert_eq!(
         snap.chunks(lineitems),
         [S1, S2, S1, S2],

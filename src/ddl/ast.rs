@@ -3,8 +3,8 @@
 //! the rewrite can hand them to PostgreSQL unchanged.
 
 use super::types::{DataType, PgType, TypeOptions};
-pub use crate::model::{Ttl, TtlUnit};
 use crate::model::RowMovement;
+pub use crate::model::{Ttl, TtlUnit};
 
 /// An identifier after PostgreSQL's folding: unquoted names are lower case, quoted names keep
 /// their case. `quoted` is kept so the rewrite can tell `"Orders"` from `orders` when it quotes.
@@ -244,7 +244,6 @@ pub enum Value {
         value: String,
     },
 }
-
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnDef {

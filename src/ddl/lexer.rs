@@ -301,7 +301,11 @@ impl<'a> Lexer<'a> {
                         .all(|b| b.is_ascii_whitespace() || b == b';') =>
                     {
                         self.pos = self.src.len();
-                        Ok(Some(self.token(TokenKind::StrayQuote, String::new(), start)))
+                        Ok(Some(self.token(
+                            TokenKind::StrayQuote,
+                            String::new(),
+                            start,
+                        )))
                     }
                     None => Err(DdlError::UnterminatedIdentifier {
                         near: self.rest_from(start),

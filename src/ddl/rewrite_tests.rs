@@ -410,7 +410,10 @@ fn foreign_keys_stay_inside_one_family_and_cover_the_key() {
         &mut c,
         "CREATE TABLE local (id INTEGER, PRIMARY KEY (SHARD(id)))",
     );
-    add(&mut c, "CREATE TABLE plain (id VARCHAR2(10), PRIMARY KEY (id))");
+    add(
+        &mut c,
+        "CREATE TABLE plain (id VARCHAR2(10), PRIMARY KEY (id))",
+    );
 
     let e = err(&c, "CREATE SHARDED TABLE x (id int PRIMARY KEY, o int REFERENCES other (id)) PARTITION BY CONSISTENT HASH (id)");
     assert!(

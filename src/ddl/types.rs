@@ -157,7 +157,9 @@ pub enum JsonShape {
     /// `JSON`: anything.
     Any,
     /// `INTEGER` (32 bits) or `LONG` (64 bits): a whole number within the bound.
-    Integer { max: i64 },
+    Integer {
+        max: i64,
+    },
     /// `FLOAT`, `DOUBLE`, `NUMBER`.
     Number,
     /// `STRING`, `TIMESTAMP`, `BINARY`.
@@ -192,9 +194,7 @@ impl JsonShape {
             JsonShape::Record(_) | JsonShape::Map(_) => "@.type() != \"object\"".to_owned(),
             JsonShape::Array(_) => "@.type() != \"array\"".to_owned(),
         };
-        out.push(format!(
-            "{path} ? (@.type() != \"null\" && ({wrong_kind}))"
-        ));
+        out.push(format!("{path} ? (@.type() != \"null\" && ({wrong_kind}))"));
         match self {
             JsonShape::Record(fields) => {
                 let known: Vec<String> = fields

@@ -218,10 +218,12 @@ fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table,
 fn require_active(table: &Table) -> Result<(), ExecError> {
     match table.state {
         TableState::Active => Ok(()),
-        state @ (TableState::Creating | TableState::Updating | TableState::Dropping) => Err(ExecError::NotActive {
-            table: table.qualified_name(),
-            state,
-        }),
+        state @ (TableState::Creating | TableState::Updating | TableState::Dropping) => {
+            Err(ExecError::NotActive {
+                table: table.qualified_name(),
+                state,
+            })
+        }
     }
 }
 
