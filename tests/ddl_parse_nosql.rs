@@ -43,12 +43,11 @@ const SEED_MY_PRODUCTS_THREE_KEY_FIELDS: &str = "CREATE TABLE myProducts (
 #[test]
 fn seed_nosql_my_products_maps_types_and_keeps_enum_names() {
     let t = create(SEED_MY_PRODUCTS);
-    assert_eq!(t.kind, TableKind::Plain);
-    assert_eq!(t.distribution, Distribution::None);
-    assert!(
-        t.non_postgres_syntax,
-        "STRING and ENUM are not PostgreSQL types"
-    );
+    // STRING and ENUM are NoSQL types: a NoSQL table, sharded by its primary key.
+    assert!(t.nosql && t.non_postgres_syntax);
+    assert_eq!(t.kind, TableKind::Sharded);
+    assert_eq!(t.distribution, Distribution::PrimaryKey);
+    // No CREATE SHARDED keyword: only the parser tells NoSQL DDL from PostgreSQL's.
     assert!(!is_sharding_ddl(SEED_MY_PRODUCTS));
     assert_eq!(t.name.name().as_str(), "myproducts");
     assert_eq!(
@@ -86,7 +85,8 @@ fn seed_nosql_composite_primary_keys() {
         ["productname", "producttype", "productclass"]
     );
     assert_eq!(pk.shard_key_len, None);
-    assert_eq!(t.kind, TableKind::Plain);
+    assert_eq!(t.kind, TableKind::Sharded);
+    assert_eq!(t.distribution, Distribution::PrimaryKey);
 }
 
 /// The seed's two key fragments, `PRIMARY KEY (productType, productName, productClass)` and
@@ -271,22 +271,23 @@ CREATE TABLE if not exists myProducts
 
 #[test]
 fn seed_nosql_if_not_exists_with_the_java_quote() {
-    let err = parse(SEED_IF_NOT_EXISTS_VERBATIM_003).unwrap_err();
+    // The `"` the seeds copied out of a Java string ends a NoSQL statement harmlessly; in a
+    // PostgreSQL statement it stays the unterminated identifier PostgreSQL reports.
+    let pg = "CREATE TABLE t (id bigint PRIMARY KEY)\";";
+    let err = parse(pg).unwrap_err();
     assert_eq!(
         err.to_string(),
         "unterminated quoted identifier at or near \"\";\""
     );
     assert_eq!(err.sqlstate(), SqlState::SYNTAX_ERROR);
-    assert_eq!(
-        err.position(),
-        Some(SEED_IF_NOT_EXISTS_VERBATIM_003.len() - 2)
-    );
-    let err = parse(SEED_IF_NOT_EXISTS_VERBATIM_002).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "unterminated quoted identifier at or near \"\"\""
-    );
-
+    assert_eq!(err.position(), Some(pg.len() - 2));
+    for verbatim in [
+        SEED_IF_NOT_EXISTS_VERBATIM_003,
+        SEED_IF_NOT_EXISTS_VERBATIM_002,
+    ] {
+        let t = create(verbatim);
+        assert!(t.nosql && t.if_not_exists, "{verbatim}");
+    }
     for verbatim in [
         SEED_IF_NOT_EXISTS_VERBATIM_003,
         SEED_IF_NOT_EXISTS_VERBATIM_002,

@@ -7,7 +7,7 @@
 mod common;
 mod sharding_common;
 
-use common::{shards, TestProxy};
+use common::{log_all_statements, shards, shards_that_ran, TestProxy};
 use sharding_common::{catalog_tables, failed, hash_tree, rows, succeeded, tree};
 use tokio_postgres::Client;
 
@@ -266,6 +266,113 @@ async fn shard_key_co_locates_rows_and_bad_nosql_ddl_leaves_nothing() {
         assert_eq!(n, 0);
     }
     succeeded(proxy.psql("DROP TABLE parent;"));
+}
+
+/// seeds/002's table hierarchies, three levels deep: every child and grandchild row lives on
+/// its root row's shard, the grandchild is named `a.b.c` in DML as in its DDL, and a join of
+/// child and grandchild on the inherited key runs on one shard only (its statement log says so).
+#[tokio::test]
+async fn a_three_level_hierarchy_lives_on_its_roots_shards() {
+    let proxy = proxy();
+    let shards = Shards::connect().await;
+    log_all_statements().await;
+    succeeded(proxy.psql(
+        "CREATE TABLE shop (name STRING, kind STRING, PRIMARY KEY (name));
+         CREATE TABLE shop.reviews (reviewId INTEGER, stars INTEGER, PRIMARY KEY (reviewId));
+         CREATE TABLE shop.reviews.votes (voter STRING, useful BOOLEAN, PRIMARY KEY (voter));",
+    ));
+    // Each level prepends its parent's primary key to its own.
+    let client = proxy.connect().await;
+    let columns = rows(
+        &shards.s1,
+        "SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute \
+         WHERE attrelid = 'shop.\"reviews.votes\"'::regclass AND attnum > 0",
+    )
+    .await;
+    assert_eq!(columns, [["name,reviewid,voter,useful"]]);
+    let mut sql = String::new();
+    for p in 0..12 {
+        sql.push_str(&format!("INSERT INTO shop VALUES ('p{p}', 'k');\n"));
+        for r in 0..2 {
+            sql.push_str(&format!(
+                "INSERT INTO shop.reviews VALUES ('p{p}', {r}, 5);\n"
+            ));
+            for v in 0..2 {
+                sql.push_str(&format!(
+                    "INSERT INTO shop.reviews.votes (name, reviewId, voter) \
+                     VALUES ('p{p}', {r}, 'v{v}');\n"
+                ));
+            }
+        }
+    }
+    let out = succeeded(proxy.psql(&sql));
+    assert_eq!(out.matches("INSERT 0 1").count(), 12 * 7, "{out}");
+    // Per shard, the same product names at every level, and no name on both shards.
+    let mut seen = Vec::new();
+    for client in [&shards.s1, &shards.s2] {
+        let names = |table: &str| {
+            let sql = format!("SELECT DISTINCT name FROM {table} ORDER BY 1");
+            async move { rows(client, &sql).await }
+        };
+        let roots = names("shop").await;
+        assert_eq!(names("shop.reviews").await, roots);
+        assert_eq!(names("shop.\"reviews.votes\"").await, roots);
+        assert!(!roots.is_empty());
+        seen.extend(roots);
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 12);
+
+    // Read back through the proxy by the three-level name, and joined on the inherited key.
+    assert_eq!(
+        rows(&client, "SELECT count(*) FROM shop.reviews.votes").await,
+        [["48"]]
+    );
+    let joined = rows(
+        &client,
+        "SELECT r.reviewid, count(*) FROM shop.reviews r \
+         JOIN shop.reviews.votes v USING (name, reviewId) \
+         WHERE name = 'p3' GROUP BY 1 ORDER BY 1 /* hierarchy-join */",
+    )
+    .await;
+    assert_eq!(joined, [["0", "2"], ["1", "2"]]);
+    let all_three = rows(
+        &client,
+        "SELECT count(*) FROM shop JOIN shop.reviews USING (name) \
+         JOIN shop.reviews.votes USING (name, reviewid) \
+         WHERE name = 'p5' AND voter = 'v1' /* hierarchy-three */",
+    )
+    .await;
+    assert_eq!(all_three, [["2"]]);
+    for marker in ["hierarchy-join", "hierarchy-three"] {
+        let ran = shards_that_ran(marker);
+        assert_eq!(ran.len(), 1, "{marker} ran on shards {ran:?}");
+    }
+    // UPDATE and DELETE by the three-level name reach the row's shard.
+    succeeded(proxy.psql(
+        "UPDATE shop.reviews.votes SET useful = true WHERE name = 'p1' AND reviewid = 0;
+         DELETE FROM shop.reviews.votes WHERE name = 'p2';",
+    ));
+    assert_eq!(
+        rows(
+            &client,
+            "SELECT count(*) FILTER (WHERE useful), count(*) FROM shop.reviews.votes"
+        )
+        .await,
+        [["2", "44"]]
+    );
+
+    // Parents go last.
+    let stderr = failed(proxy.psql("DROP TABLE shop.reviews;"));
+    assert!(
+        stderr.contains("shop.reviews.votes") || stderr.contains("reviews.votes"),
+        "{stderr}"
+    );
+    succeeded(
+        proxy.psql("DROP TABLE shop.reviews.votes; DROP TABLE shop.reviews; DROP TABLE shop;"),
+    );
+    shards.assert_absent("shop").await;
 }
 
 /// How many `coloc` rows each product name has on one shard.

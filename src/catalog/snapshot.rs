@@ -17,6 +17,8 @@ pub struct Snapshot {
     by_id: HashMap<TableId, usize>,
     by_name: HashMap<(String, String), usize>,
     children: HashMap<TableId, Vec<TableId>>,
+    /// Whether a NoSQL table three or more levels down (`a.b.c`, stored as `a."b.c"`) exists.
+    nested_names: bool,
 }
 
 impl Snapshot {
@@ -42,7 +44,9 @@ impl Snapshot {
                 children.entry(parent).or_default().push(t.id);
             }
         }
+        let nested_names = tables.iter().any(|t| t.nosql && t.name.contains('.'));
         Snapshot {
+            nested_names,
             version,
             shards,
             tablespace_sets,
@@ -52,6 +56,16 @@ impl Snapshot {
             by_name,
             children,
         }
+    }
+
+    /// Whether client SQL may name a table as `a.b.c` ([`crate::sql::nested_names`]).
+    pub fn has_nested_names(&self) -> bool {
+        self.nested_names
+    }
+
+    /// Whether `schema`.`table` is a NoSQL table named with three or more parts.
+    pub fn is_nested_name(&self, schema: &str, table: &str) -> bool {
+        table.contains('.') && self.table_by_name(schema, table).is_some_and(|t| t.nosql)
     }
 
     /// The `catalog_version` this snapshot was read at; every catalog write increments it.

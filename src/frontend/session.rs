@@ -44,6 +44,7 @@ mod link;
 mod links;
 mod movement;
 mod multi;
+mod nested;
 mod savepoints;
 mod sequence;
 mod settings;
@@ -530,7 +531,11 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || self.copy.is_some() || local_candidate(frame)?.is_some() {
+        if self.skip_until_sync
+            || self.copy.is_some()
+            || local_candidate(frame)?.is_some()
+            || self.with_nested_names(frame)?.is_some()
+        {
             return Ok(false);
         }
         // A session holding connections on several shards takes the general path: Syncs and

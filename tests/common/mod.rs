@@ -55,6 +55,31 @@ pub fn use_shards(n: usize) {
     SHARD_COUNT.store(n, std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Every shard logs every statement from now on.
+pub async fn log_all_statements() {
+    for i in 0..shards().clusters.len() {
+        let c = shards().connect(i).await;
+        c.batch_execute("ALTER SYSTEM SET log_statement = 'all'")
+            .await
+            .expect("log_statement");
+        c.batch_execute("SELECT pg_reload_conf()")
+            .await
+            .expect("reload");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// The shards whose statement log mentions `marker`.
+pub fn shards_that_ran(marker: &str) -> std::collections::BTreeSet<usize> {
+    (0..shards().clusters.len())
+        .filter(|&i| {
+            std::fs::read_to_string(shards().clusters[i].log_file())
+                .unwrap_or_default()
+                .contains(marker)
+        })
+        .collect()
+}
+
 impl TestShards {
     pub fn url(&self, i: usize) -> String {
         self.urls[i].clone()

@@ -3,9 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
-use std::time::Duration;
-
+pub use crate::common::{log_all_statements, shards_that_ran};
 use crate::common::{shards, use_shards, TestProxy};
 use futures::future::try_join_all;
 use tokio_postgres::types::ToSql;
@@ -56,31 +54,6 @@ pub async fn counts(table: &str) -> Vec<i64> {
         out.push(n);
     }
     out
-}
-
-/// Every shard logs every statement from now on.
-pub async fn log_all_statements() {
-    for i in 0..SHARDS {
-        let c = shards().connect(i).await;
-        c.batch_execute("ALTER SYSTEM SET log_statement = 'all'")
-            .await
-            .expect("log_statement");
-        c.batch_execute("SELECT pg_reload_conf()")
-            .await
-            .expect("reload");
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-}
-
-/// The shards whose statement log mentions `marker`.
-pub fn shards_that_ran(marker: &str) -> BTreeSet<usize> {
-    (0..SHARDS)
-        .filter(|&i| {
-            std::fs::read_to_string(shards().clusters[i].log_file())
-                .unwrap_or_default()
-                .contains(marker)
-        })
-        .collect()
 }
 
 pub async fn create_customers(client: &Client, name: &str) {

@@ -11,6 +11,8 @@ impl Session {
         frame: Frame<&[u8]>,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
+        let rewritten = self.with_nested_names(&frame)?;
+        let frame = rewritten.as_deref().map_or(frame, Frame::borrowed);
         if self.copy.is_some() && self.on_copy_frame(&frame, client).await? {
             return Ok(());
         }

@@ -79,6 +79,53 @@ pub(super) fn all_join_quals<'a>(from: &'a [Node], out: &mut Vec<&'a Node>) {
     }
 }
 
+/// The USING columns of the FROM list's joins, at any depth.
+pub(super) fn using_columns(from: &[Node], out: &mut Vec<String>) {
+    for item in from {
+        if let Some(NodeEnum::JoinExpr(j)) = item.node.as_ref() {
+            out.extend(j.using_clause.iter().filter_map(|n| match n.node.as_ref() {
+                Some(NodeEnum::String(s)) => Some(s.sval.clone()),
+                _ => None,
+            }));
+            for s in [&j.larg, &j.rarg].into_iter().flatten() {
+                using_columns(std::slice::from_ref(&**s), out);
+            }
+        }
+    }
+}
+
+/// `JOIN … USING (k)`: k is equal on both sides, so the key columns named k of the join's
+/// tables are one. The tables of a join are a run of [`top_level_uses`]' order, counted from
+/// `next`; PostgreSQL refuses a USING column that one side has twice.
+fn union_using(from: &[Node], next: &mut usize, slots: &Slots<'_>, b: &mut Bindings) {
+    for item in from {
+        match item.node.as_ref() {
+            Some(NodeEnum::RangeVar(_)) => *next += 1,
+            Some(NodeEnum::JoinExpr(j)) => {
+                let first = *next;
+                for s in [&j.larg, &j.rarg].into_iter().flatten() {
+                    union_using(std::slice::from_ref(&**s), next, slots, b);
+                }
+                for n in &j.using_clause {
+                    let Some(NodeEnum::String(column)) = n.node.as_ref() else {
+                        continue;
+                    };
+                    let members: Vec<Slot> = (first..*next)
+                        .filter_map(|u| {
+                            let p = slots.columns(u).iter().position(|c| *c == column.sval)?;
+                            Some((u, p))
+                        })
+                        .collect();
+                    for pair in members.windows(2) {
+                        b.union(pair[0], pair[1]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A key column of one of the statement's tables: (use index, position). Positions count the
 /// sharding-key columns first, then the partition-set columns.
 pub(super) type Slot = (usize, usize);
@@ -188,6 +235,8 @@ impl Bindings {
 pub(super) struct Slots<'s> {
     pub(super) uses: Vec<Use<'s>>,
     pub(super) root_key: usize,
+    /// The columns of `JOIN … USING (…)`: unqualified, each names the join's merged column.
+    pub(super) merged: Vec<String>,
 }
 
 impl<'s> Slots<'s> {
@@ -230,7 +279,12 @@ impl<'s> Slots<'s> {
             }
             if let Some(p) = self.columns(u).iter().position(|c| *c == column) {
                 if found.is_some() {
-                    // Ambiguous: PostgreSQL decides (and then reports it).
+                    // The merged column of a USING join is equal to each side's (or the
+                    // non-null one of an outer join's); any other repeat is ambiguous, which
+                    // PostgreSQL reports.
+                    if qualifier.is_none() && self.merged.iter().any(|m| m == column) {
+                        break;
+                    }
                     return None;
                 }
                 found = Some((u, p));
@@ -533,8 +587,15 @@ pub(super) fn plan_filtered(
     let root = snapshot.root_of(sharded[0].id).unwrap_or(sharded[0]);
     let root_key = root.key_columns.len();
     let width = root_key + root.partition_set_columns.len();
-    let slots = Slots { uses, root_key };
+    let mut merged = Vec::new();
+    using_columns(from, &mut merged);
+    let slots = Slots {
+        uses,
+        root_key,
+        merged,
+    };
     let mut b = Bindings::new(slots.uses.len(), width);
+    union_using(from, &mut 0, &slots, &mut b);
     let mut conds = Vec::new();
     if let Some(w) = where_clause {
         conjuncts(w, &mut conds);

@@ -8,8 +8,8 @@ use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
 use pg_query::NodeEnum;
 
 use super::{
-    plan_one, top_level_uses, unsupported, ColumnSource, Keys, Merge, Plan, Planned, ShardedPlan,
-    Slots, StatementKind,
+    plan_one, top_level_uses, unsupported, using_columns, ColumnSource, Keys, Merge, Plan, Planned,
+    ShardedPlan, Slots, StatementKind,
 };
 use crate::catalog::{ShardId, Snapshot, Table};
 
@@ -128,7 +128,13 @@ pub(super) fn plan_insert_select(
 fn colocated(select: &SelectStmt, key_positions: &[usize], snapshot: &Snapshot) -> bool {
     let mut uses = Vec::new();
     top_level_uses(&select.from_clause, snapshot, &mut uses);
-    let slots = Slots { uses, root_key: 0 };
+    let mut merged = Vec::new();
+    using_columns(&select.from_clause, &mut merged);
+    let slots = Slots {
+        uses,
+        root_key: 0,
+        merged,
+    };
     key_positions.iter().enumerate().all(|(key_index, &p)| {
         let Some(NodeEnum::ResTarget(r)) = select.target_list.get(p).and_then(|t| t.node.as_ref())
         else {
