@@ -104,10 +104,7 @@ fn rewrite(
 /// where it ends.
 fn chain(b: &[u8], mut i: usize) -> (Vec<Part>, usize) {
     let mut parts = Vec::new();
-    loop {
-        let Some(part) = identifier(b, i) else {
-            break;
-        };
+    while let Some(part) = identifier(b, i) {
         i = part.end;
         parts.push(part);
         let dot = skip_spaces(b, i);
