@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+#[allow(unused_imports)]
 pub use crate::common::{log_all_statements, shards_that_ran};
 use crate::common::{shards, use_shards, TestProxy};
 use futures::future::try_join_all;
