@@ -70,10 +70,11 @@ async fn sharding_rules_refuse_and_leave_nothing() {
         "CREATE DUPLICATED TABLE rv_dup (code int PRIMARY KEY)",
     )
     .await;
-    // Oracle NoSQL syntax without a shard key: an unsharded table the catalog records.
+    // Oracle syntax (not NoSQL's) in a plain CREATE TABLE: an unsharded table the catalog
+    // records.
     run(
         &client,
-        "CREATE TABLE rv_local (code INTEGER, name STRING, PRIMARY KEY (code))",
+        "CREATE TABLE rv_local (code INTEGER, name VARCHAR2(20), PRIMARY KEY (code))",
     )
     .await;
 

@@ -133,10 +133,10 @@ const SINGLES: &[Case] = &[
                  (PARTITIONSET silver VALUES LESS THAN (10) TABLESPACE SET lc_s2)",
         on: &["s2"],
     },
-    // Oracle NoSQL syntax without a shard key: unsharded, on the first shard.
+    // Oracle syntax (not NoSQL's) in a plain CREATE TABLE: unsharded, on the first shard.
     Case {
         table: "lc_plain",
-        create: "CREATE TABLE lc_plain (code INTEGER, name STRING, PRIMARY KEY (code))",
+        create: "CREATE TABLE lc_plain (code INTEGER, name VARCHAR2(20), PRIMARY KEY (code))",
         on: &["s1"],
     },
 ];
