@@ -136,7 +136,7 @@ impl ClientError for crate::router::plan::Refusal {
         match self {
             R::Unsupported(_) => SqlState::FEATURE_NOT_SUPPORTED,
             R::GeneratedAlways(_) => SqlState::GENERATED_ALWAYS,
-            R::NotActive(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            R::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
         }
     }
 

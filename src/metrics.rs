@@ -22,6 +22,7 @@ pub const ROW_MOVEMENT_ROWS_TOTAL: &str = "shardwire_row_movement_rows_total";
 pub const LOCK_TIMEOUTS_TOTAL: &str = "shardwire_lock_timeouts_total";
 pub const RECOVERED_TOTAL: &str = "shardwire_recovered_transactions_total";
 pub const IN_DOUBT: &str = "shardwire_in_doubt_transactions";
+pub const TTL_PURGED_ROWS_TOTAL: &str = "shardwire_ttl_purged_rows_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -41,6 +42,7 @@ pub const ALL: &[&str] = &[
     LOCK_TIMEOUTS_TOTAL,
     RECOVERED_TOTAL,
     IN_DOUBT,
+    TTL_PURGED_ROWS_TOTAL,
 ];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
@@ -126,6 +128,11 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         "Prepared transactions past the grace period that the last recovery pass left to their \
          coordinator (in flight, or another proxy's with a live lease) or could not finish."
     );
+    describe_counter!(
+        TTL_PURGED_ROWS_TOTAL,
+        Unit::Count,
+        "Expired rows of Oracle NoSQL tables the background purge deleted, by shard."
+    );
     Ok(())
 }
 
@@ -152,6 +159,7 @@ pub struct Metrics {
     pub recovered_rolled_back: Counter,
     pub in_doubt: Gauge,
     backend_errors: Vec<Counter>,
+    ttl_purged: Vec<Counter>,
 }
 
 impl Metrics {
@@ -181,6 +189,10 @@ impl Metrics {
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))
                 .collect(),
+            ttl_purged: shard_names
+                .iter()
+                .map(|s| counter!(TTL_PURGED_ROWS_TOTAL, "shard" => s.clone()))
+                .collect(),
         }
     }
 
@@ -200,6 +212,12 @@ impl Metrics {
             .increment(report.rolled_back.len() as u64);
         self.in_doubt
             .set((report.left_to_coordinator.len() + report.errors.len()) as f64);
+    }
+
+    pub fn ttl_purged(&self, shard: crate::model::ShardId, rows: u64) {
+        if let Some(c) = self.ttl_purged.get(shard.index()) {
+            c.increment(rows);
+        }
     }
 
     pub fn backend_error(&self, shard: crate::model::ShardId) {

@@ -53,6 +53,19 @@ pub async fn run(
         let stop = stop.clone();
         tokio::spawn(async move { ctx.pools.sweep_until(stop.cancelled()).await })
     };
+    let ttl_purge = {
+        let ctx = ctx.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let purge = crate::executor::ttl_purge::Purge {
+                catalog: &ctx.catalog,
+                control: &ctx.control,
+                config: &ctx.config.ttl,
+                metrics: &ctx.metrics,
+            };
+            purge.run_until(stop.cancelled()).await
+        })
+    };
     let next_session = AtomicU64::new(1);
     let mut sessions = Sessions::new();
     tokio::pin!(shutdown);
@@ -81,6 +94,7 @@ pub async fn run(
     let _ = recovery.await;
     let _ = pool_sweeper.await;
     let _ = lease_renewal.await;
+    let _ = ttl_purge.await;
     // Last: no session of ours is left to finish what is prepared, so others may at once.
     if let Err(e) = ctx.lease().release().await {
         tracing::warn!(error = %e, "cannot give up the lease; it expires by itself");

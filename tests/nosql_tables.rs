@@ -67,6 +67,11 @@ CREATE TABLE if not exists myProducts
   PRIMARY KEY (productName)
 )\"";
 
+/// Where the rows of the NoSQL table `table` (of schema public) live on a shard.
+fn data_table(table: &str) -> String {
+    format!("\"public$rows\".{table}")
+}
+
 fn proxy() -> TestProxy {
     TestProxy::start_with(|c| c.proxy.chunks_per_shard = 2)
 }
@@ -84,14 +89,30 @@ impl Shards {
         }
     }
 
+    /// A NoSQL table's rows live in its data table, hash-partitioned; its name is a view.
     async fn assert_hash_sharded(&self, table: &str) {
-        assert_eq!(tree(&self.s1, table).await, hash_tree(table, 4, &[0, 2]));
-        assert_eq!(tree(&self.s2, table).await, hash_tree(table, 4, &[1, 3]));
+        let data = data_table(table);
+        assert_eq!(tree(&self.s1, &data).await, hash_tree(table, 4, &[0, 2]));
+        assert_eq!(tree(&self.s2, &data).await, hash_tree(table, 4, &[1, 3]));
+        for client in [&self.s1, &self.s2] {
+            let kind: String = client
+                .query_one(
+                    "SELECT relkind::text FROM pg_class WHERE oid = $1::regclass",
+                    &[&table],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(kind, "v", "{table} is a view on the shards");
+        }
     }
 
     async fn assert_absent(&self, table: &str) {
-        assert_eq!(tree(&self.s1, table).await, [], "{table} on s1");
-        assert_eq!(tree(&self.s2, table).await, [], "{table} on s2");
+        let data = data_table(table);
+        for (name, client) in [("s1", &self.s1), ("s2", &self.s2)] {
+            assert_eq!(tree(client, table).await, [], "{table} on {name}");
+            assert_eq!(tree(client, &data).await, [], "{data} on {name}");
+        }
         assert!(
             !catalog_tables(&self.s1)
                 .await

@@ -246,6 +246,16 @@ impl Catalog {
         Ok(())
     }
 
+    pub async fn set_ttl(
+        &self,
+        id: TableId,
+        ttl: Option<crate::model::Ttl>,
+    ) -> Result<(), CatalogError> {
+        store::set_ttl(&mut *self.client().await?, id, ttl).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
     pub async fn set_row_movement(
         &self,
         id: TableId,

@@ -19,6 +19,8 @@ pub struct Snapshot {
     children: HashMap<TableId, Vec<TableId>>,
     /// Whether a NoSQL table three or more levels down (`a.b.c`, stored as `a."b.c"`) exists.
     nested_names: bool,
+    /// Whether any table is an Oracle NoSQL table (whose rows may carry a time to live).
+    nosql: bool,
 }
 
 impl Snapshot {
@@ -45,8 +47,10 @@ impl Snapshot {
             }
         }
         let nested_names = tables.iter().any(|t| t.nosql && t.name.contains('.'));
+        let nosql = tables.iter().any(|t| t.nosql);
         Snapshot {
             nested_names,
+            nosql,
             version,
             shards,
             tablespace_sets,
@@ -61,6 +65,11 @@ impl Snapshot {
     /// Whether client SQL may name a table as `a.b.c` ([`crate::sql::nested_names`]).
     pub fn has_nested_names(&self) -> bool {
         self.nested_names
+    }
+
+    /// Whether SQL may write a NoSQL table, and so may hold `SET TTL` ([`crate::sql::row_ttl`]).
+    pub fn has_nosql_tables(&self) -> bool {
+        self.nosql
     }
 
     /// Whether `schema`.`table` is a NoSQL table named with three or more parts.
@@ -116,10 +125,19 @@ impl Snapshot {
     }
 
     /// The table `schema.name`; both as the parser folded them.
+    /// A NoSQL table is also found by its data table's name, which statements setting a row's
+    /// time to live are rewritten to write.
     pub fn table_by_name(&self, schema: &str, name: &str) -> Option<&Table> {
-        self.by_name
-            .get(&(schema.to_string(), name.to_string()))
-            .map(|&i| &self.tables[i])
+        let lookup = |schema: &str| {
+            self.by_name
+                .get(&(schema.to_string(), name.to_string()))
+                .map(|&i| &self.tables[i])
+        };
+        lookup(schema).or_else(|| {
+            crate::model::nosql_view_schema(schema)
+                .and_then(lookup)
+                .filter(|t| t.nosql)
+        })
     }
 
     /// An unqualified name resolved as PostgreSQL resolves it: the first schema of

@@ -12,7 +12,7 @@ use super::model::NewTable;
 use super::CatalogError;
 use crate::config::{Config, Endpoint};
 use crate::model::{
-    BoundValue, PartitionBound, RowMovement, ShardId, TableId, TableState, TablespaceSetId,
+    BoundValue, PartitionBound, RowMovement, ShardId, TableId, TableState, TablespaceSetId, Ttl,
 };
 
 /// The channel every catalog write notifies; the payload is the new `catalog_version`.
@@ -471,6 +471,28 @@ pub(super) async fn set_row_movement(
     tx.execute(
         "UPDATE shardwire_catalog.table_entry SET row_movement = $2 WHERE id = $1",
         &[&id.0, &(movement == RowMovement::Enabled)],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A NoSQL table's default time to live (`None`: rows never expire unless they say so).
+pub(super) async fn set_ttl(
+    client: &mut Client,
+    id: TableId,
+    ttl: Option<Ttl>,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    lock_table(&tx, id).await?;
+    tx.execute(
+        "UPDATE shardwire_catalog.table_entry SET ttl_amount = $2, ttl_unit = $3 WHERE id = $1",
+        &[
+            &id.0,
+            &ttl.map(|t| t.amount as i32),
+            &ttl.map(|t| t.unit.as_str()),
+        ],
     )
     .await?;
     bump_version(&tx).await?;

@@ -36,6 +36,38 @@ pub struct Config {
     pub transactions: TransactionsConfig,
     #[serde(default)]
     pub queries: QueriesConfig,
+    #[serde(default)]
+    pub ttl: TtlConfig,
+}
+
+/// The purge of expired rows of Oracle NoSQL tables (their time to live).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtlConfig {
+    /// How often each proxy looks for expired rows on every shard.
+    #[serde(default = "default_purge_interval_ms")]
+    pub purge_interval_ms: u64,
+    /// The most rows one DELETE of the purge removes; a table's shard is purged batch after
+    /// batch until a batch comes back short.
+    #[serde(default = "default_purge_batch_rows")]
+    pub purge_batch_rows: u32,
+}
+
+fn default_purge_interval_ms() -> u64 {
+    60_000
+}
+
+fn default_purge_batch_rows() -> u32 {
+    1_000
+}
+
+impl Default for TtlConfig {
+    fn default() -> Self {
+        TtlConfig {
+            purge_interval_ms: default_purge_interval_ms(),
+            purge_batch_rows: default_purge_batch_rows(),
+        }
+    }
 }
 
 /// Reads over several shards.

@@ -129,6 +129,8 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         ("transactions.prepare_deadline_ms", t.prepare_deadline_ms),
         ("transactions.lease_ms", t.lease_ms),
         ("queries.combine_row_limit", c.queries.combine_row_limit),
+        ("ttl.purge_interval_ms", c.ttl.purge_interval_ms),
+        ("ttl.purge_batch_rows", u64::from(c.ttl.purge_batch_rows)),
     ] {
         if value == 0 {
             return Err(bad(key.into(), "must be at least 1".into()));

@@ -50,6 +50,8 @@ pub enum Statement {
     CreateTablespace(CreateTablespace),
     DropTablespace(DropTablespace),
     AlterRowMovement(AlterRowMovement),
+    /// Oracle NoSQL `ALTER TABLE t USING TTL n HOURS|DAYS`.
+    AlterTtl(AlterTtl),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,6 +406,12 @@ pub struct CreateTablespace {
 pub struct DropTablespace {
     pub name: Ident,
     pub if_exists: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterTtl {
+    pub table: ObjectName,
+    pub ttl: Ttl,
 }
 
 #[derive(Debug, Clone, PartialEq)]

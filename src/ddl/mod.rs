@@ -81,6 +81,7 @@ mod partition;
 pub mod render;
 pub mod rewrite;
 mod rules;
+pub mod ttl;
 mod type_parser;
 pub mod types;
 mod validate;
@@ -146,9 +147,14 @@ pub fn is_sharding_ddl(sql: &str) -> bool {
                 other => break other,
             }
         };
-        keyword(after_name, &["enable", "disable"])
-            && keyword(tokens.next(), &["row"])
-            && keyword(tokens.next(), &["movement"])
+        match after_name {
+            Some(t) if t.is_keyword("using") => keyword(tokens.next(), &["ttl"]),
+            other => {
+                keyword(other, &["enable", "disable"])
+                    && keyword(tokens.next(), &["row"])
+                    && keyword(tokens.next(), &["movement"])
+            }
+        }
     } else {
         false
     }

@@ -297,6 +297,10 @@ impl<'a> Parser<'a> {
         } else if self.eat_kw("alter") {
             self.expect_kw("table")?;
             let table = self.object_name()?;
+            if self.eat_kw("using") {
+                let ttl = self.ttl()?;
+                return Ok(Statement::AlterTtl(AlterTtl { table, ttl }));
+            }
             let movement = self.row_movement()?;
             Ok(Statement::AlterRowMovement(AlterRowMovement {
                 table,

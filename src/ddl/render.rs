@@ -7,6 +7,7 @@ use super::ast::*;
 use super::error::RewriteError;
 use super::model::*;
 use super::naming::{chunk_suffix, partition_relation};
+use super::ttl;
 use crate::model::{KeyColumn, ShardId, ShardingMethod};
 
 pub use crate::sql::quote::{quote_ident, quote_literal};
@@ -262,6 +263,13 @@ fn top_table_sql(resolved: &Resolved<'_>) -> String {
         .map(|c| format!("{} {}", quote_ident(&c.name), c.pg_type))
         .collect();
     elements.extend(resolved.table.columns.iter().map(column_sql));
+    if layout.nosql {
+        let mut expires = format!("{} timestamptz", quote_ident(ttl::EXPIRES));
+        if let Some(default) = ttl::default_sql(resolved.table.ttl) {
+            let _ = write!(expires, " DEFAULT {default}");
+        }
+        elements.push(expires);
+    }
     elements.extend(
         resolved
             .table
@@ -283,9 +291,18 @@ fn top_table_sql(resolved: &Resolved<'_>) -> String {
     };
     format!(
         "CREATE TABLE {} ({}){partitioning}",
-        layout.name,
+        stored_name(layout),
         elements.join(", ")
     )
+}
+
+/// The relation that holds a table's rows on the shards: a NoSQL table's data table, any
+/// other table itself.
+fn stored_name(layout: &TableLayout) -> QualifiedName {
+    match layout.nosql {
+        true => ttl::data_table(&layout.name),
+        false => layout.name.clone(),
+    }
 }
 
 fn chunk_statements(
@@ -308,8 +325,10 @@ fn chunk_statements(
 /// The statements each shard of the table runs, in order.
 pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
     let layout = &resolved.layout;
-    let schema = &layout.name.schema;
+    let stored = stored_name(layout);
+    let schema = &stored.schema;
     let top = top_table_sql(resolved);
+    let primary_key: Vec<&str> = layout.primary_key.iter().map(|k| k.name.as_str()).collect();
     let set_constraints: Vec<&TableConstraint> = resolved
         .table
         .constraints
@@ -320,6 +339,12 @@ pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
     for &shard in &layout.shards {
         let mut out = Vec::new();
         if resolved.nosql_parent.is_some() {
+            out.push(format!(
+                "CREATE SCHEMA IF NOT EXISTS {}",
+                quote_ident(&layout.name.schema)
+            ));
+        }
+        if layout.nosql {
             out.push(format!(
                 "CREATE SCHEMA IF NOT EXISTS {}",
                 quote_ident(schema)
@@ -334,8 +359,8 @@ pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
             match &p.placement {
                 PartitionPlacement::Tablespace { shard: s, .. } if *s == shard => {
                     out.push(format!(
-                        "CREATE TABLE {relation} PARTITION OF {} {}",
-                        layout.name, p.bound_sql
+                        "CREATE TABLE {relation} PARTITION OF {stored} {}",
+                        p.bound_sql
                     ));
                 }
                 PartitionPlacement::Tablespace { .. } => {}
@@ -359,14 +384,17 @@ pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
                         format!(" ({})", constraints.join(", "))
                     };
                     out.push(format!(
-                        "CREATE TABLE {relation} PARTITION OF {}{constraints} {}{}",
-                        layout.name,
+                        "CREATE TABLE {relation} PARTITION OF {stored}{constraints} {}{}",
                         p.bound_sql,
                         partition_by("HASH", &layout.key)
                     ));
                     chunk_statements(&mut out, schema, &p.relation, chunks, shard);
                 }
             }
+        }
+        if layout.nosql {
+            out.extend(ttl::support_statements(&layout.name, &primary_key));
+            out.extend(ttl::show_statements(&layout.name, &primary_key));
         }
         per_shard.insert(shard, out);
     }

@@ -125,8 +125,24 @@ pub fn drop_table(
             children,
         });
     }
+    if table.nosql {
+        let statements = super::ttl::drop_statements(name, false);
+        return Ok(table
+            .shards
+            .iter()
+            .map(|s| (*s, statements.clone()))
+            .collect());
+    }
     let sql = format!("DROP TABLE {name}");
     Ok(on_shards(&table.shards, &sql))
+}
+
+/// A table whose CREATE or DROP did not finish: whatever of it is on its shards is dropped.
+pub fn drop_leftovers(table: &TableLayout) -> Vec<String> {
+    match table.nosql {
+        true => super::ttl::drop_statements(&table.name, true),
+        false => vec![format!("DROP TABLE IF EXISTS {}", table.name)],
+    }
 }
 
 /// `CREATE INDEX` (or any statement that must reach every copy of a table, such as `ALTER

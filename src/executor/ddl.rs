@@ -103,8 +103,18 @@ pub enum ExecError {
          the parent first"
     )]
     ParentWithRowMovement { table: String, parent: String },
-    #[error("table {table} is {state}; only DROP TABLE can run on it now")]
+    #[error("table {table} is {}; only DROP TABLE can run on it now", state.label())]
     NotActive { table: String, state: TableState },
+    #[error(
+        "table {table} is UPDATING: another ALTER TABLE or CREATE INDEX on it has not finished; \
+         run this once it is ACTIVE again (SHOW SHARDED TABLES)"
+    )]
+    Updating { table: String },
+    #[error(
+        "table {table} has no time to live: USING TTL belongs to tables made by an Oracle NoSQL \
+         CREATE TABLE"
+    )]
+    NotNoSql { table: String },
     #[error("shard \"{name}\" is not a configured shard")]
     UnknownShard { name: String },
     #[error(
@@ -140,6 +150,8 @@ impl ExecError {
             | ExecError::ChildWithoutRowMovement { .. }
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. }
+            | ExecError::Updating { .. }
+            | ExecError::NotNoSql { .. }
             | ExecError::UnknownShard { .. }
             | ExecError::ConfiguredTablespace { .. }
             | ExecError::InvalidDefinition { .. }
@@ -158,10 +170,13 @@ impl ClientError for ExecError {
             ExecError::MultiStatement
             | ExecError::MixedDrop { .. }
             | ExecError::Unsupported { .. } => SqlState::FEATURE_NOT_SUPPORTED,
-            ExecError::NotSharded { .. } => SqlState::WRONG_OBJECT_TYPE,
+            ExecError::NotSharded { .. } | ExecError::NotNoSql { .. } => {
+                SqlState::WRONG_OBJECT_TYPE
+            }
             ExecError::ChildWithoutRowMovement { .. }
             | ExecError::ParentWithRowMovement { .. }
             | ExecError::NotActive { .. }
+            | ExecError::Updating { .. }
             | ExecError::ConfiguredTablespace { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
             ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
@@ -184,6 +199,7 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
             Statement::CreateTablespace(t) => create_tablespace(ctx, &t).await?,
             Statement::DropTablespace(t) => drop_tablespace(ctx, &t).await?,
             Statement::AlterRowMovement(a) => row_movement(ctx, &a).await?,
+            Statement::AlterTtl(a) => alter_ttl(ctx, &object_name(&a.table)?, a.ttl).await?,
         },
         ProxyDdl::DropTables { tables } => drop_tables(ctx, &tables).await?,
         ProxyDdl::OnTable { table, sql, tag } => on_table(ctx, &table, &sql, tag).await?,
@@ -218,12 +234,13 @@ fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table,
 fn require_active(table: &Table) -> Result<(), ExecError> {
     match table.state {
         TableState::Active => Ok(()),
-        state @ (TableState::Creating | TableState::Updating | TableState::Dropping) => {
-            Err(ExecError::NotActive {
-                table: table.qualified_name(),
-                state,
-            })
-        }
+        TableState::Updating => Err(ExecError::Updating {
+            table: table.qualified_name(),
+        }),
+        state @ (TableState::Creating | TableState::Dropping) => Err(ExecError::NotActive {
+            table: table.qualified_name(),
+            state,
+        }),
     }
 }
 
@@ -329,10 +346,13 @@ async fn drop_tables(ctx: DdlCtx<'_>, names: &[QualifiedName]) -> Result<&'stati
     for name in names {
         let table = lookup(&snapshot, name)?;
         let mut per_shard = rewrite::drop_table(&rctx, name)?;
-        if table.state != TableState::Active {
+        if matches!(table.state, TableState::Creating | TableState::Dropping) {
             // A CREATE or DROP that did not finish may have left it on some shards only.
+            let leftovers = rctx.table(name).map(rewrite::drop_leftovers);
             for statements in per_shard.values_mut() {
-                *statements = vec![format!("DROP TABLE IF EXISTS {name}")];
+                if let Some(leftovers) = &leftovers {
+                    statements.clone_from(leftovers);
+                }
             }
         }
         rctx.tables.remove(name);
@@ -365,8 +385,48 @@ async fn on_table(
     let table = lookup(&snapshot, name)?;
     require_active(table)?;
     let layout = layout::table_layout(&snapshot, table)?;
-    run_on_shards(ctx, rewrite::passthrough(&layout, sql)).await?;
+    let work = match layout.nosql {
+        true => super::nosql::on_data_table(&layout, sql)?,
+        false => rewrite::passthrough(&layout, sql),
+    };
+    // UPDATING while the shards change, as Oracle NoSQL shows it; reads and writes go on.
+    ctx.catalog
+        .set_state(table.id, TableState::Updating)
+        .await?;
+    let ran = run_on_shards(ctx, work).await;
+    ctx.catalog.set_state(table.id, TableState::Active).await?;
+    ran?;
     Ok(tag)
+}
+
+/// `ALTER TABLE t USING TTL n HOURS|DAYS` of a NoSQL table: rows written from now on inherit
+/// it; the catalog records it for SHOW and for `SET TTL USING TABLE DEFAULT`.
+async fn alter_ttl(
+    ctx: DdlCtx<'_>,
+    name: &QualifiedName,
+    ttl: crate::model::Ttl,
+) -> Result<&'static str, ExecError> {
+    let snapshot = fresh_snapshot(ctx).await?;
+    let table = lookup(&snapshot, name)?;
+    require_active(table)?;
+    if !table.nosql {
+        return Err(ExecError::NotNoSql {
+            table: table.qualified_name(),
+        });
+    }
+    let layout = layout::table_layout(&snapshot, table)?;
+    let ttl = (ttl.amount > 0).then_some(ttl);
+    let statement = crate::ddl::ttl::set_default_statement(&layout.name, ttl);
+    ctx.catalog
+        .set_state(table.id, TableState::Updating)
+        .await?;
+    let ran = run_on_shards(ctx, rewrite::passthrough(&layout, &statement)).await;
+    if ran.is_ok() {
+        ctx.catalog.set_ttl(table.id, ttl).await?;
+    }
+    ctx.catalog.set_state(table.id, TableState::Active).await?;
+    ran?;
+    Ok("ALTER TABLE")
 }
 
 /// An index name does not say which table it belongs to: the statement runs on every shard

@@ -8,5 +8,7 @@ pub mod gather;
 pub mod insert_select;
 pub mod layout;
 pub mod merge;
+mod nosql;
 mod recognise;
 pub mod split;
+pub mod ttl_purge;

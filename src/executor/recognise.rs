@@ -93,7 +93,8 @@ fn create_table(text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
         | Statement::DropTablespaceSet(_)
         | Statement::CreateTablespace(_)
         | Statement::DropTablespace(_)
-        | Statement::AlterRowMovement(_) => true,
+        | Statement::AlterRowMovement(_)
+        | Statement::AlterTtl(_) => true,
     };
     match statements.as_slice() {
         [only] if ours(only) => Some(ProxyDdl::Sharding(Box::new(only.clone()))),

@@ -45,6 +45,7 @@ mod links;
 mod movement;
 mod multi;
 mod nested;
+mod row_ttl;
 mod savepoints;
 mod sequence;
 mod settings;
@@ -535,6 +536,7 @@ impl Session {
             || self.copy.is_some()
             || local_candidate(frame)?.is_some()
             || self.with_nested_names(frame)?.is_some()
+            || self.may_set_row_ttl(frame)
         {
             return Ok(false);
         }

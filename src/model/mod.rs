@@ -9,6 +9,6 @@ pub mod table;
 pub use ids::{ChunkId, ShardId, TableId, TablespaceSetId};
 pub use key_type::{KeyType, KeyTypeError, NumericTypmod};
 pub use table::{
-    BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod, TableKind, TableState, Ttl,
-    TtlUnit,
+    nosql_view_schema, BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod,
+    TableKind, TableState, Ttl, TtlUnit, ROWS_SCHEMA_SUFFIX,
 };

@@ -99,15 +99,32 @@ catalog_enum!(
 );
 
 impl TableState {
-    /// The transitions the catalog accepts: forward only, and a failed CREATE may go straight
-    /// to DROPPING to be cleaned up.
+    /// The transitions the catalog accepts: CREATING → ACTIVE ⇄ UPDATING → DROPPING, and a
+    /// failed CREATE may go straight to DROPPING to be cleaned up.
     pub fn can_become(self, next: TableState) -> bool {
         matches!(
             (self, next),
             (TableState::Creating, TableState::Active)
                 | (TableState::Creating, TableState::Dropping)
                 | (TableState::Active, TableState::Dropping)
+                | (TableState::Active, TableState::Updating)
+                | (TableState::Updating, TableState::Active)
+                | (TableState::Updating, TableState::Dropping)
         )
+    }
+
+    /// Whether reads and writes may use the table: while an ALTER TABLE or CREATE INDEX runs
+    /// they may, as on one PostgreSQL (which orders them by its locks).
+    pub fn takes_statements(self) -> bool {
+        match self {
+            TableState::Active | TableState::Updating => true,
+            TableState::Creating | TableState::Dropping => false,
+        }
+    }
+
+    /// As SHOW SHARDED TABLES and messages spell it.
+    pub fn label(self) -> String {
+        self.as_str().to_uppercase()
     }
 }
 
@@ -118,6 +135,17 @@ catalog_enum!(
         Days = "days",
     }
 );
+
+/// The schema on the shards that holds the data tables of the NoSQL tables of schema `s` is
+/// `s` followed by this (see `crate::ddl::ttl`).
+pub const ROWS_SCHEMA_SUFFIX: &str = "$rows";
+
+/// The schema of the NoSQL tables whose data tables live in `schema`, when it is a rows schema.
+pub fn nosql_view_schema(schema: &str) -> Option<&str> {
+    schema
+        .strip_suffix(ROWS_SCHEMA_SUFFIX)
+        .filter(|s| !s.is_empty())
+}
 
 /// An Oracle NoSQL time to live: `USING TTL 5 DAYS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

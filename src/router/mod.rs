@@ -187,6 +187,14 @@ impl PlanCache {
         }
     }
 
+    /// A table's columns recorded by [`PlanCache::set_columns`], while the catalog is still at
+    /// `version`.
+    pub fn columns(&self, version: i64, table: TableId) -> Option<Arc<Vec<String>>> {
+        let mut inner = self.lock();
+        inner.renew(version);
+        inner.columns.get(&table).cloned()
+    }
+
     /// Forgets every plan and column list: a table's columns changed.
     pub fn clear(&self) {
         let mut inner = self.lock();

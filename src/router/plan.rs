@@ -253,8 +253,11 @@ pub enum Refusal {
     #[error("cannot insert a non-DEFAULT value into column \"{0}\": it is GENERATED ALWAYS AS IDENTITY; leave it out of the INSERT")]
     GeneratedAlways(String),
     /// The table is being created or dropped (55000).
-    #[error("table \"{0}\" is not active (it is being created or dropped); try again, or run DROP TABLE to clear it")]
-    NotActive(String),
+    #[error("table \"{table}\" is {} (its CREATE or DROP has not finished): it takes statements again once ACTIVE; a DROP TABLE clears it", state.label())]
+    NotActive {
+        table: String,
+        state: crate::catalog::TableState,
+    },
 }
 
 fn unsupported(msg: impl Into<String>) -> Plan {
@@ -558,9 +561,12 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     if let Some(t) = resolved
         .iter()
         .flatten()
-        .find(|t| t.state != crate::catalog::TableState::Active)
+        .find(|t| !t.state.takes_statements())
     {
-        return Planned::Plan(Plan::Refused(Refusal::NotActive(t.qualified_name())));
+        return Planned::Plan(Plan::Refused(Refusal::NotActive {
+            table: t.qualified_name(),
+            state: t.state,
+        }));
     }
     let sharded: Vec<&Table> = resolved
         .iter()

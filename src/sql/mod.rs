@@ -5,3 +5,4 @@ pub mod classify;
 pub mod nested_names;
 pub mod params;
 pub mod quote;
+pub mod row_ttl;

@@ -13,6 +13,15 @@ impl Session {
     ) -> Result<(), SessionError> {
         let rewritten = self.with_nested_names(&frame)?;
         let frame = rewritten.as_deref().map_or(frame, Frame::borrowed);
+        let with_ttl = match self.with_row_ttl(&frame).await? {
+            Ok(rewritten) => rewritten,
+            Err((code, message)) => {
+                self.drain_current().await?;
+                self.refuse(&frame, &code, &message);
+                return Ok(());
+            }
+        };
+        let frame = with_ttl.as_deref().map_or(frame, Frame::borrowed);
         if self.copy.is_some() && self.on_copy_frame(&frame, client).await? {
             return Ok(());
         }

@@ -98,9 +98,13 @@ pub(super) fn plan_combine(
         }
         match resolve_name(snapshot, &r.schema, &r.name) {
             None => reads_unrecorded = true,
-            Some(t) if t.state != crate::catalog::TableState::Active => {
+            Some(t) if !t.state.takes_statements() => {
                 return Err(NotCombinable::Refused(
-                    Refusal::NotActive(t.qualified_name()).to_string(),
+                    Refusal::NotActive {
+                        table: t.qualified_name(),
+                        state: t.state,
+                    }
+                    .to_string(),
                 ))
             }
             Some(t) => match pulled.iter_mut().find(|(p, _)| p.id == t.id) {
