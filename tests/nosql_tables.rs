@@ -97,7 +97,7 @@ impl Shards {
         for client in [&self.s1, &self.s2] {
             let kind: String = client
                 .query_one(
-                    "SELECT relkind::text FROM pg_class WHERE oid = $1::regclass",
+                    "SELECT relkind::text FROM pg_class WHERE oid = $1::text::regclass",
                     &[&table],
                 )
                 .await

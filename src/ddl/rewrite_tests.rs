@@ -332,8 +332,18 @@ fn nosql_shard_key_and_primary_key_sharding() {
     )
     .unwrap();
     assert_eq!(plan.layout.method, Some(ShardingMethod::ConsistentHash));
-    assert!(shard(&plan, 0)[0]
-        .ends_with("PRIMARY KEY (\"a\", \"b\", \"c\")) PARTITION BY HASH (\"a\", \"b\")"));
+    // The rows go in a data table with the expiry column; the table's name is a view.
+    assert_eq!(
+        shard(&plan, 0)[0],
+        "CREATE SCHEMA IF NOT EXISTS \"public$rows\""
+    );
+    assert!(shard(&plan, 0)[1].starts_with("CREATE TABLE \"public$rows\".\"p\" ("));
+    assert!(shard(&plan, 0)[1].ends_with(
+        "\"$expires\" timestamptz, PRIMARY KEY (\"a\", \"b\", \"c\")) PARTITION BY HASH (\"a\", \"b\")"
+    ));
+    assert!(shard(&plan, 0)
+        .iter()
+        .any(|s| s.starts_with("DO ") && s.contains("CREATE VIEW")));
     assert_eq!(plan.layout.chunks.as_ref().unwrap().modulus(), 8);
     let by_pk = create(
         &ctx(),
@@ -357,10 +367,11 @@ fn nosql_child_inherits_the_parent_key_and_may_not_declare_one() {
     .unwrap();
     assert_eq!(child.layout.name, QualifiedName::new("p", "kid"));
     assert_eq!(
-        shard(&child, 0)[..2],
+        shard(&child, 0)[..3],
         [
             "CREATE SCHEMA IF NOT EXISTS \"p\"",
-            "CREATE TABLE \"p\".\"kid\" (\"a\" text, \"b\" integer, \"id\" integer, \"d\" text, PRIMARY KEY (\"a\", \"b\", \"id\")) PARTITION BY HASH (\"a\")",
+            "CREATE SCHEMA IF NOT EXISTS \"p$rows\"",
+            "CREATE TABLE \"p$rows\".\"kid\" (\"a\" text, \"b\" integer, \"id\" integer, \"d\" text, \"$expires\" timestamptz, PRIMARY KEY (\"a\", \"b\", \"id\")) PARTITION BY HASH (\"a\")",
         ]
     );
     assert_eq!(child.layout.family.as_ref().unwrap().root.name, "p");
