@@ -303,6 +303,13 @@ async fn killed_during_ddl(point: &str, table: &str, prepared: usize, created: b
         Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE),
         "{refused}"
     );
+    let message = refused.as_db_error().map(|e| e.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("is CREATING")),
+        "{message:?}"
+    );
     exec(&client, &format!("DROP TABLE {table}")).await;
     exec(&client, &create).await;
     for i in 0..SHARDS {
