@@ -309,16 +309,22 @@ fn rewrite_statement(
         .map_err(|e| RowTtlError::Parse(e.to_string()))
 }
 
-fn select_targets(sql: &str) -> Result<Vec<Node>, RowTtlError> {
+/// The one statement of a snippet of SQL the rewrite builds, as a tree.
+fn parse_one(sql: &str) -> Result<NodeEnum, RowTtlError> {
     let parsed = pg_query::parse(sql, 0).map_err(|e| RowTtlError::Parse(e.to_string()))?;
-    let stmt = parsed
+    parsed
         .protobuf
         .stmts
         .into_iter()
         .next()
-        .and_then(|s| s.stmt);
-    match stmt.and_then(|s| s.node) {
-        Some(NodeEnum::SelectStmt(s)) => Ok(s.target_list),
+        .and_then(|s| s.stmt)
+        .and_then(|s| s.node)
+        .ok_or_else(|| RowTtlError::Parse(sql.to_owned()))
+}
+
+fn select_targets(sql: &str) -> Result<Vec<Node>, RowTtlError> {
+    match parse_one(sql)? {
+        NodeEnum::SelectStmt(s) => Ok(s.target_list),
         _ => Err(RowTtlError::Parse(sql.to_owned())),
     }
 }
@@ -461,14 +467,7 @@ fn rewrite_insert(
         }
         None => {
             let text = "INSERT INTO t VALUES (NULL)";
-            let parsed = pg_query::parse(text, 0).map_err(|e| RowTtlError::Parse(e.to_string()))?;
-            let stmt = parsed
-                .protobuf
-                .stmts
-                .into_iter()
-                .next()
-                .and_then(|s| s.stmt);
-            let Some(NodeEnum::InsertStmt(mut template)) = stmt.and_then(|s| s.node) else {
+            let NodeEnum::InsertStmt(mut template) = parse_one(text)? else {
                 return Err(RowTtlError::Parse(text.into()));
             };
             if let Some(NodeEnum::SelectStmt(s)) = template
@@ -489,15 +488,7 @@ fn rewrite_insert(
         if conflict.action == protobuf::OnConflictAction::OnconflictUpdate as i32 {
             let expires = quote_ident(ttl::EXPIRES);
             let keep = format!("UPDATE t SET {expires} = excluded.{expires}");
-            let parsed =
-                pg_query::parse(&keep, 0).map_err(|e| RowTtlError::Parse(e.to_string()))?;
-            let stmt = parsed
-                .protobuf
-                .stmts
-                .into_iter()
-                .next()
-                .and_then(|s| s.stmt);
-            if let Some(NodeEnum::UpdateStmt(u)) = stmt.and_then(|s| s.node) {
+            if let NodeEnum::UpdateStmt(u) = parse_one(&keep)? {
                 conflict.target_list.extend(u.target_list);
             }
         }
@@ -562,15 +553,8 @@ fn rewrite_update(
 
 fn select_where(condition: &str) -> Result<Node, RowTtlError> {
     let sql = format!("SELECT 1 WHERE {condition}");
-    let parsed = pg_query::parse(&sql, 0).map_err(|e| RowTtlError::Parse(e.to_string()))?;
-    let stmt = parsed
-        .protobuf
-        .stmts
-        .into_iter()
-        .next()
-        .and_then(|s| s.stmt);
-    match stmt.and_then(|s| s.node) {
-        Some(NodeEnum::SelectStmt(s)) => s.where_clause.map(|w| *w),
+    match parse_one(&sql)? {
+        NodeEnum::SelectStmt(s) => s.where_clause.map(|w| *w),
         _ => None,
     }
     .ok_or(RowTtlError::Parse(sql))
