@@ -497,3 +497,69 @@ async fn alter_table_shows_the_table_updating() {
     let listed = rows(&client, "SHOW SHARDED TABLES").await;
     assert!(!listed.iter().any(|r| r[0] == "stages"), "{listed:?}");
 }
+
+async fn copy_into(client: &Client, sql: &str, data: &'static [u8]) -> u64 {
+    use futures::SinkExt;
+    let sink = client
+        .copy_in(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {}", message(&e)));
+    let mut sink = std::pin::pin!(sink);
+    sink.send(bytes::Bytes::from_static(data)).await.unwrap();
+    sink.as_mut().finish().await.unwrap()
+}
+
+#[tokio::test]
+async fn copy_from_stdin_fills_the_data_table_with_the_table_ttl() {
+    let proxy = proxy_without_purge();
+    let shards = both_shards().await;
+    let client = proxy.connect().await;
+    succeeded(
+        proxy.psql("CREATE TABLE copied (id LONG, who STRING, PRIMARY KEY (id)) USING TTL 2 DAYS"),
+    );
+    let all = copy_into(
+        &client,
+        "COPY copied FROM STDIN",
+        b"1\ta\n2\tb\n3\tc\n4\td\n5\te\n6\tf\n",
+    )
+    .await;
+    assert_eq!(all, 6);
+    let named = copy_into(
+        &client,
+        "COPY copied (who, id) FROM STDIN (FORMAT csv, HEADER)",
+        b"who,id\ng,7\nh,8\n",
+    )
+    .await;
+    assert_eq!(named, 2);
+    assert_eq!(
+        on_shards(&shards, "SELECT count(*) FROM \"public$rows\".copied").await,
+        8
+    );
+    assert!(
+        shards[0]
+            .query_one("SELECT count(*) FROM copied", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0,
+        "rows reach both shards"
+    );
+    for id in 1..=8 {
+        within(expiry(&shards, "copied", id, "day").await, DAY, 3.0 * DAY);
+    }
+    let who: Vec<String> = client
+        .query("SELECT who FROM copied ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(who, ["a", "b", "c", "d", "e", "f", "g", "h"]);
+    // COPY TO reads the table's own columns.
+    let out = succeeded(proxy.psql("COPY copied TO STDOUT"));
+    assert_eq!(out.lines().count(), 8, "{out}");
+    assert!(
+        out.lines().all(|l| l.split('\t').count() == 2),
+        "no expiry column in COPY TO: {out}"
+    );
+}

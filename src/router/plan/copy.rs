@@ -9,6 +9,7 @@ use pg_query::NodeEnum;
 
 use super::{plan_select, resolve, unsupported, ColumnSource, Plan, Planned, ShardedPlan};
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
+use crate::model::ROWS_SCHEMA_SUFFIX;
 use crate::sql::quote::quote_ident;
 
 /// A COPY option's argument as PostgreSQL's grammar gives it.
@@ -215,12 +216,32 @@ pub(super) fn plan_copy_table(
         if !duplicated {
             bare.options.retain(|o| !is_header_skip(o));
         }
+        if t.nosql {
+            // A NoSQL table's name on a shard is a view, which COPY cannot fill: the rows go
+            // to its data table, naming the view's columns so `$expires` takes its default
+            // (the table's time to live).
+            if let Some(rel) = bare.relation.as_mut() {
+                rel.schemaname = format!("{}{ROWS_SCHEMA_SUFFIX}", t.schema);
+                rel.relname = t.name.clone();
+            }
+            if bare.attlist.is_empty() {
+                bare.attlist = plan.columns.iter().map(|n| string_node(n)).collect();
+            }
+        }
         match deparsed(bare) {
             Ok(sql) => plan.shard_sql = sql,
             Err(refused) => return Some(refused),
         }
     }
     Some(Planned::Plan(Plan::Copy(Arc::new(plan))))
+}
+
+fn string_node(s: &str) -> Node {
+    Node {
+        node: Some(NodeEnum::String(pg_query::protobuf::String {
+            sval: s.to_owned(),
+        })),
+    }
 }
 
 fn key_positions(t: &Table, columns: &[String]) -> Result<Vec<usize>, Plan> {
