@@ -69,7 +69,8 @@ impl ServerCtx {
         for problem in coordinator.check_shards().await {
             tracing::warn!(error = %problem, "multi-shard writes will fail on this shard");
         }
-        let recovery = Recovery::new(control.clone(), settings, &coordinator)?;
+        let recovery =
+            Recovery::new(control.clone(), settings, &coordinator)?.releasing_table_states();
         let report = match recovery.run_once().await {
             Ok(report) => {
                 tracing::info!(?report, "recovery of in-doubt transactions done");

@@ -505,3 +505,69 @@ async fn killed_mid_family_move_loses_nothing() {
     assert_eq!(orders, vec![3, 0, 0], "its orders with it");
     assert!(prepared_everywhere().await.iter().all(Vec::is_empty));
 }
+
+/// The table's state in the catalog (on the first shard's database).
+async fn catalog_state(table: &str) -> String {
+    shards()
+        .connect(0)
+        .await
+        .query_one(
+            "SELECT state FROM shardwire_catalog.table_entry WHERE table_name = $1",
+            &[&table],
+        )
+        .await
+        .expect("the table's catalog entry")
+        .get(0)
+}
+
+/// The proxy dies in the two-phase commit of an ALTER TABLE, leaving the table UPDATING; once
+/// its lease lapses, the next proxy's recovery settles the ALTER on every shard and returns the
+/// table to ACTIVE, so a second ALTER runs.
+#[tokio::test]
+async fn alter_table_killed_after_the_decision_leaves_the_table_active_again() {
+    let _serial = SERIAL.lock().await;
+    let table = "crash_alter";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = start_proxy(dir.path(), None).await;
+    seeded_table(&proxy.connect().await, table).await;
+    proxy.kill().await;
+
+    let mut proxy = start_proxy(dir.path(), Some("ddl.after_decision=kill")).await;
+    let err = proxy
+        .connect()
+        .await
+        .simple_query(&format!("ALTER TABLE {table} ADD COLUMN w text"))
+        .await
+        .expect_err("the proxy dies in the ALTER");
+    assert!(err.as_db_error().is_none(), "the ALTER was answered: {err}");
+    proxy.wait_killed().await;
+    assert_eq!(catalog_state(table).await, "updating");
+
+    let proxy = start_proxy(dir.path(), None).await;
+    let started = Instant::now();
+    while catalog_state(table).await != "active" {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "still UPDATING:\n{}",
+            proxy.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    settled(table, &[]).await;
+    let client = proxy.connect().await;
+    exec(&client, &format!("ALTER TABLE {table} ADD COLUMN z int")).await;
+    for i in 0..SHARDS {
+        let columns: i64 = shards()
+            .connect(i)
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_attribute \
+                 WHERE attrelid = to_regclass($1) AND attname IN ('w', 'z')",
+                &[&table],
+            )
+            .await
+            .expect("columns")
+            .get(0);
+        assert_eq!(columns, 2, "{table} on shard {i} has both new columns");
+    }
+}

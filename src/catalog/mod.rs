@@ -30,7 +30,7 @@ pub use crate::model::{
     TableKind, TableState, TablespaceSetId,
 };
 pub use snapshot::Snapshot;
-pub use store::NOTIFY_CHANNEL;
+pub use store::{release_abandoned_updates, UpdateHolder, NOTIFY_CHANNEL};
 
 use crate::config::{Config, Endpoint};
 
@@ -239,9 +239,27 @@ impl Catalog {
         Ok(id)
     }
 
-    /// Moves a table along CREATING → ACTIVE → DROPPING (or CREATING → DROPPING).
+    /// Moves a table along CREATING → ACTIVE → DROPPING (or CREATING → DROPPING), or from
+    /// UPDATING back to ACTIVE.
     pub async fn set_state(&self, id: TableId, state: TableState) -> Result<(), CatalogError> {
-        store::set_state(&mut *self.client().await?, id, state).await?;
+        store::set_state(&mut *self.client().await?, id, state, None).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Marks an ACTIVE table UPDATING while `holder` runs an ALTER TABLE or CREATE INDEX on it.
+    pub async fn begin_update(
+        &self,
+        id: TableId,
+        holder: &UpdateHolder,
+    ) -> Result<(), CatalogError> {
+        store::set_state(
+            &mut *self.client().await?,
+            id,
+            TableState::Updating,
+            Some(holder),
+        )
+        .await?;
         self.refresh().await;
         Ok(())
     }

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_primary_key.sql"),
     include_str!("migrations/0003_key_sequences.sql"),
     include_str!("migrations/0004_nosql.sql"),
+    include_str!("migrations/0005_update_holder.sql"),
 ];
 
 /// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog
@@ -404,10 +405,12 @@ async fn lock_table(
     Ok((state, row.get(1)))
 }
 
+/// Moves table `id` to state `to`; `holder` is recorded for UPDATING (and cleared otherwise).
 pub(super) async fn set_state(
     client: &mut Client,
     id: TableId,
     to: TableState,
+    holder: Option<&UpdateHolder>,
 ) -> Result<(), CatalogError> {
     let tx = client.transaction().await?;
     let (from, table) = lock_table(&tx, id).await?;
@@ -415,13 +418,59 @@ pub(super) async fn set_state(
         return Err(CatalogError::InvalidTransition { table, from, to });
     }
     tx.execute(
-        "UPDATE shardwire_catalog.table_entry SET state = $2 WHERE id = $1",
-        &[&id.0, &to.as_str()],
+        "UPDATE shardwire_catalog.table_entry
+         SET state = $2, updating_cluster = $3, updating_proxy = $4, updating_epoch = $5
+         WHERE id = $1",
+        &[
+            &id.0,
+            &to.as_str(),
+            &holder.map(|h| h.cluster.as_str()),
+            &holder.map(|h| h.proxy.as_str()),
+            &holder.map(|h| h.epoch),
+        ],
     )
     .await?;
     bump_version(&tx).await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// The proxy incarnation holding a table UPDATING, as its row in `proxy_lease` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateHolder {
+    pub cluster: String,
+    pub proxy: String,
+    pub epoch: i64,
+}
+
+/// Returns to ACTIVE every UPDATING table whose holder has no unexpired lease (it died, or lost
+/// the catalog, mid-statement: its prepared DDL is recovery's to finish, and an expired holder
+/// can commit nothing more). One statement, so a holder whose lease is live when it runs keeps
+/// its table. Returns the tables released.
+pub async fn release_abandoned_updates(
+    client: &impl GenericClient,
+) -> Result<Vec<String>, CatalogError> {
+    let row = client
+        .query_one(
+            "WITH released AS (
+                 UPDATE shardwire_catalog.table_entry t
+                 SET state = 'active', updating_cluster = NULL, updating_proxy = NULL,
+                     updating_epoch = NULL
+                 WHERE t.state = 'updating' AND NOT EXISTS (
+                     SELECT 1 FROM shardwire_catalog.proxy_lease l
+                     WHERE l.cluster = t.updating_cluster AND l.proxy = t.updating_proxy
+                       AND l.epoch = t.updating_epoch AND l.expires_at > clock_timestamp())
+                 RETURNING t.schema_name || '.' || t.table_name AS name),
+             bumped AS (
+                 UPDATE shardwire_catalog.catalog_version SET version = version + 1
+                 WHERE EXISTS (SELECT 1 FROM released)
+                 RETURNING pg_notify($1, version::text))
+             SELECT (SELECT coalesce(array_agg(name), '{}') FROM released),
+                    (SELECT count(*) FROM bumped)",
+            &[&NOTIFY_CHANNEL],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 pub(super) async fn record_key_sequence(

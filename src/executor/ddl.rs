@@ -15,7 +15,7 @@ use tokio_postgres::error::SqlState;
 pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
-use crate::catalog::{Catalog, CatalogError, Snapshot, Table};
+use crate::catalog::{Catalog, CatalogError, Snapshot, Table, UpdateHolder};
 use crate::config::Config;
 use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
@@ -231,6 +231,17 @@ fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table,
         })
 }
 
+/// This proxy process, as its lease names it.
+fn update_holder(ctx: DdlCtx<'_>) -> UpdateHolder {
+    let me = ctx.coordinator.incarnation();
+    UpdateHolder {
+        cluster: me.cluster.as_str().to_owned(),
+        proxy: me.proxy.as_str().to_owned(),
+        // An epoch past i64 is no lease's (see `Incarnation`): recovery releases the table.
+        epoch: i64::try_from(me.epoch).unwrap_or(-1),
+    }
+}
+
 fn require_active(table: &Table) -> Result<(), ExecError> {
     match table.state {
         TableState::Active => Ok(()),
@@ -391,7 +402,7 @@ async fn on_table(
     };
     // UPDATING while the shards change, as Oracle NoSQL shows it; reads and writes go on.
     ctx.catalog
-        .set_state(table.id, TableState::Updating)
+        .begin_update(table.id, &update_holder(ctx))
         .await?;
     let ran = run_on_shards(ctx, work).await;
     ctx.catalog.set_state(table.id, TableState::Active).await?;
@@ -418,7 +429,7 @@ async fn alter_ttl(
     let ttl = (ttl.amount > 0).then_some(ttl);
     let statement = crate::ddl::ttl::set_default_statement(&layout.name, ttl);
     ctx.catalog
-        .set_state(table.id, TableState::Updating)
+        .begin_update(table.id, &update_holder(ctx))
         .await?;
     let ran = run_on_shards(ctx, rewrite::passthrough(&layout, &statement)).await;
     if ran.is_ok() {

@@ -44,6 +44,9 @@ pub struct RecoveryReport {
     pub leases_removed: Vec<Incarnation>,
     /// Shards that could not be listed or finished; the next pass tries again.
     pub errors: Vec<TxnError>,
+    /// Tables returned from UPDATING to ACTIVE because the proxy running their ALTER went
+    /// away.
+    pub tables_released: Vec<String>,
 }
 
 /// A prepared transaction of ours on one shard.
@@ -59,6 +62,9 @@ pub struct Recovery {
     /// The process this recovery runs in, and what it is committing now.
     me: Incarnation,
     in_flight: Arc<InFlight>,
+    /// The catalog's tables are in the catalog database: UPDATING states left by dead proxies
+    /// are released too.
+    table_states: bool,
 }
 
 impl Recovery {
@@ -76,7 +82,15 @@ impl Recovery {
             cluster: me.cluster.clone(),
             me,
             in_flight: coordinator.in_flight().clone(),
+            table_states: false,
         })
+    }
+
+    /// Each pass also returns to ACTIVE the tables whose ALTER TABLE or CREATE INDEX died with
+    /// its proxy (see [`crate::catalog::release_abandoned_updates`]).
+    pub fn releasing_table_states(mut self) -> Recovery {
+        self.table_states = true;
+        self
     }
 
     /// Runs passes every `recovery_interval` until `shutdown` completes, handing each pass's
@@ -170,6 +184,17 @@ impl Recovery {
         self.remove_expired_leases(&catalog, &listings, &mut report)
             .await
             .map_err(|e| catalog_error(e.into()))?;
+        if self.table_states {
+            match crate::catalog::release_abandoned_updates(&*catalog).await {
+                Ok(tables) => {
+                    for table in &tables {
+                        tracing::info!(%table, "table left UPDATING by a proxy that went away is ACTIVE again");
+                    }
+                    report.tables_released = tables;
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot release tables left UPDATING"),
+            }
+        }
         Ok(report)
     }
 
