@@ -34,6 +34,8 @@ pub struct ServerCtx {
     pub cancels: Arc<CancelRegistry>,
     /// Clients' startup settings, one shared copy per distinct set.
     pub settings: SettingsRegistry,
+    /// Clients' startup settings as the server shows them.
+    pub reported: crate::frontend::reported::ReportedSettings,
     pub metrics: Metrics,
     /// Routing plans by statement text.
     pub plans: crate::router::PlanCache,
@@ -142,6 +144,7 @@ impl ServerCtx {
             tls,
             cancels: Arc::new(CancelRegistry::default()),
             settings: SettingsRegistry::default(),
+            reported: Default::default(),
             metrics: Metrics::new(&shard_names),
             plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
             keys: Default::default(),

@@ -196,6 +196,7 @@ impl ClientError for crate::frontend::FrontendError {
             | F::AuthExchange(_)
             | F::CopyNotStarted
             | F::CopyUnexpectedMessage(_) => SqlState::PROTOCOL_VIOLATION,
+            F::StartupSetting { code, .. } => code.clone(),
             F::ShardUnreachable { .. }
             | F::ColumnsUnreadable(_)
             | F::CopyNoConnection

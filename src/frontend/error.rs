@@ -22,6 +22,13 @@ pub enum FrontendError {
     /// The authentication exchange broke off (pgwire's text).
     #[error("{0}")]
     AuthExchange(String),
+    /// A run-time parameter of the startup packet that PostgreSQL refuses (the first shard's
+    /// SQLSTATE and text).
+    #[error("{message}")]
+    StartupSetting {
+        code: tokio_postgres::error::SqlState,
+        message: String,
+    },
     /// The first shard, which tells clients the server's parameters, cannot be reached.
     #[error("shard \"{shard}\" is unreachable: {reason}")]
     ShardUnreachable { shard: String, reason: String },

@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod driver;
 mod error;
 pub mod pipeline;
+pub mod reported;
 pub mod session;
 pub mod socket;
 pub mod startup;
@@ -86,12 +87,22 @@ async fn start_session(
     }
     let mut greeting = BytesMut::new();
     protocol::authentication_ok(&mut greeting);
-    match server_params(&ctx).instrument(span.clone()).await {
-        Ok(params) => {
-            let mut params = params;
-            for (k, v) in &settings {
-                params.insert(k.clone(), v.clone());
+    let told = async {
+        let mut params = server_params(&ctx).await?;
+        // Only what the server reports is reported, under the server's spelling of its name.
+        for (name, value) in reported::shown(&ctx, &settings).await?.iter() {
+            let reported = params
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(name))
+                .cloned();
+            if let Some(key) = reported {
+                params.insert(key, value.clone());
             }
+        }
+        Ok::<_, FrontendError>(params)
+    };
+    match told.instrument(span.clone()).await {
+        Ok(params) => {
             for (k, v) in &params {
                 protocol::parameter_status(&mut greeting, k, v);
             }

@@ -171,7 +171,10 @@ impl Pipeline {
                 self.start_copy_in();
                 self.visibility()
             }
-            b'S' | b'N' | b'A' => Disposition::Forward,
+            // A notification is the client's whenever it comes; a setting's report or a notice
+            // caused by the proxy's own settings query is not (the client was told the value
+            // when it set it).
+            b'A' => Disposition::Forward,
             _ => self.visibility(),
         }
     }

@@ -40,6 +40,8 @@ pub struct RawClient {
     out: BytesMut,
     pub pid: i32,
     pub secret: i32,
+    /// The ParameterStatus messages of the startup, in order.
+    pub reported: Vec<(String, String)>,
 }
 
 impl RawClient {
@@ -50,6 +52,17 @@ impl RawClient {
         password: &str,
         db: &str,
     ) -> Result<RawClient, SqlState> {
+        RawClient::connect_with(addr, user, password, db, &[]).await
+    }
+
+    /// Logs in with run-time parameters in the startup packet besides user and database.
+    pub async fn connect_with(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        db: &str,
+        params: &[(&str, &str)],
+    ) -> Result<RawClient, SqlState> {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let mut c = RawClient {
             stream,
@@ -57,8 +70,12 @@ impl RawClient {
             out: BytesMut::new(),
             pid: 0,
             secret: 0,
+            reported: Vec::new(),
         };
-        frontend::startup_message([("user", user), ("database", db)], &mut c.out).unwrap();
+        let startup = [("user", user), ("database", db)]
+            .into_iter()
+            .chain(params.iter().copied());
+        frontend::startup_message(startup, &mut c.out).unwrap();
         c.flush().await;
         let mut scram = None;
         loop {
@@ -82,7 +99,11 @@ impl RawClient {
                     let s = scram.as_mut().expect("SASL started");
                     s.finish(body.data()).expect("server signature verifies");
                 }
-                Message::AuthenticationOk | Message::ParameterStatus(_) => {}
+                Message::AuthenticationOk => {}
+                Message::ParameterStatus(body) => c.reported.push((
+                    body.name().unwrap().to_owned(),
+                    body.value().unwrap().to_owned(),
+                )),
                 Message::BackendKeyData(body) => {
                     c.pid = body.process_id();
                     c.secret = body.secret_key();
@@ -96,15 +117,30 @@ impl RawClient {
 
     /// Straight to shard `shard` of the test binary, bypassing the proxy.
     pub async fn connect_to_shard(shard: usize) -> RawClient {
+        RawClient::connect_to_shard_with(shard, &[])
+            .await
+            .unwrap_or_else(|e| panic!("connect to shard {shard}: {e:?}"))
+    }
+
+    /// Straight to shard `shard`, with run-time parameters in the startup packet.
+    pub async fn connect_to_shard_with(
+        shard: usize,
+        params: &[(&str, &str)],
+    ) -> Result<RawClient, SqlState> {
         let config: tokio_postgres::Config = super::shards().url(shard).parse().unwrap();
         let port = config.get_ports()[0];
         let password = config.get_password().expect("shard URLs carry a password");
         let user = config.get_user().expect("shard URLs name a user");
         let db = config.get_dbname().expect("shard URLs name a database");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        RawClient::connect(addr, user, std::str::from_utf8(password).unwrap(), db)
-            .await
-            .unwrap_or_else(|e| panic!("connect to shard {shard}: {e:?}"))
+        RawClient::connect_with(
+            addr,
+            user,
+            std::str::from_utf8(password).unwrap(),
+            db,
+            params,
+        )
+        .await
     }
 
     pub fn query(&mut self, sql: &str) -> &mut Self {
@@ -210,6 +246,41 @@ impl RawClient {
                 other => panic!("unexpected message: {}", tag_of(&other)),
             };
             replies.push(reply);
+        }
+    }
+
+    /// Sends what is queued and names every message up to and including ReadyForQuery, as a
+    /// protocol trace shows them: ParameterStatus with its name and value, notices included.
+    pub async fn trace(&mut self) -> Vec<String> {
+        self.flush().await;
+        let mut trace = Vec::new();
+        loop {
+            let message = self.next_message().await;
+            trace.push(match &message {
+                Message::ParameterStatus(body) => format!(
+                    "ParameterStatus {}={}",
+                    body.name().unwrap(),
+                    body.value().unwrap()
+                ),
+                Message::RowDescription(_) => "RowDescription".into(),
+                Message::DataRow(_) => "DataRow".into(),
+                Message::CommandComplete(body) => {
+                    format!("CommandComplete {}", body.tag().unwrap())
+                }
+                Message::NoticeResponse(_) => "NoticeResponse".into(),
+                Message::ErrorResponse(body) => {
+                    format!("ErrorResponse {:?}", sqlstate(body.fields()))
+                }
+                Message::ReadyForQuery(body) => format!("ReadyForQuery {}", body.status() as char),
+                Message::ParseComplete => "ParseComplete".into(),
+                Message::BindComplete => "BindComplete".into(),
+                Message::NoData => "NoData".into(),
+                Message::ParameterDescription(_) => "ParameterDescription".into(),
+                other => tag_of(other).into(),
+            });
+            if matches!(message, Message::ReadyForQuery(_)) {
+                return trace;
+            }
         }
     }
 
