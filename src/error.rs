@@ -197,6 +197,8 @@ impl ClientError for crate::frontend::FrontendError {
             | F::CopyNotStarted
             | F::CopyUnexpectedMessage(_) => SqlState::PROTOCOL_VIOLATION,
             F::StartupSetting { code, .. } => code.clone(),
+            F::SignalNotPermitted { .. } => SqlState::INSUFFICIENT_PRIVILEGE,
+            F::TerminatedByAdministrator => SqlState::ADMIN_SHUTDOWN,
             F::ShardUnreachable { .. }
             | F::ColumnsUnreadable(_)
             | F::CopyNoConnection

@@ -103,3 +103,172 @@ async fn the_first_query_on_a_fresh_backend_connection_is_traced_as_directly() {
         .await;
     assert_eq!(got, want);
 }
+
+/// A connection straight to shard 0, for the other side of a direct comparison.
+async fn shard_client() -> tokio_postgres::Client {
+    common::shards().connect(0).await
+}
+
+async fn signal(client: &tokio_postgres::Client, function: &str, pid: i32) -> bool {
+    client
+        .query_one(&format!("SELECT {function}({pid})"), &[])
+        .await
+        .unwrap_or_else(|e| panic!("{function}: {e}"))
+        .get(0)
+}
+
+/// `pg_cancel_backend` then `pg_terminate_backend` of `victim`'s pid, called on `admin`: the
+/// victim's running statement is canceled (57014) and the session goes on; then it ends with
+/// FATAL 57P01.
+async fn cancel_then_terminate(admin: &tokio_postgres::Client, mut victim: RawClient) {
+    victim.query("SELECT pg_sleep(30)").flush().await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(signal(admin, "pg_cancel_backend", victim.pid).await);
+    let replies = victim.until_ready().await;
+    assert!(
+        replies.contains(&common::raw::Reply::Error(SqlState::QUERY_CANCELED)),
+        "{replies:?}"
+    );
+    let replies = victim.query("SELECT 1").round_trip().await;
+    assert!(
+        replies.contains(&common::raw::Reply::Complete("SELECT 1".into())),
+        "{replies:?}"
+    );
+    assert!(signal(admin, "pg_terminate_backend", victim.pid).await);
+    let replies = victim.until_closed().await;
+    assert_eq!(
+        replies,
+        [common::raw::Reply::Error(SqlState::ADMIN_SHUTDOWN)],
+        "the session ends with FATAL 57P01 and nothing else"
+    );
+}
+
+#[tokio::test]
+async fn signal_functions_act_on_the_session_the_proxy_gave_the_pid() {
+    // Directly, which proves the check.
+    let victim = RawClient::connect_to_shard(0).await;
+    cancel_then_terminate(&shard_client().await, victim).await;
+
+    let proxy = TestProxy::start_with(|c| c.pool.size = 2);
+    let admin = proxy.connect().await;
+    let bystander = proxy.connect().await;
+    let victim = through_proxy(&proxy, &[]).await.unwrap();
+    cancel_then_terminate(&admin, victim).await;
+    // Everyone else goes on, and the pool serves new sessions.
+    for client in [&admin, &bystander] {
+        let one: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    }
+    let later = proxy.connect().await;
+    later.simple_query("SELECT 2").await.unwrap();
+
+    // Prepared, as pools' health checks send it.
+    let victim = through_proxy(&proxy, &[]).await.unwrap();
+    let statement = admin
+        .prepare(&format!(
+            "SELECT pg_terminate_backend({}) AS gone",
+            victim.pid
+        ))
+        .await
+        .unwrap();
+    assert_eq!(statement.columns()[0].name(), "gone");
+    assert_eq!(
+        statement.columns()[0].type_(),
+        &tokio_postgres::types::Type::BOOL
+    );
+    let gone: bool = admin.query_one(&statement, &[]).await.unwrap().get(0);
+    assert!(gone);
+    let mut victim = victim;
+    assert_eq!(
+        victim.until_closed().await,
+        [common::raw::Reply::Error(SqlState::ADMIN_SHUTDOWN)]
+    );
+
+    // A pid the proxy did not give goes to a shard, where it names no process.
+    let unknown: bool = admin
+        .query_one("SELECT pg_cancel_backend(1)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!unknown);
+}
+
+#[tokio::test]
+async fn a_session_of_another_user_may_not_be_signalled() {
+    let proxy = TestProxy::start_with(|c| {
+        c.users.push(shardwire::config::UserConfig {
+            name: "intruder".into(),
+            password: "intruder".into(),
+        })
+    });
+    let victim = through_proxy(&proxy, &[]).await.unwrap();
+    let mut intruder = RawClient::connect(proxy.addr, "intruder", "intruder", APP)
+        .await
+        .unwrap();
+    for function in ["pg_cancel_backend", "pg_terminate_backend"] {
+        let replies = intruder
+            .query(&format!("SELECT {function}({})", victim.pid))
+            .round_trip()
+            .await;
+        assert_eq!(
+            replies.first(),
+            Some(&common::raw::Reply::Error(SqlState::INSUFFICIENT_PRIVILEGE)),
+            "{function}: {replies:?}"
+        );
+    }
+    let mut victim = victim;
+    let replies = victim.query("SELECT 1").round_trip().await;
+    assert!(replies.contains(&common::raw::Reply::Complete("SELECT 1".into())));
+}
+
+/// How many statements with `marker` in their text run on shard 0.
+async fn running_on_shard(marker: &str) -> i64 {
+    shard_client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 \
+             AND pid <> pg_backend_pid()",
+            &[&format!("%{marker}%")],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_client_killed_mid_statement_leaves_nothing_running() {
+    use std::time::{Duration, Instant};
+    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
+    let marker = "vanishing_client";
+    let mut psql = std::process::Command::new("psql")
+        .arg(proxy.conn_string())
+        .arg("-c")
+        .arg(format!("SELECT pg_sleep(30) /* {marker} */"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("psql");
+    let started = Instant::now();
+    while running_on_shard(marker).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the statement never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    psql.kill().expect("kill psql");
+    psql.wait().expect("reap psql");
+    let killed = Instant::now();
+    // Left running it would take 30 s; canceled, it goes at once.
+    while running_on_shard(marker).await > 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the statement still runs for a client that is gone"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The pool's one connection serves the next client.
+    let next = proxy.connect().await;
+    let one: i32 = next.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    assert_eq!(one, 1);
+}

@@ -2,10 +2,11 @@
 //! slot names the shard and backend process running it, so a CancelRequest reaches exactly that
 //! one. The slot is two atomics because it changes twice per transaction.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
+use futures::task::AtomicWaker;
 use rand::Rng;
 
 use crate::backend::CancelKey;
@@ -15,14 +16,38 @@ const NOT_RUNNING: u32 = u32::MAX;
 
 pub struct CancelSlot {
     pub secret: i32,
+    /// The proxy user the session logged in as: who may signal it.
+    pub user: String,
     shard: AtomicU32,
     key: AtomicU64,
     /// The other shards' processes while a statement runs on several shards (rare, hence a
     /// mutex rather than atomics).
     others: std::sync::Mutex<Vec<(ShardId, CancelKey)>>,
+    /// `pg_terminate_backend` of the session's pid was called; the session loop's waker.
+    terminated: AtomicBool,
+    wake_on_terminate: AtomicWaker,
 }
 
 impl CancelSlot {
+    /// Asks the session to end, as `pg_terminate_backend` does.
+    pub fn terminate(&self) {
+        self.terminated.store(true, Ordering::Release);
+        self.wake_on_terminate.wake();
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        self.terminated.load(Ordering::Acquire)
+    }
+
+    /// Whether the session was asked to end; otherwise the task of `cx` is woken when it is.
+    pub fn poll_terminated(&self, cx: &std::task::Context<'_>) -> bool {
+        if self.terminated.load(Ordering::Acquire) {
+            return true;
+        }
+        self.wake_on_terminate.register(cx.waker());
+        self.terminated.load(Ordering::Acquire)
+    }
+
     pub fn set(&self, running: Option<(ShardId, CancelKey)>) {
         match running {
             Some((shard, key)) => {
@@ -64,13 +89,16 @@ pub struct CancelRegistry {
 
 impl CancelRegistry {
     /// Registers a new session under a fresh pid; the guard removes it again.
-    pub fn register(self: &Arc<Self>) -> (i32, CancelGuard) {
+    pub fn register(self: &Arc<Self>, user: &str) -> (i32, CancelGuard) {
         let mut rng = rand::thread_rng();
         let slot = Arc::new(CancelSlot {
             secret: rng.gen(),
+            user: user.to_owned(),
             shard: AtomicU32::new(NOT_RUNNING),
             key: AtomicU64::new(0),
             others: Default::default(),
+            terminated: AtomicBool::new(false),
+            wake_on_terminate: AtomicWaker::new(),
         });
         loop {
             let pid: i32 = rng.gen_range(1..i32::MAX);
@@ -97,20 +125,28 @@ impl CancelRegistry {
             .and_then(|s| s.running())
     }
 
+    /// The session the proxy gave `pid`, for the signal functions (no secret: SQL does not
+    /// carry one; who may signal is checked by user instead).
+    pub fn session(&self, pid: i32) -> Option<Arc<CancelSlot>> {
+        self.slots.get(&pid).map(|s| s.clone())
+    }
+
     /// Every shard process running the session's statement: one, or several while it runs on
     /// several shards.
     pub fn targets(&self, pid: i32, secret: i32) -> Vec<(ShardId, CancelKey)> {
-        let Some(slot) = self
-            .slots
-            .get(&pid)
-            .filter(|s| s.secret == secret)
-            .map(|s| s.clone())
-        else {
-            return Vec::new();
-        };
-        let mut all: Vec<(ShardId, CancelKey)> = slot.running().into_iter().collect();
+        match self.slots.get(&pid).filter(|s| s.secret == secret) {
+            Some(slot) => slot.running_everywhere(),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl CancelSlot {
+    /// Every shard process running the session's statement.
+    pub fn running_everywhere(&self) -> Vec<(ShardId, CancelKey)> {
+        let mut all: Vec<(ShardId, CancelKey)> = self.running().into_iter().collect();
         all.extend(
-            slot.others
+            self.others
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
@@ -139,7 +175,7 @@ mod tests {
     #[test]
     fn slot_round_trips_negative_keys() {
         let registry = Arc::new(CancelRegistry::default());
-        let (pid, guard) = registry.register();
+        let (pid, guard) = registry.register("app");
         let secret = guard.slot.secret;
         assert_eq!(registry.target(pid, secret), None);
         let key = CancelKey {

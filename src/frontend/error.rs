@@ -29,6 +29,16 @@ pub enum FrontendError {
         code: tokio_postgres::error::SqlState,
         message: String,
     },
+    /// `pg_cancel_backend`/`pg_terminate_backend` of another user's session (PostgreSQL 15's
+    /// texts).
+    #[error(
+        "must be a member of the role whose {} or member of pg_signal_backend",
+        if *terminate { "process is being terminated" } else { "query is being canceled" }
+    )]
+    SignalNotPermitted { terminate: bool },
+    /// The session's pid was given to `pg_terminate_backend`.
+    #[error("terminating connection due to administrator command")]
+    TerminatedByAdministrator,
     /// The first shard, which tells clients the server's parameters, cannot be reached.
     #[error("shard \"{shard}\" is unreachable: {reason}")]
     ShardUnreachable { shard: String, reason: String },

@@ -80,7 +80,7 @@ async fn start_session(
     span: tracing::Span,
 ) -> Option<SessionFuture> {
     tracing::debug!(parent: &span, user = %start.user, addr = %start.addr, "client authenticated");
-    let (pid, cancel) = ctx.cancels.register();
+    let (pid, cancel) = ctx.cancels.register(&start.user);
     let mut settings: Vec<(String, String)> = start.params.into_iter().collect();
     if !settings.iter().any(|(k, _)| k == "application_name") {
         settings.push(("application_name".into(), String::new()));

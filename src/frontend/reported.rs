@@ -14,19 +14,24 @@ use crate::model::ShardId;
 /// Distinct settings sets remembered before the cache starts over.
 const CAPACITY: usize = 1024;
 
-/// Each settings set's values as the server shows them (same order as the set).
+/// Settings as (name, value) pairs.
+type Pairs = Vec<(String, String)>;
+/// The values as the server shows them, in the order of the set.
+type Shown = Arc<[(String, String)]>;
+
+/// Each settings set's values as the server shows them.
 #[derive(Default)]
 pub struct ReportedSettings {
-    shown: Mutex<HashMap<Vec<(String, String)>, Arc<[(String, String)]>>>,
+    shown: Mutex<HashMap<Pairs, Shown>>,
 }
 
 impl ReportedSettings {
-    fn cached(&self, settings: &[(String, String)]) -> Option<Arc<[(String, String)]>> {
+    fn cached(&self, settings: &[(String, String)]) -> Option<Shown> {
         let shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         shown.get(settings).cloned()
     }
 
-    fn remember(&self, settings: Vec<(String, String)>, values: Arc<[(String, String)]>) {
+    fn remember(&self, settings: Pairs, values: Shown) {
         let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         if shown.len() >= CAPACITY {
             shown.clear();
@@ -40,7 +45,7 @@ impl ReportedSettings {
 pub(super) async fn shown(
     ctx: &ServerCtx,
     settings: &[(String, String)],
-) -> Result<Arc<[(String, String)]>, FrontendError> {
+) -> Result<Shown, FrontendError> {
     if let Some(values) = ctx.reported.cached(settings) {
         return Ok(values);
     }
@@ -80,7 +85,7 @@ pub(super) async fn shown(
         },
         None => unreachable(e.to_string()),
     })?;
-    let shown: Arc<[(String, String)]> = rows
+    let shown: Shown = rows
         .iter()
         .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
         .collect();

@@ -14,7 +14,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::AsyncWrite;
 use tracing::Instrument;
 
-use super::cancel::CancelGuard;
+use super::cancel::{CancelGuard, CancelSlot};
 use super::driver::Next;
 use super::pipeline::{Disposition, Pending, Pipeline};
 use super::socket::{self, ClientSocket, ReadArm};
@@ -49,6 +49,7 @@ mod row_ttl;
 mod savepoints;
 mod sequence;
 mod settings;
+mod signal;
 
 use dest::Dest;
 use link::{ParkedLinks, ShardLink};
@@ -79,6 +80,9 @@ enum LocalKind {
     Show,
     /// `CREATE`/`ALTER`/`DROP …`: sharding DDL, or DDL PostgreSQL runs itself.
     Ddl,
+    /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
+    /// or a shard process's.
+    Signal,
 }
 
 /// A simple query the proxy may answer itself, with its text.
@@ -94,16 +98,18 @@ fn local_candidate<'a>(
 
 fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     // Most queries are none of these, which their first four letters tell.
-    if !may_start_with(sql, &[*b"show", *b"crea", *b"drop", *b"alte"]) {
+    if !may_start_with(sql, &[*b"show", *b"crea", *b"drop", *b"alte", *b"sele"]) {
         return None;
     }
     const SHOW: u128 = keyword(b"show");
     const CREATE: u128 = keyword(b"create");
     const DROP: u128 = keyword(b"drop");
     const ALTER: u128 = keyword(b"alter");
+    const SELECT: u128 = keyword(b"select");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
         CREATE | DROP | ALTER => Some(LocalKind::Ddl),
+        SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
         _ => None,
     }
 }
@@ -114,6 +120,8 @@ enum Event {
     ClientWrote(std::io::Result<usize>),
     BackendRead(std::io::Result<usize>),
     BackendWrote(std::io::Result<usize>),
+    /// `pg_terminate_backend` of the session's pid.
+    Terminated,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -193,6 +201,19 @@ pub struct Session {
     span: tracing::Span,
     /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
     copy: Option<Box<copy::CopyState>>,
+    /// How the client left, which decides what happens to a statement still running for it.
+    client_left: ClientLeft,
+}
+
+/// How a session's client went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientLeft {
+    /// With a Terminate message: PostgreSQL finishes what the client sent before it, and so
+    /// does the shard.
+    Terminate,
+    /// Its socket closed or failed, or the session was ended by the proxy: a statement still
+    /// running for it is canceled, as nobody will read its result.
+    Vanished,
 }
 
 impl Session {
@@ -234,6 +255,7 @@ impl Session {
             last_plan: None,
             span,
             copy: None,
+            client_left: ClientLeft::Vanished,
         }
     }
 
@@ -271,6 +293,7 @@ impl Session {
                     }
                 };
                 if said == ClientSaid::Terminate {
+                    self.client_left = ClientLeft::Terminate;
                     return Ok(());
                 }
             }
@@ -303,6 +326,19 @@ impl Session {
                     }
                     // Frames left for lack of room may go now.
                     self.client_unread = true;
+                }
+                Event::Terminated => {
+                    let e = FrontendError::TerminatedByAdministrator;
+                    protocol::error_response(
+                        &mut self.cout,
+                        Severity::Fatal,
+                        &e.sqlstate(),
+                        &e.client_message(),
+                    );
+                    // What the client has not read yet is lost anyway; the FATAL goes if it
+                    // can.
+                    let _ = self.write_now(client);
+                    return Ok(());
                 }
             }
         }
@@ -402,6 +438,9 @@ impl Session {
         cx: &mut std::task::Context<'_>,
         client: &mut C,
     ) -> Poll<Event> {
+        if self.cancel.slot.is_terminated() {
+            return Poll::Ready(Event::Terminated);
+        }
         if self.client_output_due() {
             if let Poll::Ready(r) = client.poll_write(cx, &self.cout) {
                 return Poll::Ready(Event::ClientWrote(r));
@@ -427,6 +466,11 @@ impl Session {
             if let Poll::Ready(r) = client.poll_read(cx, &mut self.cin) {
                 return Poll::Ready(Event::ClientRead(r));
             }
+        }
+        // Looked at only when nothing else is ready: a terminated session that is still busy
+        // has had its statement canceled, and comes here soon.
+        if self.cancel.slot.poll_terminated(cx) {
+            return Poll::Ready(Event::Terminated);
         }
         Poll::Pending
     }

@@ -6,3 +6,4 @@ pub mod nested_names;
 pub mod params;
 pub mod quote;
 pub mod row_ttl;
+pub mod signal;

@@ -298,6 +298,34 @@ impl RawClient {
         }
     }
 
+    /// Sends what is queued and collects the replies until the server closes the connection.
+    pub async fn until_closed(&mut self) -> Vec<Reply> {
+        self.flush().await;
+        let mut replies = Vec::new();
+        loop {
+            let message = loop {
+                match Message::parse(&mut self.inbuf).expect("well-formed server message") {
+                    Some(m) => break Some(m),
+                    None => match self.stream.read_buf(&mut self.inbuf).await {
+                        Ok(0) | Err(_) => break None,
+                        Ok(_) => {}
+                    },
+                }
+            };
+            match message {
+                None => return replies,
+                Some(Message::ErrorResponse(body)) => {
+                    replies.push(Reply::Error(sqlstate(body.fields())))
+                }
+                Some(Message::ReadyForQuery(body)) => replies.push(Reply::Ready(body.status())),
+                Some(Message::CommandComplete(body)) => {
+                    replies.push(Reply::Complete(body.tag().unwrap().to_string()))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
     pub async fn terminate(mut self) {
         frontend::terminate(&mut self.out);
         self.flush().await;

@@ -282,6 +282,7 @@ impl Session {
         let is_local = |sql: &[u8]| match local_kind(sql) {
             Some(LocalKind::Show) => admin::parse(sql).is_some(),
             Some(LocalKind::Ddl) => ddl::recognise(sql, &self.ctx.catalog.snapshot()).is_some(),
+            Some(LocalKind::Signal) => self.proxy_signal(sql).is_some(),
             None => false,
         };
         Ok(match ClientFrame::parse(frame)? {

@@ -210,6 +210,9 @@ impl Session {
     /// reply ends with ReadyForQuery, as a simple query's does.
     pub(super) async fn answer_locally(&mut self, sql: &[u8], kind: LocalKind) -> Option<BytesMut> {
         let mut out = BytesMut::new();
+        if kind == LocalKind::Signal {
+            return self.answer_signal(sql);
+        }
         if kind == LocalKind::Show {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {

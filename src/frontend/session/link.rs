@@ -275,13 +275,27 @@ impl Session {
         let pools = &self.ctx.pools;
         let pinned = self.pinned;
         let clean = |link: &ShardLink| !pinned && link.idle() && link.conn.conn.read_buf.is_empty();
+        // A connection that is not clean is closed; a statement it may still run for a client
+        // that vanished is canceled too, or the shard would run it to the end for nobody (it
+        // notices the closed socket only when it writes).
+        let mut running = Vec::new();
+        let mut note = |link: &ShardLink, clean: bool| {
+            if !clean && self.client_left == ClientLeft::Vanished {
+                running.push((link.shard(), link.conn.conn.cancel));
+            }
+        };
         if let Some(link) = self.current.take() {
             let clean = clean(&link) && self.pipeline.is_empty();
+            note(&link, clean);
             link.release(pools, clean);
         }
         for link in self.parked.drain() {
             let clean = clean(&link);
+            note(&link, clean);
             link.release(pools, clean);
+        }
+        if !running.is_empty() {
+            super::signal::cancel_running(&self.ctx, running);
         }
     }
 }

@@ -199,14 +199,19 @@ impl Session {
         self.drain_current().await?;
         let mut out = BytesMut::new();
         MessageBuilder::new(&mut out, b't').i16(0).finish();
-        let description = if local_kind(sql) == Some(LocalKind::Show) {
-            let span = self.span.clone();
-            let reply = Box::pin(self.answer_locally(sql, LocalKind::Show).instrument(span))
-                .await
-                .unwrap_or_default();
-            rows_of_reply(&reply).ok().and_then(|r| r.description)
-        } else {
-            None
+        let description = match local_kind(sql) {
+            Some(LocalKind::Show) => {
+                let span = self.span.clone();
+                let reply = Box::pin(self.answer_locally(sql, LocalKind::Show).instrument(span))
+                    .await
+                    .unwrap_or_default();
+                rows_of_reply(&reply).ok().and_then(|r| r.description)
+            }
+            // Described without signalling anyone.
+            Some(LocalKind::Signal) => self
+                .proxy_signal(sql)
+                .map(|(call, _)| super::signal::description(&call.result_name)),
+            Some(LocalKind::Ddl) | None => None,
         };
         match description {
             Some(d) => out.extend_from_slice(&d),

@@ -1,0 +1,90 @@
+//! `pg_cancel_backend(pid)` / `pg_terminate_backend(pid)` of a pid the proxy gave a client:
+//! the proxy cancels that session's running statement on its shards, or ends the session with
+//! PostgreSQL's FATAL, as the functions do to a backend on one PostgreSQL. Other pids are the
+//! shards' processes, and the call goes to a shard like any statement.
+
+use super::*;
+use crate::sql::signal::{signal_call, Signal, SignalCall};
+
+/// PostgreSQL's type OID of the functions' result, bool.
+const BOOL_OID: i32 = 16;
+
+/// The RowDescription of the call's one bool column.
+pub(super) fn description(name: &str) -> bytes::Bytes {
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'T')
+        .i16(1)
+        .cstr(name.as_bytes())
+        .i32(0)
+        .i16(0)
+        .i32(BOOL_OID)
+        .i16(1)
+        .i32(-1)
+        .i16(0)
+        .finish();
+    out.freeze()
+}
+
+/// Asks each shard process running a session's statement to cancel it.
+pub(super) fn cancel_running(ctx: &ServerCtx, running: Vec<(ShardId, crate::backend::CancelKey)>) {
+    for (shard, key) in running {
+        let endpoint = ctx.pools.shard(shard).endpoint.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::backend::conn::send_cancel(&endpoint, key).await {
+                tracing::warn!(error = %e, "sending a cancel request to a shard failed");
+            }
+        });
+    }
+}
+
+impl Session {
+    /// The call, when `sql` is one of a pid this proxy gave a session that still runs.
+    pub(super) fn proxy_signal(&self, sql: &[u8]) -> Option<(SignalCall, Arc<CancelSlot>)> {
+        let call = signal_call(std::str::from_utf8(sql).ok()?)?;
+        let target = self.ctx.cancels.session(call.pid)?;
+        Some((call, target))
+    }
+
+    /// Answers a signal call of a proxy pid as a simple query's reply; `None` leaves the call
+    /// to the shards.
+    pub(super) fn answer_signal(&mut self, sql: &[u8]) -> Option<BytesMut> {
+        let (call, target) = self.proxy_signal(sql)?;
+        let mut out = BytesMut::new();
+        // As PostgreSQL's role check: a session may signal the sessions of its own user.
+        if target.user != self.cancel.slot.user {
+            let e = FrontendError::SignalNotPermitted {
+                terminate: call.signal == Signal::Terminate,
+            };
+            protocol::error_response(
+                &mut out,
+                Severity::Error,
+                &e.sqlstate(),
+                &e.client_message(),
+            );
+            protocol::ready_for_query(&mut out, self.session_status());
+            return Some(out);
+        }
+        match call.signal {
+            Signal::Cancel => cancel_running(&self.ctx, target.running_everywhere()),
+            // The session sees it at its next turn, tells its client, and cancels what still
+            // runs for it as it ends.
+            Signal::Terminate => {
+                tracing::info!(parent: &self.span, pid = call.pid, "pg_terminate_backend of a client session");
+                target.terminate();
+                if Arc::ptr_eq(&target, &self.cancel.slot) {
+                    // Its own end: the FATAL comes instead of a result, as on PostgreSQL.
+                    return Some(out);
+                }
+            }
+        }
+        out.extend_from_slice(&description(&call.result_name));
+        MessageBuilder::new(&mut out, b'D')
+            .i16(1)
+            .i32(1)
+            .bytes(b"t")
+            .finish();
+        protocol::command_complete(&mut out, "SELECT 1");
+        protocol::ready_for_query(&mut out, self.session_status());
+        Some(out)
+    }
+}
