@@ -42,9 +42,11 @@ mod general;
 mod insert_select;
 mod link;
 mod links;
+mod local;
 mod movement;
 mod multi;
 mod nested;
+mod polling;
 mod row_ttl;
 mod savepoints;
 mod sequence;
@@ -53,6 +55,7 @@ mod signal;
 
 use dest::Dest;
 use link::{ParkedLinks, ShardLink};
+use local::{local_candidate, local_kind, LocalKind};
 use multi::{ClientSink, Portals};
 use settings::settings_sql;
 
@@ -71,47 +74,6 @@ pub enum SessionError {
     ClientFrame(#[from] FrameError),
     #[error("{0}")]
     Backend(#[from] BackendError),
-}
-
-/// Simple queries the proxy may answer itself, by their first word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LocalKind {
-    /// `SHOW …`: an admin statement, or PostgreSQL's own SHOW.
-    Show,
-    /// `CREATE`/`ALTER`/`DROP …`: sharding DDL, or DDL PostgreSQL runs itself.
-    Ddl,
-    /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
-    /// or a shard process's.
-    Signal,
-}
-
-/// A simple query the proxy may answer itself, with its text.
-fn local_candidate<'a>(
-    frame: &Frame<&'a [u8]>,
-) -> Result<Option<(&'a [u8], LocalKind)>, FrameError> {
-    if frame.tag != b'Q' {
-        return Ok(None);
-    }
-    let sql = statements::query_text(frame)?;
-    Ok(local_kind(sql).map(|kind| (sql, kind)))
-}
-
-fn local_kind(sql: &[u8]) -> Option<LocalKind> {
-    // Most queries are none of these, which their first four letters tell.
-    if !may_start_with(sql, &[*b"show", *b"crea", *b"drop", *b"alte", *b"sele"]) {
-        return None;
-    }
-    const SHOW: u128 = keyword(b"show");
-    const CREATE: u128 = keyword(b"create");
-    const DROP: u128 = keyword(b"drop");
-    const ALTER: u128 = keyword(b"alter");
-    const SELECT: u128 = keyword(b"select");
-    match first_keyword(sql) {
-        SHOW => Some(LocalKind::Show),
-        CREATE | DROP | ALTER => Some(LocalKind::Ddl),
-        SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
-        _ => None,
-    }
 }
 
 /// What woke the session loop.
@@ -412,94 +374,6 @@ impl Session {
         result
     }
 
-    /// Waits for the first socket that can make progress. Fixed order: writes first, so data
-    /// never waits behind a read. Written by hand rather than with `select!`, which builds and
-    /// drops a future per branch on every turn of the loop.
-    fn poll_event<C: ClientSocket>(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-        client: &mut C,
-    ) -> Poll<Event> {
-        if self.turns >= TURNS_BEFORE_YIELD {
-            self.turns = 0;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        let event = self.poll_sockets(cx, client);
-        match event {
-            Poll::Ready(_) => self.turns += 1,
-            Poll::Pending => self.turns = 0,
-        }
-        event
-    }
-
-    fn poll_sockets<C: ClientSocket>(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-        client: &mut C,
-    ) -> Poll<Event> {
-        if self.cancel.slot.is_terminated() {
-            return Poll::Ready(Event::Terminated);
-        }
-        if self.client_output_due() {
-            if let Poll::Ready(r) = client.poll_write(cx, &self.cout) {
-                return Poll::Ready(Event::ClientWrote(r));
-            }
-        }
-        if let Some(link) = self.current.as_mut() {
-            let conn = &mut link.conn.conn;
-            if !link.out.is_empty() {
-                if let Poll::Ready(r) = Pin::new(&mut conn.stream).poll_write(cx, &link.out) {
-                    return Poll::Ready(Event::BackendWrote(r));
-                }
-            }
-            if self.cout.len() < HIGH_WATER {
-                reserve_for_read(&mut conn.read_buf);
-                let read = link.arm.poll_read(&conn.stream, cx, &mut conn.read_buf);
-                if let Poll::Ready(r) = read {
-                    return Poll::Ready(Event::BackendRead(r));
-                }
-            }
-        }
-        if self.current_out_len() < HIGH_WATER {
-            reserve_for_read(&mut self.cin);
-            if let Poll::Ready(r) = client.poll_read(cx, &mut self.cin) {
-                return Poll::Ready(Event::ClientRead(r));
-            }
-        }
-        // Looked at only when nothing else is ready: a terminated session that is still busy
-        // has had its statement canceled, and comes here soon.
-        if self.cancel.slot.poll_terminated(cx) {
-            return Poll::Ready(Event::Terminated);
-        }
-        Poll::Pending
-    }
-
-    /// Writes what is pending in both directions while the sockets take it, so the common
-    /// case (a request out, an answer back) needs no extra turn of the loop per write; whatever
-    /// is left waits for `poll_event`.
-    fn write_now<C: ClientSocket>(&mut self, client: &mut C) -> Result<(), SessionError> {
-        if let Some(link) = self.current.as_mut() {
-            if !link.out.is_empty() {
-                match socket::write_now(&link.conn.conn.stream, &link.out) {
-                    Ok(n) => consume(&mut link.out, n),
-                    Err(e) => return Err(self.backend_lost(e)),
-                }
-            }
-        }
-        if self.client_output_due() {
-            let n = client.write_now(&self.cout).map_err(SessionError::Client)?;
-            consume(&mut self.cout, n);
-            self.deferred_parse_len = 0;
-        }
-        Ok(())
-    }
-
-    /// How much waits to go to the current connection (none without one).
-    fn current_out_len(&self) -> usize {
-        self.current.as_ref().map_or(0, |link| link.out.len())
-    }
-
     fn backend_lost(&mut self, e: std::io::Error) -> SessionError {
         if let Some(link) = self.current.as_mut() {
             link.conn.conn.broken = true;
@@ -791,31 +665,5 @@ fn consume(buf: &mut BytesMut, n: usize) {
         // The rest (part of a frame, or of a write) moves to the front when it is no longer
         // than what was consumed before it: a short copy, never an allocation.
         let _ = buf.try_reclaim(buf.capacity() - buf.len() + 1);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{local_kind, LocalKind};
-
-    #[test]
-    fn local_kinds_by_first_word_in_any_case_and_after_comments() {
-        let cases: [(&[u8], Option<LocalKind>); 12] = [
-            (b"SELECT 1", None),
-            (b"select * from show", None),
-            (b"END", None),
-            (b"SHOWING", None),
-            (b"dropped", None),
-            (b"show pools", Some(LocalKind::Show)),
-            (b"ShOw TRANSACTIONS", Some(LocalKind::Show)),
-            (b"CREATE SHARDED TABLE t (a int)", Some(LocalKind::Ddl)),
-            (b"drop table t", Some(LocalKind::Ddl)),
-            (b"Alter TABLE t ADD b int", Some(LocalKind::Ddl)),
-            (b"  \n drop table t", Some(LocalKind::Ddl)),
-            (b"/* why */ ALTER TABLE t ADD b int", Some(LocalKind::Ddl)),
-        ];
-        for (sql, kind) in cases {
-            assert_eq!(local_kind(sql), kind, "{}", String::from_utf8_lossy(sql));
-        }
     }
 }
