@@ -180,6 +180,23 @@ pub fn error_response_at(
     m.finish();
 }
 
+/// A RowDescription of one column computed by the statement (no table), of type `type_oid`
+/// with length `type_len`, in text or binary.
+pub fn one_column_description(name: &str, type_oid: i32, type_len: i16, binary: bool) -> Bytes {
+    let mut out = BytesMut::new();
+    MessageBuilder::new(&mut out, b'T')
+        .i16(1)
+        .cstr(name.as_bytes())
+        .i32(0)
+        .i16(0)
+        .i32(type_oid)
+        .i16(type_len)
+        .i32(-1)
+        .i16(i16::from(binary))
+        .finish();
+    out.freeze()
+}
+
 pub fn ready_for_query(out: &mut BytesMut, status: u8) {
     MessageBuilder::new(out, b'Z').u8(status).finish();
 }

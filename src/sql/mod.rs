@@ -2,6 +2,7 @@
 //! answers itself) and quoting for the SQL the proxy builds. Parsing for routing is in `router`.
 
 pub mod classify;
+pub mod func;
 pub mod nested_names;
 pub mod params;
 pub mod quote;

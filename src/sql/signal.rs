@@ -30,11 +30,14 @@ pub struct SignalCall {
     pub result_name: String,
 }
 
-/// Whether `sql` may call one of the functions: a cheap test before parsing.
+/// Whether `sql` may call one of the functions: a cheap test before parsing, made on every
+/// simple-protocol SELECT (underscores are found with memchr; only those are compared).
 pub fn mentions_signal(sql: &[u8]) -> bool {
     const NEEDLE: &[u8] = b"_backend";
-    sql.windows(NEEDLE.len())
-        .any(|w| w.eq_ignore_ascii_case(NEEDLE))
+    memchr::memchr_iter(b'_', sql).any(|at| {
+        sql.get(at..at + NEEDLE.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(NEEDLE))
+    })
 }
 
 /// The call, when `sql` is one SELECT of one of the functions with a constant pid and nothing
@@ -73,20 +76,9 @@ pub fn signal_call(sql: &str) -> Option<SignalCall> {
     let Some(NodeEnum::FuncCall(f)) = res.val.as_deref()?.node.as_ref() else {
         return None;
     };
-    let names: Vec<&str> = f
-        .funcname
-        .iter()
-        .filter_map(|n| match n.node.as_ref()? {
-            NodeEnum::String(s) => Some(s.sval.as_str()),
-            _ => None,
-        })
-        .collect();
-    let signal = match names.as_slice() {
-        [name] | ["pg_catalog", name] => match *name {
-            "pg_cancel_backend" => Signal::Cancel,
-            "pg_terminate_backend" => Signal::Terminate,
-            _ => return None,
-        },
+    let signal = match super::func::builtin_name(f)? {
+        "pg_cancel_backend" => Signal::Cancel,
+        "pg_terminate_backend" => Signal::Terminate,
         _ => return None,
     };
     let plain_call = f.agg_order.is_empty()

@@ -94,18 +94,7 @@ fn first_result_format(rest: &[u8]) -> Option<i16> {
 
 /// The RowDescription of the call's one column, as PostgreSQL describes `nextval`'s.
 fn description(name: &str, binary: bool) -> bytes::Bytes {
-    let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'T')
-        .i16(1)
-        .cstr(name.as_bytes())
-        .i32(0)
-        .i16(0)
-        .i32(INT8_OID)
-        .i16(8)
-        .i32(-1)
-        .i16(i16::from(binary))
-        .finish();
-    out.freeze()
+    protocol::one_column_description(name, INT8_OID, 8, binary)
 }
 
 fn data_row(value: i64, binary: bool) -> bytes::Bytes {

@@ -11,18 +11,7 @@ const BOOL_OID: i32 = 16;
 
 /// The RowDescription of the call's one bool column.
 pub(super) fn description(name: &str) -> bytes::Bytes {
-    let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'T')
-        .i16(1)
-        .cstr(name.as_bytes())
-        .i32(0)
-        .i16(0)
-        .i32(BOOL_OID)
-        .i16(1)
-        .i32(-1)
-        .i16(0)
-        .finish();
-    out.freeze()
+    protocol::one_column_description(name, BOOL_OID, 1, false)
 }
 
 /// Asks each shard process running a session's statement to cancel it.

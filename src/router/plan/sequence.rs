@@ -124,21 +124,10 @@ fn sequence_function_call(node: &Node) -> Option<(&'static str, &str)> {
     let Some(NodeEnum::FuncCall(f)) = node.node.as_ref() else {
         return None;
     };
-    let names: Vec<&str> = f
-        .funcname
-        .iter()
-        .filter_map(|n| match n.node.as_ref()? {
-            NodeEnum::String(s) => Some(s.sval.as_str()),
-            _ => None,
-        })
-        .collect();
-    let function = match names.as_slice() {
-        [name] | ["pg_catalog", name] => match *name {
-            "nextval" => "nextval",
-            "currval" => "currval",
-            "setval" => "setval",
-            _ => return None,
-        },
+    let function = match crate::sql::func::builtin_name(f)? {
+        "nextval" => "nextval",
+        "currval" => "currval",
+        "setval" => "setval",
         _ => return None,
     };
     let mut arg = f.args.first()?;
