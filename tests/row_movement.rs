@@ -192,19 +192,11 @@ async fn a_row_moves_to_the_shard_of_its_new_key() {
         .expect("no rows");
     assert_eq!(tag(&msgs), 0);
 
-    let prepared: i64 = {
-        let mut n = 0;
-        for i in 0..SHARDS {
-            let c = shards().connect(i).await;
-            n += c
-                .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
-                .await
-                .expect("prepared")
-                .get::<_, i64>(0);
-        }
-        n
-    };
-    assert_eq!(prepared, 0, "no prepared transaction left");
+    assert_eq!(
+        prepared_holding("mv_one").await,
+        0,
+        "no prepared transaction left"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,6 @@
 mod common;
 mod routing_common;
 
-use common::shards;
 use routing_common::*;
 use tokio_postgres::error::SqlState;
 
@@ -104,16 +103,11 @@ async fn a_block_that_cannot_be_prepared_commits_on_one_shard_only() {
             .iter()
             .sum();
         assert_eq!(changed, 0, "{state}: rolled back on every shard");
-        for i in 0..SHARDS {
-            let prepared: i64 = shards()
-                .connect(i)
-                .await
-                .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
-                .await
-                .expect("prepared")
-                .get(0);
-            assert_eq!(prepared, 0, "{state}: nothing was prepared");
-        }
+        assert_eq!(
+            prepared_holding("unprep").await,
+            0,
+            "{state}: nothing was prepared"
+        );
         client
             .simple_query("SELECT 1")
             .await

@@ -252,3 +252,22 @@ pub fn region_shard(region: &str) -> usize {
 pub fn range_shard(k: i64) -> usize {
     (k / 2500).clamp(0, 3) as usize
 }
+
+/// Prepared transactions that hold a lock on `table`, on every shard. Only this test's: the
+/// binary's other tests may run two-phase commits of their own on the same shards meanwhile.
+pub async fn prepared_holding(table: &str) -> i64 {
+    let mut n = 0;
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        // A prepared transaction's locks are the ones without a backend pid.
+        n += c
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE pid IS NULL AND relation = $1::text::regclass",
+                &[&table],
+            )
+            .await
+            .expect("prepared transactions' locks")
+            .get::<_, i64>(0);
+    }
+    n
+}
