@@ -2,8 +2,8 @@
 //!
 //! DIR holds one cluster per shard (`s1`, `s2`, …) and the `shardwire.toml` that points the proxy
 //! at them. A second run reads that file back, so the clusters keep their ports. Whatever happens —
-//! Ctrl-C, SIGTERM, a failure half-way through startup — the clusters started by this run are
-//! stopped before it exits.
+//! Ctrl-C, SIGTERM, a closed terminal (SIGHUP), a failure half-way through startup — the clusters
+//! started by this run are stopped before it exits.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -73,13 +73,16 @@ fn io_err(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> D
     }
 }
 
-/// Starts the clusters, serves until Ctrl-C or SIGTERM, then stops the proxy and the clusters.
+/// Starts the clusters, serves until Ctrl-C, SIGTERM or SIGHUP, then stops the proxy and the
+/// clusters.
 pub async fn run(opts: DevOptions) -> Result<(), DevError> {
     // Registered before anything starts, so a signal during startup cannot kill us half-way.
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(io_err(Path::new("SIGINT"), "trap"))?;
     let mut sigterm =
         signal(SignalKind::terminate()).map_err(io_err(Path::new("SIGTERM"), "trap"))?;
+    // Closing the terminal: the clusters must not outlive it.
+    let mut sighup = signal(SignalKind::hangup()).map_err(io_err(Path::new("SIGHUP"), "trap"))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let startup = tokio::task::spawn_blocking({
         let cancel = cancel.clone();
@@ -91,6 +94,7 @@ pub async fn run(opts: DevOptions) -> Result<(), DevError> {
             r = &mut startup => break r.expect("startup thread panicked")?,
             _ = sigint.recv() => cancel.store(true, Ordering::SeqCst),
             _ = sigterm.recv() => cancel.store(true, Ordering::SeqCst),
+            _ = sighup.recv() => cancel.store(true, Ordering::SeqCst),
         }
         info!("interrupted; finishing the current step, then stopping the clusters");
     };
@@ -113,6 +117,7 @@ pub async fn run(opts: DevOptions) -> Result<(), DevError> {
         r = server::serve(env.config.clone()) => r.map_err(|e| DevError::Serve(format!("proxy on {listen}: {e}"))),
         _ = sigterm.recv() => Ok(()),
         _ = sigint.recv() => Ok(()),
+        _ = sighup.recv() => Ok(()),
     };
     info!("proxy stopped");
     tokio::task::spawn_blocking(move || drop(env))

@@ -1,3 +1,4 @@
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -71,7 +72,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shardwire: {e}");
+            // Not eprintln!, which panics when standard error is a closed pipe.
+            let _ = writeln!(std::io::stderr(), "shardwire: {e}");
             ExitCode::FAILURE
         }
     }

@@ -206,9 +206,30 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Logs to stderr, level from RUST_LOG (default info).
+/// Logs to standard output, level from RUST_LOG (default info).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| LogOutput)
+        .try_init();
+}
+
+/// Standard output for the log, where a failed write is dropped: once the reader of a pipe is
+/// gone (`shardwire dev | tee log`, then Ctrl-C, which ends tee first), logging must not stop
+/// the shutdown. tracing-subscriber reports a failed write with `eprintln!`, which panics when
+/// standard error is that same closed pipe.
+struct LogOutput;
+
+impl std::io::Write for LogOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stdout().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stdout().flush();
+        Ok(())
+    }
 }

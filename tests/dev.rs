@@ -13,6 +13,10 @@ use shardwire::config::Config;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
+/// `shardwire dev` gives fresh clusters the first free ports from 55431 on: two runs starting at
+/// once could both pick the same. The tests that run it take turns.
+static ONE_DEV_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct DevProcess {
     child: Child,
     /// Lines of stdout and stderr as they come.
@@ -173,6 +177,7 @@ fn proxy_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_creates_reuses_and_always_stops_its_clusters() {
+    let _turn = ONE_DEV_AT_A_TIME.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("dev");
     let config_path = dir.join("shardwire.toml");
@@ -268,4 +273,131 @@ async fn dev_creates_reuses_and_always_stops_its_clusters() {
     assert!(!status.success(), "{log}");
     assert!(log.contains(&taken), "{log}");
     assert_eq!(running_clusters(&dir), Vec::<PathBuf>::new());
+}
+
+/// `shardwire dev 2>&1 | tee LOG` started from a shell in a process group of its own, as a
+/// terminal runs a pipeline; a signal to the group is what Ctrl-C (SIGINT) or closing the
+/// terminal (SIGHUP) sends: the pipe's reader goes at the same moment as the proxy is told to
+/// stop.
+struct DevPipeline {
+    shell: Child,
+    log: PathBuf,
+}
+
+impl DevPipeline {
+    fn spawn(dir: &Path, port: u16) -> DevPipeline {
+        use std::os::unix::process::CommandExt;
+        let log = dir.with_extension("log");
+        // The last run's log would answer wait_for_line before tee starts this one's.
+        let _ = std::fs::remove_file(&log);
+        let shell = Command::new("sh")
+            .args([
+                "-c",
+                "\"$0\" dev --dir \"$1\" --shards 2 --port \"$2\" 2>&1 | tee \"$3\"",
+                env!("CARGO_BIN_EXE_shardwire"),
+            ])
+            .arg(dir)
+            .arg(port.to_string())
+            .arg(&log)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        DevPipeline { shell, log }
+    }
+
+    fn wait_for_line(&mut self, needle: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if log.contains(needle) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no {needle:?}: {log}");
+            assert!(
+                self.shell.try_wait().unwrap().is_none(),
+                "the pipeline ended: {log}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Signals the whole process group, as the terminal does.
+    fn signal_group(&self, name: &str) {
+        let ok = Command::new("sh")
+            .args(["-c", "kill -s \"$1\" -- \"-$2\"", "sh", name])
+            .arg(self.shell.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -s {name} of the group");
+    }
+
+    /// Waits until no process of the pipeline is left (the proxy may outlive the shell).
+    fn wait_until_gone(&mut self, dir: &Path) {
+        let _ = self.shell.wait();
+        let deadline = Instant::now() + TIMEOUT;
+        while !processes_in(dir).is_empty() || !running_clusters(dir).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "left running: {:?} {:?}\n{}",
+                processes_in(dir),
+                running_clusters(dir),
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_stops_its_clusters_when_its_pipe_or_terminal_goes_and_adopts_orphans() {
+    let _turn = ONE_DEV_AT_A_TIME.lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dev");
+    let port = proxy_port();
+
+    // `| tee` then Ctrl-C, then the same with the terminal closed.
+    for signal in ["INT", "HUP"] {
+        let mut pipeline = DevPipeline::spawn(&dir, port);
+        pipeline.wait_for_line("connect with: psql");
+        assert!(
+            running_clusters(&dir).len() == 2,
+            "{:?}",
+            running_clusters(&dir)
+        );
+        pipeline.signal_group(signal);
+        pipeline.wait_until_gone(&dir);
+        let log = std::fs::read_to_string(&pipeline.log).unwrap_or_default();
+        assert_nothing_left(&dir);
+        eprintln!("[{signal}] {log}");
+    }
+
+    // A run that is killed outright leaves its clusters running; the next run takes them over,
+    // serves with them and stops them when it ends.
+    let mut dev = DevProcess::spawn(&dir, &["--port", &port.to_string()]);
+    dev.wait_for_line("connect with: psql");
+    dev.signal("KILL");
+    let _ = dev.wait();
+    assert_eq!(running_clusters(&dir).len(), 2, "the orphans are there");
+    let mut dev = DevProcess::spawn(&dir, &["--port", &port.to_string()]);
+    dev.wait_for_line("connect with: psql");
+    let conn =
+        format!("host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable");
+    let out =
+        tokio::task::spawn_blocking(move || common::psql(&conn, &["-A", "-t"], "SELECT 41 + 1;\n"))
+            .await
+            .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "42\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dev.signal("INT");
+    let (status, log) = dev.wait();
+    assert!(status.success(), "{status}: {log}");
+    assert_nothing_left(&dir);
 }
