@@ -32,6 +32,7 @@ pub struct ServerCtx {
     pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
     pub cancels: Arc<CancelRegistry>,
+    pub limits: Arc<crate::frontend::limits::ConnectionLimits>,
     /// Clients' startup settings, one shared copy per distinct set.
     pub settings: SettingsRegistry,
     /// Clients' startup settings as the server shows them.
@@ -143,6 +144,9 @@ impl ServerCtx {
             users,
             tls,
             cancels: Arc::new(CancelRegistry::default()),
+            limits: Arc::new(crate::frontend::limits::ConnectionLimits::new(
+                &config.limits,
+            )),
             settings: SettingsRegistry::default(),
             reported: Default::default(),
             metrics: Metrics::new(&shard_names),

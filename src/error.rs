@@ -195,7 +195,10 @@ impl ClientError for crate::frontend::FrontendError {
             F::ExpectedStartup
             | F::AuthExchange(_)
             | F::CopyNotStarted
-            | F::CopyUnexpectedMessage(_) => SqlState::PROTOCOL_VIOLATION,
+            | F::CopyUnexpectedMessage(_)
+            | F::ProtocolViolation(_)
+            | F::UnencryptedAfterRequest { .. } => SqlState::PROTOCOL_VIOLATION,
+            F::TooManyClients | F::TooManyForUser { .. } => SqlState::TOO_MANY_CONNECTIONS,
             F::StartupSetting { code, .. } => code.clone(),
             F::SignalNotPermitted { .. } => SqlState::INSUFFICIENT_PRIVILEGE,
             F::TerminatedByAdministrator => SqlState::ADMIN_SHUTDOWN,
@@ -244,7 +247,7 @@ mod tests {
         assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED);
         assert_eq!(
             e.client_message(),
-            "unsupported frontend protocol 2.0: server supports 3.0"
+            "unsupported frontend protocol 2.0: server supports 3.0 to 3.0"
         );
         let e = F::CopyUnexpectedMessage(b'Q');
         assert_eq!(e.sqlstate(), SqlState::PROTOCOL_VIOLATION);

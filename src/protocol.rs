@@ -37,20 +37,43 @@ impl<'a> Frame<&'a [u8]> {
 pub enum FrameError {
     #[error("invalid message length {0}")]
     BadLength(usize),
+    #[error(
+        "invalid message length {len}: a message may be at most {max} bytes long \
+         (limits.max_message_bytes)"
+    )]
+    TooLong { len: usize, max: usize },
+    #[error("invalid frontend message type {0}")]
+    UnknownType(u8),
     #[error("malformed {0} message")]
     Malformed(&'static str),
 }
 
 /// The length (type byte included) of the complete frame starting at `buf[0]`, if it is complete.
 pub fn complete_frame_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
+    frame_len_within(buf, MAX_FRAME_LEN)
+}
+
+/// As [`complete_frame_len`], refusing a frame longer than `max` as soon as its header is there.
+pub fn frame_len_within(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
     if buf.len() < 5 {
         return Ok(None);
     }
     let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-    if !(4..=MAX_FRAME_LEN).contains(&len) {
+    if len < 4 {
         return Err(FrameError::BadLength(len));
     }
+    if len > max {
+        return Err(FrameError::TooLong { len, max });
+    }
     Ok((buf.len() > len).then_some(len + 1))
+}
+
+/// Whether a client may send a message of type `tag` once it has logged in.
+pub fn is_frontend_tag(tag: u8) -> bool {
+    matches!(
+        tag,
+        b'B' | b'C' | b'c' | b'd' | b'D' | b'E' | b'f' | b'F' | b'H' | b'P' | b'Q' | b'S' | b'X'
+    )
 }
 
 /// Takes one complete frame off the front of `buf`, if there is one.

@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use common::raw::RawClient;
 use common::{TestProxy, APP};
@@ -221,54 +222,210 @@ async fn a_session_of_another_user_may_not_be_signalled() {
     assert!(replies.contains(&common::raw::Reply::Complete("SELECT 1".into())));
 }
 
-/// How many statements with `marker` in their text run on shard 0.
-async fn running_on_shard(marker: &str) -> i64 {
-    shard_client()
-        .await
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 \
-             AND pid <> pg_backend_pid()",
-            &[&format!("%{marker}%")],
-        )
-        .await
-        .unwrap()
-        .get(0)
+/// How many statements with `marker` in their text run on the shards.
+async fn running_on_shards(marker: &str) -> i64 {
+    let mut running = 0;
+    for i in 0..common::shards().clusters.len() {
+        let n: i64 = common::shards()
+            .connect(i)
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+                 AND query LIKE $1 AND pid <> pg_backend_pid()",
+                &[&format!("%{marker}%")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        running += n;
+    }
+    running
 }
 
-#[tokio::test]
-async fn a_client_killed_mid_statement_leaves_nothing_running() {
-    use std::time::{Duration, Instant};
-    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
-    let marker = "vanishing_client";
-    let mut psql = std::process::Command::new("psql")
-        .arg(proxy.conn_string())
-        .arg("-c")
-        .arg(format!("SELECT pg_sleep(30) /* {marker} */"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("psql");
+/// Waits until `marker`'s statement runs on `shards` shards.
+async fn until_running(marker: &str, shards: i64) {
     let started = Instant::now();
-    while running_on_shard(marker).await == 0 {
+    while running_on_shards(marker).await < shards {
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "the statement never ran"
+            "the statement never ran on {shards} shards"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    psql.kill().expect("kill psql");
-    psql.wait().expect("reap psql");
-    let killed = Instant::now();
-    // Left running it would take 30 s; canceled, it goes at once.
-    while running_on_shard(marker).await > 0 {
+}
+
+/// Waits until `marker`'s statement runs nowhere; a canceled statement ends at once, one left
+/// running for nobody would take 30 s.
+async fn until_gone(marker: &str) {
+    let since = Instant::now();
+    while running_on_shards(marker).await > 0 {
         assert!(
-            killed.elapsed() < Duration::from_secs(10),
+            since.elapsed() < Duration::from_secs(2),
             "the statement still runs for a client that is gone"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A sharded table with rows on every shard, for statements that run on all of them.
+async fn table_on_every_shard(client: &tokio_postgres::Client, name: &str) {
+    for sql in [
+        format!(
+            "CREATE SHARDED TABLE {name} (id bigint PRIMARY KEY, v text) \
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO"
+        ),
+        format!("INSERT INTO {name} SELECT i, 'v' || i FROM generate_series(1, 64) i"),
+    ] {
+        client
+            .batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    for i in 0..common::shards().clusters.len() {
+        let n: i64 = common::shards()
+            .connect(i)
+            .await
+            .query_one(&format!("SELECT count(*) FROM {name}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(n > 0, "shard {i} holds no row of {name}");
+    }
+}
+
+/// A statement over every row of `table`, sleeping on every shard.
+fn sleeping_over(table: &str, marker: &str) -> String {
+    format!("SELECT id FROM {table} WHERE pg_sleep(30) IS NOT NULL AND id = id /* {marker} */")
+}
+
+fn psql_running(proxy: &TestProxy, sql: &str) -> std::process::Child {
+    std::process::Command::new("psql")
+        .arg(proxy.conn_string())
+        .arg("-c")
+        .arg(sql)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql")
+}
+
+#[tokio::test]
+async fn a_client_killed_mid_statement_leaves_nothing_running() {
+    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
+    let marker = "vanishing_client";
+    let mut psql = psql_running(&proxy, &format!("SELECT pg_sleep(30) /* {marker} */"));
+    until_running(marker, 1).await;
+    psql.kill().expect("kill psql");
+    psql.wait().expect("reap psql");
+    until_gone(marker).await;
     // The pool's one connection serves the next client.
     let next = proxy.connect().await;
     let one: i32 = next.query_one("SELECT 1", &[]).await.unwrap().get(0);
     assert_eq!(one, 1);
+}
+
+#[tokio::test]
+async fn a_client_killed_mid_multi_shard_statement_leaves_nothing_running() {
+    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
+    let setup = proxy.connect().await;
+    table_on_every_shard(&setup, "vanish_multi").await;
+    drop(setup);
+    let marker = "vanishing_multi_client";
+    let shards = common::shards().clusters.len() as i64;
+    let mut psql = psql_running(&proxy, &sleeping_over("vanish_multi", marker));
+    until_running(marker, shards).await;
+    psql.kill().expect("kill psql");
+    psql.wait().expect("reap psql");
+    until_gone(marker).await;
+    // Each pool's one connection serves the next client, on every shard.
+    let next = proxy.connect().await;
+    let n: i64 = next
+        .query_one("SELECT count(*) FROM vanish_multi", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 64);
+    next.batch_execute("DROP TABLE vanish_multi").await.unwrap();
+}
+
+/// psql interrupted with Ctrl-C (SIGINT) sends a cancel request, reports PostgreSQL's error and
+/// exits, on one shard as on several.
+#[tokio::test]
+async fn an_interrupted_psql_is_told_its_statement_was_canceled() {
+    let proxy = TestProxy::start();
+    let setup = proxy.connect().await;
+    table_on_every_shard(&setup, "interrupted_multi").await;
+    let shards = common::shards().clusters.len() as i64;
+    for (sql, on) in [
+        (
+            "SELECT pg_sleep(30) /* interrupted_single */".to_string(),
+            1,
+        ),
+        (
+            sleeping_over("interrupted_multi", "interrupted_multi_run"),
+            shards,
+        ),
+    ] {
+        let marker = sql
+            .rsplit("/* ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" */")
+            .to_string();
+        let psql = psql_running(&proxy, &sql);
+        until_running(&marker, on).await;
+        let interrupted = Instant::now();
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &psql.id().to_string()])
+            .status()
+            .expect("kill -INT");
+        assert!(status.success());
+        let out = tokio::task::spawn_blocking(move || psql.wait_with_output())
+            .await
+            .unwrap()
+            .expect("psql output");
+        assert!(
+            interrupted.elapsed() < Duration::from_secs(5),
+            "psql hung after Ctrl-C"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("canceling statement due to user request"),
+            "{sql}: {stderr}"
+        );
+        until_gone(&marker).await;
+    }
+    setup
+        .batch_execute("DROP TABLE interrupted_multi")
+        .await
+        .unwrap();
+}
+
+/// `pg_terminate_backend` of a session running a statement on several shards ends the session
+/// at once with FATAL 57P01 and leaves nothing running.
+#[tokio::test]
+async fn a_session_terminated_mid_multi_shard_statement_ends_at_once() {
+    let proxy = TestProxy::start();
+    let admin = proxy.connect().await;
+    table_on_every_shard(&admin, "terminated_multi").await;
+    let marker = "terminated_multi_run";
+    let shards = common::shards().clusters.len() as i64;
+    let mut victim = through_proxy(&proxy, &[]).await.unwrap();
+    victim
+        .query(&sleeping_over("terminated_multi", marker))
+        .flush()
+        .await;
+    until_running(marker, shards).await;
+    assert!(signal(&admin, "pg_terminate_backend", victim.pid).await);
+    let replies = victim.until_closed().await;
+    assert_eq!(
+        replies.last(),
+        Some(&common::raw::Reply::Error(SqlState::ADMIN_SHUTDOWN)),
+        "{replies:?}"
+    );
+    until_gone(marker).await;
+    admin
+        .batch_execute("DROP TABLE terminated_multi")
+        .await
+        .unwrap();
 }

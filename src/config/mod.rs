@@ -38,6 +38,52 @@ pub struct Config {
     pub queries: QueriesConfig,
     #[serde(default)]
     pub ttl: TtlConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// What one client may take of the proxy. A timeout of 0 is off.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// The longest protocol message a client may send (its length field, which counts itself);
+    /// a longer one ends the session with FATAL 08P01 before any of it is buffered.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: u32,
+    /// Client sessions the proxy serves at once; one more is refused with 53300.
+    #[serde(default = "default_max_client_connections")]
+    pub max_client_connections: u32,
+    /// Client sessions one proxy user may hold at once; 0: no limit but the one above.
+    #[serde(default)]
+    pub max_connections_per_user: u32,
+    /// How long a client may take from connecting to logged in.
+    #[serde(default = "default_login_timeout_ms")]
+    pub login_timeout_ms: u64,
+}
+
+/// PostgreSQL's own limit for a message (MaxAllocSize - 1).
+pub const POSTGRESQL_MAX_MESSAGE: u32 = 0x3fff_ffff;
+
+fn default_max_message_bytes() -> u32 {
+    POSTGRESQL_MAX_MESSAGE
+}
+fn default_max_client_connections() -> u32 {
+    10_000
+}
+fn default_login_timeout_ms() -> u64 {
+    // PostgreSQL's authentication_timeout.
+    60_000
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_message_bytes: default_max_message_bytes(),
+            max_client_connections: default_max_client_connections(),
+            max_connections_per_user: 0,
+            login_timeout_ms: default_login_timeout_ms(),
+        }
+    }
 }
 
 /// The purge of expired rows of Oracle NoSQL tables (their time to live).

@@ -131,6 +131,11 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         ("queries.combine_row_limit", c.queries.combine_row_limit),
         ("ttl.purge_interval_ms", c.ttl.purge_interval_ms),
         ("ttl.purge_batch_rows", u64::from(c.ttl.purge_batch_rows)),
+        (
+            "limits.max_client_connections",
+            u64::from(c.limits.max_client_connections),
+        ),
+        ("limits.login_timeout_ms", c.limits.login_timeout_ms),
     ] {
         if value == 0 {
             return Err(bad(key.into(), "must be at least 1".into()));
@@ -143,6 +148,18 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
                 "must be shorter than transactions.recovery_grace_ms ({}), or recovery could roll \
                  back a transaction its coordinator is about to commit",
                 t.recovery_grace_ms
+            ),
+        ));
+    }
+    // Below it a client could not send an ordinary statement, nor Bind its parameters.
+    const SMALLEST_MAX_MESSAGE: u32 = 8192;
+    if !(SMALLEST_MAX_MESSAGE..=super::POSTGRESQL_MAX_MESSAGE).contains(&c.limits.max_message_bytes)
+    {
+        return Err(bad(
+            "limits.max_message_bytes".into(),
+            format!(
+                "must be between {SMALLEST_MAX_MESSAGE} and {} (PostgreSQL's own limit)",
+                super::POSTGRESQL_MAX_MESSAGE
             ),
         ));
     }

@@ -7,8 +7,11 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrontendError {
     // Startup and authentication.
-    #[error("unsupported frontend protocol {major}.{minor}: server supports 3.0")]
+    #[error("unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0")]
     UnsupportedProtocol { major: u16, minor: u16 },
+    /// Bytes that came with an SSLRequest or GSSENCRequest, ahead of its answer.
+    #[error("received unencrypted data after {request} request")]
+    UnencryptedAfterRequest { request: &'static str },
     #[error("no PostgreSQL user name specified in startup packet")]
     NoUserName,
     #[error("database \"{database}\" does not exist")]
@@ -39,6 +42,13 @@ pub enum FrontendError {
     /// The session's pid was given to `pg_terminate_backend`.
     #[error("terminating connection due to administrator command")]
     TerminatedByAdministrator,
+    #[error("sorry, too many clients already")]
+    TooManyClients,
+    #[error("too many connections for role \"{user}\"")]
+    TooManyForUser { user: String },
+    /// A message the protocol does not allow (the framer's text).
+    #[error("{0}")]
+    ProtocolViolation(String),
     /// The first shard, which tells clients the server's parameters, cannot be reached.
     #[error("shard \"{shard}\" is unreachable: {reason}")]
     ShardUnreachable { shard: String, reason: String },

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod cancel;
 pub mod driver;
 mod error;
+pub mod limits;
 pub mod pipeline;
 pub mod reported;
 pub mod session;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use pgwire::tokio::server::MaybeTls;
+use socket2::SockRef;
 use tokio::net::TcpStream;
 use tracing::Instrument;
 
@@ -80,6 +82,21 @@ async fn start_session(
     span: tracing::Span,
 ) -> Option<SessionFuture> {
     tracing::debug!(parent: &span, user = %start.user, addr = %start.addr, "client authenticated");
+    let admitted = match ctx.limits.admit(&start.user) {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            tracing::info!(parent: &span, user = %start.user, "{e}");
+            let mut refusal = BytesMut::new();
+            protocol::error_response(
+                &mut refusal,
+                Severity::Fatal,
+                &e.sqlstate(),
+                &e.client_message(),
+            );
+            let _ = write_all(start.io, &refusal).await;
+            return None;
+        }
+    };
     let (pid, cancel) = ctx.cancels.register(&start.user);
     let mut settings: Vec<(String, String)> = start.params.into_iter().collect();
     if !settings.iter().any(|(k, _)| k == "application_name") {
@@ -123,7 +140,7 @@ async fn start_session(
 
     settings.sort();
     let settings = ctx.settings.intern(settings);
-    let mut session = Session::new(ctx, start.read_buf, settings, cancel, span);
+    let mut session = Session::new(ctx, start.read_buf, settings, cancel, admitted, span);
     session.greet(&greeting);
     // The session loop as a future of its own, which the caller runs in place of the startup's
     // (see [`Next`]): polled without going through the startup's future on every wake-up, its
@@ -131,8 +148,12 @@ async fn start_session(
     Some(match start.io {
         MaybeTls::Plain(tcp) => Box::pin(session.run(PlainClient::new(tcp))),
         other => {
+            let tcp = match &other {
+                MaybeTls::Tls(tls) => SockRef::from(tls.get_ref().0).try_clone().ok(),
+                _ => None,
+            };
             let (r, w) = tokio::io::split(other);
-            Box::pin(session.run(StreamClient::new(r, w)))
+            Box::pin(session.run(StreamClient::new(r, w, tcp)))
         }
     })
 }

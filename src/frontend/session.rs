@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use super::cancel::{CancelGuard, CancelSlot};
 use super::driver::Next;
+use super::limits::Admitted;
 use super::pipeline::{Disposition, Pending, Pipeline};
 use super::socket::{self, ClientSocket, ReadArm};
 use super::statements::{self, ClientFrame, StatementNames};
@@ -52,6 +53,7 @@ mod savepoints;
 mod sequence;
 mod settings;
 mod signal;
+mod watch;
 
 use dest::Dest;
 use link::{ParkedLinks, ShardLink};
@@ -61,6 +63,9 @@ use settings::settings_sql;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;
+
+/// The room a long frame's first reads get; it doubles with what arrives.
+const READ_CHUNK: usize = 64 << 10;
 
 /// Turns of the session loop without a wait after which it yields to the other sessions: the
 /// sockets' cheap paths (`socket`) skip tokio's cooperative budget, so the loop keeps its own.
@@ -165,6 +170,10 @@ pub struct Session {
     copy: Option<Box<copy::CopyState>>,
     /// How the client left, which decides what happens to a statement still running for it.
     client_left: ClientLeft,
+    /// `limits.max_message_bytes`.
+    max_message: usize,
+    /// This session's place under the connection limits.
+    _admitted: Admitted,
 }
 
 /// How a session's client went away.
@@ -184,9 +193,12 @@ impl Session {
         read_buf: BytesMut,
         settings: Settings,
         cancel: CancelGuard,
+        admitted: Admitted,
         span: tracing::Span,
     ) -> Session {
         Session {
+            max_message: ctx.config.limits.max_message_bytes as usize,
+            _admitted: admitted,
             ctx,
             cin: read_buf,
             cout: BytesMut::with_capacity(8192),
@@ -231,6 +243,17 @@ impl Session {
     pub async fn run<C: ClientSocket + Send>(mut self, mut client: C) -> Next {
         if let Err(e) = self.run_loop(&mut client).await {
             tracing::debug!(parent: &self.span, error = %e, "session ended with an error");
+            if let SessionError::ClientFrame(e) = e {
+                // As PostgreSQL answers a message it cannot take: FATAL, then the end.
+                let e = FrontendError::ProtocolViolation(e.to_string());
+                protocol::error_response(
+                    &mut self.cout,
+                    Severity::Fatal,
+                    &e.sqlstate(),
+                    &e.client_message(),
+                );
+                let _ = self.write_now(&mut client);
+            }
         }
         self.ctx.metrics.sessions_active.decrement(1.0);
         Next::Done
@@ -240,6 +263,8 @@ impl Session {
         &mut self,
         client: &mut C,
     ) -> Result<(), SessionError> {
+        // Made when the session first takes the general path, which does not read the client.
+        let mut hangup: Option<Option<socket::HangupWatch>> = None;
         loop {
             if self.client_unread {
                 let said = match self.on_client_data_now()? {
@@ -249,8 +274,16 @@ impl Session {
                     // loop's own (a waiting checkout, an admin statement or sharding DDL are
                     // the rare case).
                     ClientStep::General(len) => {
+                        let hangup = hangup.get_or_insert_with(|| client.hangup_watch());
+                        let slot = self.cancel.slot.clone();
+                        let ctx = self.ctx.clone();
                         let general: Pin<Box<dyn Future<Output = _> + Send + '_>> =
-                            Box::pin(self.on_client_data(len, client));
+                            Box::pin(watch::to_the_end(
+                                self.on_client_data(len, client),
+                                hangup.as_ref(),
+                                slot,
+                                ctx,
+                            ));
                         general.await?
                     }
                 };
@@ -342,12 +375,15 @@ impl Session {
                 self.client_unread = true;
                 break Ok(ClientStep::Said(ClientSaid::More));
             }
-            let len = match protocol::complete_frame_len(&cin[pos..]) {
+            let len = match protocol::frame_len_within(&cin[pos..], self.max_message) {
                 Ok(Some(len)) => len,
                 Ok(None) => break Ok(ClientStep::Said(ClientSaid::More)),
                 Err(e) => break Err(e.into()),
             };
             let frame = Frame::borrowed(&cin[pos..pos + len]);
+            if !protocol::is_frontend_tag(frame.tag) {
+                break Err(FrameError::UnknownType(frame.tag).into());
+            }
             if frame.tag == b'X' {
                 break Ok(ClientStep::Said(ClientSaid::Terminate));
             }
@@ -361,13 +397,16 @@ impl Session {
             }
         };
         consume(&mut cin, pos);
-        // Room for the rest of a long frame (COPY data), so it arrives in few reads.
+        // Room for the rest of a long frame (COPY data), so it arrives in few reads: at most as
+        // much again as has arrived, so that a length the client claims but does not send
+        // costs no memory.
         if let Some(len) = cin.get(1..5) {
             let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
             cin.reserve(
                 (len + 1)
                     .saturating_sub(cin.len())
-                    .min(protocol::MAX_FRAME_LEN),
+                    .min(cin.len().max(READ_CHUNK))
+                    .min(self.max_message),
             );
         }
         self.cin = cin;

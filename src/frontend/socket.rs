@@ -131,6 +131,47 @@ pub trait ClientSocket {
     fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
     /// Writes what the socket takes now, without waiting (0 when it takes nothing).
     fn write_now(&mut self, data: &[u8]) -> io::Result<usize>;
+    /// A watch on the client hanging up, for work that does not read the socket meanwhile.
+    fn hangup_watch(&self) -> Option<HangupWatch>;
+}
+
+/// Notices that the client closed its side of the connection, or that its socket failed,
+/// without reading it: the session's general path does not read the client while it works
+/// (what the client sends meanwhile waits in the socket for the loop), yet must not run a
+/// statement to its end for a client that is gone.
+///
+/// A second descriptor of the client's socket, registered with tokio on its own: its
+/// readiness is this watch's alone, so waiting on it disturbs neither the session's
+/// [`ReadArm`] nor tokio's registration of the session's own descriptor. The peer's hang-up
+/// (EPOLLRDHUP, EPOLLHUP) stays set in tokio's readiness once seen.
+pub struct HangupWatch {
+    stream: TcpStream,
+}
+
+impl HangupWatch {
+    fn of(socket: SockRef<'_>) -> Option<HangupWatch> {
+        let dup: std::net::TcpStream = socket.try_clone().ok()?.into();
+        dup.set_nonblocking(true).ok()?;
+        TcpStream::from_std(dup)
+            .ok()
+            .map(|stream| HangupWatch { stream })
+    }
+
+    /// Ready once the client has hung up.
+    pub async fn hung_up(&self) {
+        loop {
+            match self.stream.ready(Interest::READABLE).await {
+                Ok(ready) if !ready.is_read_closed() => {
+                    // Bytes the client sent ahead, which the session reads later: forget this
+                    // readiness and wait for the next event on the socket.
+                    let _ = self.stream.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
+                _ => return,
+            }
+        }
+    }
 }
 
 /// A plain TCP client: the cheap paths above. The stream is not split into halves, which would
@@ -161,17 +202,28 @@ impl ClientSocket for PlainClient {
     fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
         write_now(&self.stream, data)
     }
+
+    fn hangup_watch(&self) -> Option<HangupWatch> {
+        HangupWatch::of(SockRef::from(&self.stream))
+    }
 }
 
 /// Any other client stream (TLS): tokio's polls.
 pub struct StreamClient<R, W> {
     reader: R,
     writer: W,
+    /// The TCP socket under the stream, for [`HangupWatch`].
+    tcp: Option<socket2::Socket>,
 }
 
 impl<R, W> StreamClient<R, W> {
-    pub fn new(reader: R, writer: W) -> Self {
-        StreamClient { reader, writer }
+    /// `tcp`: a descriptor of the socket under the stream, if it has one.
+    pub fn new(reader: R, writer: W, tcp: Option<socket2::Socket>) -> Self {
+        StreamClient {
+            reader,
+            writer,
+            tcp,
+        }
     }
 }
 
@@ -192,6 +244,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientSocket for StreamClient<
             Poll::Ready(r) => r,
             Poll::Pending => Ok(0),
         }
+    }
+
+    fn hangup_watch(&self) -> Option<HangupWatch> {
+        HangupWatch::of(SockRef::from(self.tcp.as_ref()?))
     }
 }
 

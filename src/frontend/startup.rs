@@ -9,24 +9,22 @@ use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
 use pgwire::api::auth::driver::AuthOutcome;
 use pgwire::api::auth::{AuthDriver, DefaultServerParameterProvider};
-use pgwire::api::ClientInfo;
+use pgwire::api::{ClientInfo, DefaultClient, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::startup::SecretKey;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, MaybeTls, PgWireMessageServerCodec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::FrontendError;
 use crate::context::ServerCtx;
 use crate::error::ClientError;
+use crate::protocol::{self, Severity};
 
 /// A client socket before authentication completes.
 type StartupSocket = Framed<MaybeTls, PgWireMessageServerCodec<String>>;
-
-/// How long a client may take from connect to authenticated, as in PostgreSQL's
-/// authentication_timeout.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// An authenticated client, ready for the session loop.
 pub struct ClientStart {
@@ -60,8 +58,19 @@ pub enum StartupError {
 /// Startup parameters that are about the connection itself rather than run-time settings.
 const NOT_SETTINGS: [&str; 4] = ["user", "database", "replication", "options"];
 
+/// The lengths PostgreSQL accepts for a packet before login (its length field counts itself):
+/// a protocol version at least, contents of at most MAX_STARTUP_PACKET_LENGTH (10,000 bytes).
+/// It closes the connection on any other without reading on.
+const STARTUP_PACKET_LEN: std::ops::RangeInclusive<u32> = 8..=4 + 10_000;
+
+/// The protocol codes of SSLRequest, GSSENCRequest and CancelRequest.
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+const CANCEL_REQUEST: u32 = 80_877_102;
+
 pub async fn startup(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, StartupError> {
-    match tokio::time::timeout(STARTUP_TIMEOUT, startup_inner(tcp, ctx)).await {
+    let limit = Duration::from_millis(ctx.config.limits.login_timeout_ms);
+    match tokio::time::timeout(limit, startup_inner(tcp, ctx)).await {
         Ok(r) => r,
         Err(_) => Ok(Startup::Ended),
     }
@@ -69,8 +78,13 @@ pub async fn startup(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Startup
 
 async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, StartupError> {
     let addr = tcp.peer_addr()?;
-    let Some(mut socket) = negotiate_tls::<String>(tcp, ctx.tls.clone()).await? else {
-        return Ok(Startup::Ended);
+    let mut socket = match before_startup(tcp, addr, ctx.tls.as_ref()).await? {
+        Before::Over => return Ok(Startup::Ended),
+        Before::Tls(socket) => *socket,
+        Before::Plain(tcp) => match negotiate_tls::<String>(tcp, ctx.tls.clone()).await? {
+            Some(socket) => socket,
+            None => return Ok(Startup::Ended),
+        },
     };
     let driver: AuthDriver<DefaultServerParameterProvider> =
         AuthDriver::new(DefaultServerParameterProvider::default());
@@ -195,6 +209,154 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
         params,
         addr,
     })))
+}
+
+/// How a connection goes on after [`before_startup`].
+enum Before {
+    /// No request the proxy handled: pgwire negotiates (a plain startup, direct TLS).
+    Plain(TcpStream),
+    /// TLS was requested and is up: pgwire reads the startup packet through it.
+    Tls(Box<StartupSocket>),
+    /// The connection is over (the client was told why where PostgreSQL would tell it).
+    Over,
+}
+
+/// The packets before the startup packet, read as PostgreSQL reads them and before pgwire reads
+/// any: a length PostgreSQL would not accept ends the connection at once (a length of 0 would
+/// otherwise keep it waiting for a header that never comes); each kind of encryption request is
+/// answered once, a second of a kind is refused as PostgreSQL refuses it, and so are bytes sent
+/// ahead of the answer (before a TLS handshake they may be a man in the middle's).
+async fn before_startup(
+    mut tcp: TcpStream,
+    addr: SocketAddr,
+    tls: Option<&pgwire::tokio::TlsAcceptor>,
+) -> Result<Before, StartupError> {
+    let (mut ssl_answered, mut gss_answered) = (false, false);
+    loop {
+        let head = match peek_packet_head(&tcp, tls.is_some()).await? {
+            Head::Packet(head) => head,
+            Head::DirectTls => return Ok(Before::Plain(tcp)),
+            Head::Over => return Ok(Before::Over),
+        };
+        let code = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        let (answered, what) = match code {
+            SSL_REQUEST => (&mut ssl_answered, "SSL"),
+            GSSENC_REQUEST => (&mut gss_answered, "GSSAPI encryption"),
+            CANCEL_REQUEST => return Ok(Before::Plain(tcp)),
+            _ if code >> 16 == 3 => return Ok(Before::Plain(tcp)),
+            _ => {
+                let e = FrontendError::UnsupportedProtocol {
+                    major: (code >> 16) as u16,
+                    minor: code as u16,
+                };
+                tcp.write_all(&fatal_in_protocol(&e, code >> 16)).await?;
+                return Ok(Before::Over);
+            }
+        };
+        let mut request = [0u8; 8];
+        tcp.read_exact(&mut request).await?;
+        if *answered {
+            let e = FrontendError::UnsupportedProtocol {
+                major: (code >> 16) as u16,
+                minor: code as u16,
+            };
+            tcp.write_all(&fatal(&e)).await?;
+            return Ok(Before::Over);
+        }
+        *answered = true;
+        // Looked at before the answer, which the client may follow at once.
+        let sent_ahead = has_bytes_waiting(&tcp)
+            .then_some(FrontendError::UnencryptedAfterRequest { request: what });
+        let accept = code == SSL_REQUEST && tls.is_some();
+        tcp.write_all(if accept { b"S" } else { b"N" }).await?;
+        if let (true, Some(tls)) = (accept, tls) {
+            let mut stream = tls.accept(tcp).await?;
+            if let Some(e) = sent_ahead {
+                // As PostgreSQL: the refusal goes over the encrypted connection.
+                stream.write_all(&fatal(&e)).await?;
+                stream.flush().await?;
+                return Ok(Before::Over);
+            }
+            let codec = PgWireMessageServerCodec::new(DefaultClient::new(addr, true));
+            let mut socket = Framed::new(MaybeTls::Tls(Box::new(stream)), codec);
+            socket.set_state(PgWireConnectionState::AwaitingStartup);
+            return Ok(Before::Tls(Box::new(socket)));
+        }
+        if let Some(e) = sent_ahead {
+            tcp.write_all(&fatal(&e)).await?;
+            return Ok(Before::Over);
+        }
+    }
+}
+
+/// Whether the client has sent bytes that wait unread, without waiting for any.
+fn has_bytes_waiting(tcp: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    // The socket is non-blocking (tokio's): an empty one answers WouldBlock at once.
+    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
+}
+
+/// A FATAL error in the protocol the client asked for, as PostgreSQL refuses a version it does
+/// not speak: version 2's error is the letter E and a line of text.
+fn fatal_in_protocol(e: &FrontendError, major: u32) -> BytesMut {
+    if major >= 3 {
+        return fatal(e);
+    }
+    let mut refusal = BytesMut::new();
+    refusal.extend_from_slice(b"E");
+    refusal.extend_from_slice(format!("FATAL:  {}\n\0", e.client_message()).as_bytes());
+    refusal
+}
+
+/// A FATAL ErrorResponse, for a socket pgwire does not have yet.
+fn fatal(e: &FrontendError) -> BytesMut {
+    let mut refusal = BytesMut::new();
+    protocol::error_response(
+        &mut refusal,
+        Severity::Fatal,
+        &e.sqlstate(),
+        &e.client_message(),
+    );
+    refusal
+}
+
+enum Head {
+    /// The next packet's length and protocol code.
+    Packet([u8; 8]),
+    /// A TLS handshake without SSLRequest (`sslnegotiation=direct`), for pgwire to accept.
+    DirectTls,
+    /// The client closed, or sent a length PostgreSQL refuses.
+    Over,
+}
+
+/// The first 8 bytes of the next packet, once they are there.
+async fn peek_packet_head(tcp: &TcpStream, tls_offered: bool) -> std::io::Result<Head> {
+    /// The first byte of a TLS handshake record.
+    const TLS_HANDSHAKE: u8 = 0x16;
+    let mut head = [0u8; 8];
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let n = tcp.peek(&mut head).await?;
+        if n == 0 {
+            return Ok(Head::Over);
+        }
+        if tls_offered && head[0] == TLS_HANDSHAKE {
+            return Ok(Head::DirectTls);
+        }
+        if n >= 4 {
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            if !STARTUP_PACKET_LEN.contains(&len) {
+                return Ok(Head::Over);
+            }
+        }
+        if n == head.len() {
+            return Ok(Head::Packet(head));
+        }
+        // The head came in pieces (rare): a peek returns at once while any byte waits, so wait
+        // a little for the rest.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
 }
 
 async fn refuse(socket: &mut StartupSocket, e: &FrontendError) -> Result<(), StartupError> {

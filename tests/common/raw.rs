@@ -143,6 +143,12 @@ impl RawClient {
         .await
     }
 
+    /// Queues bytes as they are, for messages no well-behaved client sends.
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.out.extend_from_slice(bytes);
+        self
+    }
+
     pub fn query(&mut self, sql: &str) -> &mut Self {
         frontend::query(sql, &mut self.out).unwrap();
         self
