@@ -6,8 +6,14 @@
 //! account exists exactly once across all shards and its balance is the sum of its ledger rows,
 //! every ledger row is on its account's shard, and no prepared transaction outlives recovery.
 //!
+//! Beside them the clients read: a balance by its account's key, and the whole table's count and
+//! sum over every shard.
+//!
 //! scripts/bank.sh is the long version: minutes, a kill every 30 s, and a shard crashed with
 //! `pg_ctl stop -m immediate` half-way (`BANK_SECONDS`, `BANK_KILL_EVERY`, `BANK_SHARD_CRASH`).
+//! scripts/soak.sh is the soak: 30 minutes, kills at random intervals around `BANK_KILL_EVERY`
+//! (`BANK_SEED` picks them) and a shard crashed and restarted at random intervals
+//! (`BANK_SHARD_CRASH=every`).
 
 mod common;
 mod process_common;
@@ -46,6 +52,7 @@ struct Tally {
     transfers_acked: AtomicU64,
     transfers_tried: AtomicU64,
     moves_acked: AtomicU64,
+    reads_acked: AtomicU64,
     failures: AtomicU64,
 }
 
@@ -104,6 +111,27 @@ async fn transfer(
     Ok(true)
 }
 
+/// A keyed read of account `i`'s balance, or (`everywhere`) the table's count and sum over
+/// every shard. Neither is checked against a total mid-run: each shard reads its own snapshot,
+/// so a read across shards may straddle a transfer or a move (docs/behaviour.md).
+async fn read(client: &Client, i: i64, everywhere: bool) -> Result<(), tokio_postgres::Error> {
+    if everywhere {
+        let row = client
+            .query_one(
+                "SELECT count(*), coalesce(sum(balance), 0)::bigint FROM bank_accounts",
+                &[],
+            )
+            .await?;
+        let n: i64 = row.get(0);
+        assert!(n > 0, "the accounts are somewhere");
+    } else if let Some(key) = key_of(client, i).await? {
+        client
+            .query_opt("SELECT balance FROM bank_accounts WHERE acct = $1", &[&key])
+            .await?;
+    }
+    Ok(())
+}
+
 /// Moves account `i` to another key of its span, ledger rows and all.
 async fn move_account(client: &Client, i: i64, step: i64) -> Result<bool, tokio_postgres::Error> {
     let Some(key) = key_of(client, i).await? else {
@@ -132,7 +160,11 @@ async fn run_client(id: u64, conn: String, stop: Arc<AtomicBool>, tally: Arc<Tal
             continue;
         };
         let a = rng.next(ACCOUNTS as u64) as i64;
-        let result = if rng.next(4) == 0 {
+        let result = if rng.next(5) == 0 {
+            read(c, a, rng.next(2) == 0).await.map(|()| {
+                tally.reads_acked.fetch_add(1, Ordering::Relaxed);
+            })
+        } else if rng.next(4) == 0 {
             move_account(c, a, 1 + rng.next(999) as i64)
                 .await
                 .map(|moved| {
@@ -241,15 +273,32 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
         .ok()
         .and_then(|s| s.parse().ok())
         .map_or(run / 3, Duration::from_secs);
-    let crash_shard = std::env::var("BANK_SHARD_CRASH").is_ok_and(|v| v == "1");
+    let crashes = std::env::var("BANK_SHARD_CRASH").unwrap_or_default();
+    // With a seed, the pauses between kills (and crashes) are random: half to one and a half
+    // times the mean.
+    let mut pauses = std::env::var("BANK_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(|seed| Rng(seed | 1));
+    let mut pause = |mean: Duration| match pauses.as_mut() {
+        Some(rng) => mean / 2 + mean * rng.next(1000) as u32 / 1000,
+        None => mean,
+    };
     let mut kills = 0;
-    let mut crashed = false;
-    let mut next_kill = kill_every;
+    let mut crashed = 0;
+    let mut next_kill = pause(kill_every);
+    let mut next_crash = match crashes.as_str() {
+        "1" => Some(run / 2),
+        "every" => Some(pause(kill_every * 2)),
+        _ => None,
+    };
     while started.elapsed() < run {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        if crash_shard && !crashed && started.elapsed() >= run / 2 {
-            crashed = true;
-            let cluster = &shards().clusters[SHARDS - 1];
+        if next_crash.is_some_and(|at| started.elapsed() >= at) {
+            crashed += 1;
+            next_crash = (crashes == "every").then(|| started.elapsed() + pause(kill_every * 2));
+            // Any shard but the catalog's, in turn.
+            let cluster = &shards().clusters[1 + (crashed - 1) % (SHARDS - 1)];
             tokio::task::spawn_blocking(move || cluster.stop(StopMode::Immediate))
                 .await
                 .expect("pg_ctl stop")
@@ -262,7 +311,7 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
         }
         if started.elapsed() >= next_kill && (kills < 2 || std::env::var("BANK_KILL_EVERY").is_ok())
         {
-            next_kill += kill_every;
+            next_kill = started.elapsed() + pause(kill_every);
             proxy.kill().await;
             kills += 1;
             // The restarted proxy listens where the clients reconnect.
@@ -275,11 +324,12 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
     }
     let t = &*tally;
     eprintln!(
-        "bank: {seconds} s, {} transfers acknowledged of {} tried, {} moves, {} failed \
-         statements, {kills} kills, shard crash: {crashed}",
+        "bank: {seconds} s, {} transfers acknowledged of {} tried, {} moves, {} reads, {} failed \
+         statements, {kills} kills, {crashed} shard crashes",
         t.transfers_acked.load(Ordering::Relaxed),
         t.transfers_tried.load(Ordering::Relaxed),
         t.moves_acked.load(Ordering::Relaxed),
+        t.reads_acked.load(Ordering::Relaxed),
         t.failures.load(Ordering::Relaxed),
     );
     assert!(
@@ -289,6 +339,10 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
     assert!(
         t.moves_acked.load(Ordering::Relaxed) > 0,
         "no account moved"
+    );
+    assert!(
+        t.reads_acked.load(Ordering::Relaxed) > 0,
+        "no read answered"
     );
 
     // Recovery finishes whatever the kills left prepared.
