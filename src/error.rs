@@ -16,7 +16,9 @@ pub trait ClientError {
 impl ClientError for BackendError {
     fn sqlstate(&self) -> SqlState {
         match self {
-            BackendError::Connect { .. } | BackendError::Timeout { .. } => {
+            BackendError::Connect { .. }
+            | BackendError::Timeout { .. }
+            | BackendError::Unreachable { .. } => {
                 SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
             }
             BackendError::Auth { .. } => {
@@ -35,6 +37,7 @@ impl ClientError for BackendError {
                 "all connections to shard \"{shard}\" stayed busy for {waited_ms} ms; \
                  raise [pool] size or connect_timeout_ms, or shorten transactions"
             ),
+            BackendError::Unreachable { .. } => self.to_string(),
             BackendError::Connect { .. }
             | BackendError::Timeout { .. }
             | BackendError::Auth { .. }
@@ -199,6 +202,8 @@ impl ClientError for crate::frontend::FrontendError {
             | F::ProtocolViolation(_)
             | F::UnencryptedAfterRequest { .. } => SqlState::PROTOCOL_VIOLATION,
             F::TooManyClients | F::TooManyForUser { .. } => SqlState::TOO_MANY_CONNECTIONS,
+            F::IdleInTransactionTimeout => SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            F::QueryTimeout { .. } => SqlState::QUERY_CANCELED,
             F::StartupSetting { code, .. } => code.clone(),
             F::SignalNotPermitted { .. } => SqlState::INSUFFICIENT_PRIVILEGE,
             F::TerminatedByAdministrator => SqlState::ADMIN_SHUTDOWN,

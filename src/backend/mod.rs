@@ -29,4 +29,7 @@ pub enum BackendError {
     Closed,
     #[error("no connection to shard {shard} became free within {waited_ms} ms")]
     PoolTimeout { shard: String, waited_ms: u64 },
+    /// A checkout waited while a new connection to the shard failed.
+    #[error("cannot connect to shard \"{shard}\": {reason}")]
+    Unreachable { shard: String, reason: String },
 }

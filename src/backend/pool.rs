@@ -44,9 +44,25 @@ pub struct PooledBackend {
     pub returned_at: Instant,
     /// The sweep period in which the connection went onto the stack of just-returned ones.
     hot_since: u64,
+    /// Given back through [`ShardPool::release`]. One dropped any other way (with the future
+    /// of a statement cut short, say) is in an unknown state — a statement may still run on
+    /// it, its results unread — so bb8 closes it rather than hand it to the next client.
+    released: bool,
 }
 
 impl PooledBackend {
+    /// Whether the server spoke or hung up while the connection sat idle in the pool. An idle
+    /// connection is owed nothing, so either means it must not serve a client: its shard
+    /// stopped or restarted, or an administrator ended the backend (which says FATAL first).
+    /// Costs no system call while tokio has seen nothing arrive on the socket.
+    fn spoke_while_idle(&self) -> bool {
+        let mut byte = [0u8; 1];
+        !matches!(
+            self.conn.stream.try_read(&mut byte),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
+    }
+
     /// A connection idle for long is asked an empty query before a client gets it.
     /// A server that does not answer within `limit` counts as gone.
     async fn check_if_stale(&mut self, limit: Duration) -> Result<(), BackendError> {
@@ -73,6 +89,7 @@ impl bb8::ManageConnection for ShardManager {
             conn,
             returned_at: Instant::now(),
             hot_since: 0,
+            released: false,
         })
     }
 
@@ -81,7 +98,23 @@ impl bb8::ManageConnection for ShardManager {
     }
 
     fn has_broken(&self, c: &mut PooledBackend) -> bool {
-        c.conn.broken
+        c.conn.broken || !c.released
+    }
+}
+
+/// What bb8 met connecting to a shard. bb8 gives a checkout that waits for a new connection
+/// only a timeout, never the connection's own error; this passes the error on, so that a
+/// checkout fails as soon as its shard is known unreachable, saying why.
+#[derive(Debug, Clone)]
+struct ConnectErrors(Arc<tokio::sync::watch::Sender<String>>);
+
+impl bb8::ErrorSink<BackendError> for ConnectErrors {
+    fn sink(&self, error: BackendError) {
+        self.0.send_replace(error.to_string());
+    }
+
+    fn boxed_clone(&self) -> Box<dyn bb8::ErrorSink<BackendError>> {
+        Box::new(self.clone())
     }
 }
 
@@ -101,6 +134,7 @@ pub struct ShardPool {
     sweeps: AtomicU64,
     first_params: Arc<OnceLock<HashMap<String, String>>>,
     wait: Duration,
+    connect_errors: ConnectErrors,
 }
 
 /// Counts a checkout as waiting in bb8 for as long as it exists (a cancelled checkout too).
@@ -137,7 +171,11 @@ impl ShardPool {
         match self.get_now() {
             Some(c) => Ok(c),
             // Boxed: the rare path's future is large, and the common path should not carry it.
-            hot => Box::pin(self.get_checked(hot)).await,
+            hot => {
+                let mut c = Box::pin(self.get_checked(hot)).await?;
+                c.released = false;
+                Ok(c)
+            }
         }
     }
 
@@ -148,6 +186,11 @@ impl ShardPool {
                 Some(c) => c,
                 None => self.get_from_bb8().await?,
             };
+            if c.spoke_while_idle() {
+                tracing::debug!(shard = %self.name, "dropping a pooled connection its server ended");
+                c.conn.broken = true;
+                continue;
+            }
             match c.check_if_stale(self.wait).await {
                 Ok(()) => return Ok(c),
                 Err(e) => {
@@ -165,7 +208,17 @@ impl ShardPool {
         if let Some(c) = self.get_now() {
             return Ok(c);
         }
-        match self.pool.get_owned().await {
+        let mut failed_connects = self.connect_errors.0.subscribe();
+        let got = tokio::select! {
+            got = self.pool.get_owned() => got,
+            _ = failed_connects.changed() => {
+                return Err(BackendError::Unreachable {
+                    shard: self.name.clone(),
+                    reason: failed_connects.borrow().clone(),
+                });
+            }
+        };
+        match got {
             Ok(c) => Ok(c),
             Err(bb8::RunError::User(e)) => Err(e),
             Err(bb8::RunError::TimedOut) => Err(BackendError::PoolTimeout {
@@ -177,7 +230,16 @@ impl ShardPool {
 
     /// A connection a client gave back a moment ago, if there is one: no wait, no check.
     pub fn get_now(&self) -> Option<Pooled> {
-        self.hot.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        loop {
+            let mut c = self.hot.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if c.spoke_while_idle() {
+                tracing::debug!(shard = %self.name, "dropping a pooled connection its server ended");
+                c.conn.broken = true;
+                continue;
+            }
+            c.released = false;
+            return Some(c);
+        }
     }
 
     /// Gives back a connection that is idle: no transaction open, nothing expected from it.
@@ -185,6 +247,7 @@ impl ShardPool {
         if c.conn.broken {
             return;
         }
+        c.released = true;
         let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
         if self.waiting.load(Ordering::SeqCst) == 0 {
             c.hot_since = self.sweeps.load(Ordering::Relaxed);
@@ -254,6 +317,8 @@ impl Pools {
                     connect_timeout: wait,
                     first_params: first_params.clone(),
                 };
+                let connect_errors =
+                    ConnectErrors(Arc::new(tokio::sync::watch::Sender::new(String::new())));
                 let pool = bb8::Pool::builder()
                     .max_size(config.pool.size)
                     .min_idle(None)
@@ -261,6 +326,7 @@ impl Pools {
                     .idle_timeout(Some(Duration::from_secs(config.pool.idle_timeout_s)))
                     .retry_connection(false)
                     .test_on_check_out(false)
+                    .error_sink(Box::new(connect_errors.clone()))
                     .build_unchecked(manager);
                 ShardPool {
                     id,
@@ -272,6 +338,7 @@ impl Pools {
                     sweeps: AtomicU64::new(0),
                     first_params,
                     wait,
+                    connect_errors,
                 }
             })
             .collect();

@@ -59,6 +59,12 @@ pub struct LimitsConfig {
     /// How long a client may take from connecting to logged in.
     #[serde(default = "default_login_timeout_ms")]
     pub login_timeout_ms: u64,
+    /// How long a client may hold a transaction block open without sending anything; 0: off.
+    #[serde(default)]
+    pub idle_in_transaction_timeout_ms: u64,
+    /// How long a client may wait for the answers to what it sent; 0: off.
+    #[serde(default)]
+    pub query_timeout_ms: u64,
 }
 
 /// PostgreSQL's own limit for a message (MaxAllocSize - 1).
@@ -82,6 +88,8 @@ impl Default for LimitsConfig {
             max_client_connections: default_max_client_connections(),
             max_connections_per_user: 0,
             login_timeout_ms: default_login_timeout_ms(),
+            idle_in_transaction_timeout_ms: 0,
+            query_timeout_ms: 0,
         }
     }
 }

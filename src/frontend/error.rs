@@ -42,6 +42,13 @@ pub enum FrontendError {
     /// The session's pid was given to `pg_terminate_backend`.
     #[error("terminating connection due to administrator command")]
     TerminatedByAdministrator,
+    #[error("terminating connection due to idle-in-transaction timeout")]
+    IdleInTransactionTimeout,
+    #[error(
+        "terminating connection: its statement ran longer than limits.query_timeout_ms \
+         ({limit_ms} ms) at the proxy, and was canceled"
+    )]
+    QueryTimeout { limit_ms: u64 },
     #[error("sorry, too many clients already")]
     TooManyClients,
     #[error("too many connections for role \"{user}\"")]

@@ -53,6 +53,7 @@ mod savepoints;
 mod sequence;
 mod settings;
 mod signal;
+mod timeouts;
 mod watch;
 
 use dest::Dest;
@@ -79,6 +80,8 @@ pub enum SessionError {
     ClientFrame(#[from] FrameError),
     #[error("{0}")]
     Backend(#[from] BackendError),
+    #[error("{0:?} expired")]
+    Expired(timeouts::Expiry),
 }
 
 /// What woke the session loop.
@@ -89,6 +92,8 @@ enum Event {
     BackendWrote(std::io::Result<usize>),
     /// `pg_terminate_backend` of the session's pid.
     Terminated,
+    /// A limit on the wait ran out (`limits.*_timeout_ms`).
+    Expired(timeouts::Expiry),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -172,6 +177,12 @@ pub struct Session {
     client_left: ClientLeft,
     /// `limits.max_message_bytes`.
     max_message: usize,
+    /// The proxy's time limits on the session's waits.
+    timeouts: timeouts::Timeouts,
+    /// A step of the general path has begun and not ended: if the session ends now (cut short
+    /// at a deadline, or its task dropped), the connections it holds are mid-statement, whatever
+    /// their last ReadyForQuery said.
+    general_under_way: bool,
     /// This session's place under the connection limits.
     _admitted: Admitted,
 }
@@ -198,6 +209,8 @@ impl Session {
     ) -> Session {
         Session {
             max_message: ctx.config.limits.max_message_bytes as usize,
+            timeouts: timeouts::Timeouts::new(&ctx.config.limits),
+            general_under_way: false,
             _admitted: admitted,
             ctx,
             cin: read_buf,
@@ -243,20 +256,32 @@ impl Session {
     pub async fn run<C: ClientSocket + Send>(mut self, mut client: C) -> Next {
         if let Err(e) = self.run_loop(&mut client).await {
             tracing::debug!(parent: &self.span, error = %e, "session ended with an error");
-            if let SessionError::ClientFrame(e) = e {
+            let last_word = match e {
                 // As PostgreSQL answers a message it cannot take: FATAL, then the end.
-                let e = FrontendError::ProtocolViolation(e.to_string());
-                protocol::error_response(
-                    &mut self.cout,
-                    Severity::Fatal,
-                    &e.sqlstate(),
-                    &e.client_message(),
-                );
-                let _ = self.write_now(&mut client);
+                SessionError::ClientFrame(e) => {
+                    Some(FrontendError::ProtocolViolation(e.to_string()))
+                }
+                SessionError::Expired(expiry) => Some(expiry.error()),
+                SessionError::Client(_) | SessionError::Backend(_) => None,
+            };
+            if let Some(e) = last_word {
+                self.say_fatal(&e, &mut client);
             }
         }
         self.ctx.metrics.sessions_active.decrement(1.0);
         Next::Done
+    }
+
+    /// The session's last word. What the client has not read yet is lost anyway; the FATAL
+    /// goes if the socket takes it now.
+    fn say_fatal<C: ClientSocket>(&mut self, e: &FrontendError, client: &mut C) {
+        protocol::error_response(
+            &mut self.cout,
+            Severity::Fatal,
+            &e.sqlstate(),
+            &e.client_message(),
+        );
+        let _ = self.write_now(client);
     }
 
     async fn run_loop<C: ClientSocket + Send>(
@@ -277,14 +302,22 @@ impl Session {
                         let hangup = hangup.get_or_insert_with(|| client.hangup_watch());
                         let slot = self.cancel.slot.clone();
                         let ctx = self.ctx.clone();
+                        let deadline = self.timeouts.step_deadline();
+                        self.general_under_way = true;
                         let general: Pin<Box<dyn Future<Output = _> + Send + '_>> =
                             Box::pin(watch::to_the_end(
                                 self.on_client_data(len, client),
                                 hangup.as_ref(),
                                 slot,
                                 ctx,
+                                deadline,
                             ));
-                        general.await?
+                        let said = general.await;
+                        // Cut short at its deadline, it left its connections mid-statement.
+                        if !matches!(said, Err(SessionError::Expired(_))) {
+                            self.general_under_way = false;
+                        }
+                        said?
                     }
                 };
                 if said == ClientSaid::Terminate {
@@ -295,7 +328,15 @@ impl Session {
             self.write_now(client)?;
             self.release_if_idle();
 
-            let event = std::future::poll_fn(|cx| self.poll_event(cx, client)).await;
+            let event = match self.wait_deadline() {
+                None => std::future::poll_fn(|cx| self.poll_event(cx, client)).await,
+                Some((at, expiry)) => {
+                    let wait = std::future::poll_fn(|cx| self.poll_event(cx, client));
+                    tokio::time::timeout_at(at.into(), wait)
+                        .await
+                        .unwrap_or(Event::Expired(expiry))
+                }
+            };
             match event {
                 Event::ClientRead(r) => {
                     if r.map_err(SessionError::Client)? == 0 {
@@ -323,18 +364,10 @@ impl Session {
                     self.client_unread = true;
                 }
                 Event::Terminated => {
-                    let e = FrontendError::TerminatedByAdministrator;
-                    protocol::error_response(
-                        &mut self.cout,
-                        Severity::Fatal,
-                        &e.sqlstate(),
-                        &e.client_message(),
-                    );
-                    // What the client has not read yet is lost anyway; the FATAL goes if it
-                    // can.
-                    let _ = self.write_now(client);
+                    self.say_fatal(&FrontendError::TerminatedByAdministrator, client);
                     return Ok(());
                 }
+                Event::Expired(expiry) => return Err(SessionError::Expired(expiry)),
             }
         }
     }

@@ -273,8 +273,8 @@ impl Session {
     pub(super) fn finish(&mut self) {
         self.cancel.slot.set(None);
         let pools = &self.ctx.pools;
-        let pinned = self.pinned;
-        let clean = |link: &ShardLink| !pinned && link.idle() && link.conn.conn.read_buf.is_empty();
+        let settled = !self.pinned && !self.general_under_way;
+        let clean = |link: &ShardLink| settled && link.idle() && link.conn.conn.read_buf.is_empty();
         // A connection that is not clean is closed; a statement it may still run for a client
         // that vanished is canceled too, or the shard would run it to the end for nobody (it
         // notices the closed socket only when it writes).
