@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::raw::{RawClient, Reply};
 use common::{TestProxy, APP};
+use postgres_protocol::message::backend::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_postgres::error::SqlState;
@@ -327,4 +328,123 @@ async fn binds_that_disagree_with_their_parse_are_refused() {
         replies.contains(&Reply::Row(vec![Some("7".into())])),
         "{replies:?}"
     );
+}
+
+/// How a SCRAM exchange is broken.
+#[derive(Debug, Clone, Copy)]
+enum Broken {
+    /// The client-final message's proof does not verify.
+    Proof,
+    /// The client-final message carries a nonce other than the server's.
+    Nonce,
+    /// The client-first message is no SCRAM message at all.
+    Garbage,
+}
+
+/// The next message from `stream`, read into `buf`.
+async fn next_message(stream: &mut TcpStream, buf: &mut bytes::BytesMut) -> Option<Message> {
+    loop {
+        if let Some(m) = Message::parse(buf).expect("well-formed server message") {
+            return Some(m);
+        }
+        match tokio::time::timeout(Duration::from_secs(5), stream.read_buf(buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("the server neither answered nor closed"),
+        }
+    }
+}
+
+/// Logs in to `addr` as `user` with `password`, breaking the SCRAM exchange as `broken` says;
+/// the SQLSTATE of the server's refusal, if it sent one.
+async fn broken_scram(
+    addr: std::net::SocketAddr,
+    user: &str,
+    password: &str,
+    broken: Broken,
+) -> Option<String> {
+    use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+    use postgres_protocol::message::frontend;
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut out = bytes::BytesMut::new();
+    let mut buf = bytes::BytesMut::new();
+    frontend::startup_message([("user", user), ("database", APP)], &mut out).unwrap();
+    stream.write_all(&out).await.unwrap();
+    let mut scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+    loop {
+        out.clear();
+        match next_message(&mut stream, &mut buf).await? {
+            Message::AuthenticationSasl(_) => {
+                let first = match broken {
+                    Broken::Garbage => b"this is no SCRAM message".to_vec(),
+                    Broken::Proof | Broken::Nonce => scram.message().to_vec(),
+                };
+                frontend::sasl_initial_response(SCRAM_SHA_256, &first, &mut out).unwrap();
+            }
+            Message::AuthenticationSaslContinue(body) => {
+                scram.update(body.data()).expect("server-first message");
+                let last = String::from_utf8(scram.message().to_vec()).unwrap();
+                let (without_proof, proof) = last.rsplit_once(",p=").unwrap();
+                let last = match broken {
+                    Broken::Proof => {
+                        let flipped = if proof.starts_with('A') { "B" } else { "A" };
+                        format!("{without_proof},p={flipped}{}", &proof[1..])
+                    }
+                    Broken::Nonce => {
+                        let (head, nonce) = without_proof.rsplit_once(",r=").unwrap();
+                        format!("{head},r={nonce}x,p={proof}")
+                    }
+                    Broken::Garbage => last,
+                };
+                frontend::sasl_response(last.as_bytes(), &mut out).unwrap();
+            }
+            Message::ErrorResponse(body) => {
+                let mut fields = body.fields();
+                while let Some(f) = fallible_iterator::FallibleIterator::next(&mut fields).unwrap()
+                {
+                    if f.type_() == b'C' {
+                        return Some(String::from_utf8_lossy(f.value_bytes()).into_owned());
+                    }
+                }
+                return Some(String::new());
+            }
+            Message::AuthenticationOk | Message::AuthenticationSaslFinal(_) => {
+                panic!("{broken:?}: logged in")
+            }
+            _ => {}
+        }
+        if !out.is_empty() {
+            stream.write_all(&out).await.unwrap();
+        }
+    }
+}
+
+/// SCRAM exchanges gone wrong are refused as PostgreSQL refuses them, and the proxy goes on.
+#[tokio::test]
+async fn broken_scram_exchanges_are_refused_as_directly() {
+    let proxy = TestProxy::start();
+    let bystander = proxy.connect().await;
+    let shard: tokio_postgres::Config = common::shards().url(0).parse().unwrap();
+    let shard_user = shard.get_user().unwrap().to_string();
+    let shard_password = String::from_utf8_lossy(shard.get_password().unwrap()).into_owned();
+    for broken in [Broken::Proof, Broken::Nonce, Broken::Garbage] {
+        let want = broken_scram(shard_addr(), &shard_user, &shard_password, broken).await;
+        assert!(want.is_some(), "{broken:?} refused directly");
+        let got = broken_scram(proxy.addr, APP, APP, broken).await;
+        assert_eq!(got, want, "{broken:?}");
+        healthy(&bystander).await;
+    }
+}
+
+/// A message cut short by a client that then goes away ends only that session.
+#[tokio::test]
+async fn a_message_cut_short_by_a_client_that_leaves_ends_only_its_session() {
+    let proxy = TestProxy::start();
+    let bystander = proxy.connect().await;
+    for partial in [&b"Q\0\0\0\x20SELEC"[..], b"P\0\0", b"B"] {
+        let mut client = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
+        let replies = client.raw(partial).until_closed_after_shutdown().await;
+        assert_eq!(replies, [], "{partial:?}");
+        healthy(&bystander).await;
+    }
 }

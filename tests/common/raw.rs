@@ -305,6 +305,14 @@ impl RawClient {
     }
 
     /// Sends what is queued and collects the replies until the server closes the connection.
+    /// Sends what is queued, closes the sending side (the client goes away), and collects the
+    /// replies until the server closes too.
+    pub async fn until_closed_after_shutdown(&mut self) -> Vec<Reply> {
+        self.flush().await;
+        self.stream.shutdown().await.expect("shut the sending side");
+        self.until_closed().await
+    }
+
     pub async fn until_closed(&mut self) -> Vec<Reply> {
         self.flush().await;
         let mut replies = Vec::new();
