@@ -10,6 +10,7 @@ use common::{psql, TestProxy, APP};
 use shardwire::config::{AuthMethod, TlsConfig};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
+use tokio_rustls::rustls;
 
 async fn login(
     proxy: &TestProxy,
@@ -220,4 +221,109 @@ fn without_a_certificate_tls_is_refused_and_plain_connections_work() {
     assert!(preferred.status.success(), "{}", stderr(&preferred));
     assert!(!stdout(&preferred).contains("SSL connection"));
     assert!(stdout(&preferred).contains("query ok"));
+}
+
+/// Bytes sent with an SSLRequest, ahead of the server's answer, could be a man in the middle's
+/// (CVE-2021-23214): the proxy takes nothing sent before the TLS handshake as sent over it, and
+/// says so over the encrypted connection, as PostgreSQL does.
+#[tokio::test]
+async fn bytes_sent_ahead_of_the_tls_handshake_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed_certificate(dir.path());
+    let proxy = TestProxy::start_with(|c| {
+        c.tls = Some(TlsConfig {
+            cert: cert.clone(),
+            key,
+        })
+    });
+    // An SSLRequest and, in the same write, a plaintext startup packet.
+    let mut injected = vec![0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let mut startup = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::startup_message(
+        [("user", APP), ("database", APP)],
+        &mut startup,
+    )
+    .unwrap();
+    injected.extend_from_slice(&startup);
+
+    let mut tcp = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    tcp.write_all(&injected).await.unwrap();
+    let mut answer = [0u8; 1];
+    tcp.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"S");
+
+    let config = rustls::ClientConfig::builder()
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate))
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), tls.read_to_end(&mut got))
+        .await
+        .expect("an answer, then the end");
+    // The server may close without TLS's close_notify after its FATAL.
+    let _ = read;
+    let text = String::from_utf8_lossy(&got);
+    assert!(got.first() == Some(&b'E'), "{text:?}");
+    assert!(text.contains("C08P01"), "{text:?}");
+    assert!(
+        text.contains("received unencrypted data after SSL request"),
+        "{text:?}"
+    );
+}
+
+/// Takes the test's self-signed certificate (a CA's, which webpki refuses as a server's) on
+/// trust, checking only the handshake's signatures: the test is about what comes through TLS,
+/// not about the certificate.
+#[derive(Debug)]
+struct AnyCertificate;
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }

@@ -265,7 +265,9 @@ async fn before_startup(
         }
         *answered = true;
         // Looked at before the answer, which the client may follow at once.
-        let sent_ahead = has_bytes_waiting(&tcp)
+        // Taken off the socket now, so that a TLS handshake reads only what comes after the
+        // answer (as PostgreSQL, which had read them with the request).
+        let sent_ahead = take_bytes_waiting(&tcp)
             .then_some(FrontendError::UnencryptedAfterRequest { request: what });
         let accept = code == SSL_REQUEST && tls.is_some();
         tcp.write_all(if accept { b"S" } else { b"N" }).await?;
@@ -289,11 +291,21 @@ async fn before_startup(
     }
 }
 
-/// Whether the client has sent bytes that wait unread, without waiting for any.
-fn has_bytes_waiting(tcp: &TcpStream) -> bool {
-    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-    // The socket is non-blocking (tokio's): an empty one answers WouldBlock at once.
-    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
+/// Whether the client has sent bytes that wait unread, without waiting for any; those there
+/// are read and dropped.
+fn take_bytes_waiting(tcp: &TcpStream) -> bool {
+    let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 1024];
+    let socket = socket2::SockRef::from(tcp);
+    let mut took = false;
+    // The socket is non-blocking (tokio's): an empty one answers WouldBlock at once. A client
+    // that keeps sending is not waited for: what it sends later breaks the handshake instead.
+    for _ in 0..64 {
+        match socket.recv(&mut chunk) {
+            Ok(n) if n > 0 => took = true,
+            _ => break,
+        }
+    }
+    took
 }
 
 /// A FATAL error in the protocol the client asked for, as PostgreSQL refuses a version it does
