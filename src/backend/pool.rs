@@ -186,9 +186,7 @@ impl ShardPool {
                 Some(c) => c,
                 None => self.get_from_bb8().await?,
             };
-            if c.spoke_while_idle() {
-                tracing::debug!(shard = %self.name, "dropping a pooled connection its server ended");
-                c.conn.broken = true;
+            if !self.still_quiet(&mut c) {
                 continue;
             }
             match c.check_if_stale(self.wait).await {
@@ -232,14 +230,22 @@ impl ShardPool {
     pub fn get_now(&self) -> Option<Pooled> {
         loop {
             let mut c = self.hot.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-            if c.spoke_while_idle() {
-                tracing::debug!(shard = %self.name, "dropping a pooled connection its server ended");
-                c.conn.broken = true;
-                continue;
+            if self.still_quiet(&mut c) {
+                c.released = false;
+                return Some(c);
             }
-            c.released = false;
-            return Some(c);
         }
+    }
+
+    /// Whether `c`, just taken from the pool, may serve a client; if its server spoke or hung
+    /// up meanwhile, it is marked to be closed instead.
+    fn still_quiet(&self, c: &mut Pooled) -> bool {
+        if c.spoke_while_idle() {
+            tracing::debug!(shard = %self.name, "dropping a pooled connection its server ended");
+            c.conn.broken = true;
+            return false;
+        }
+        true
     }
 
     /// Gives back a connection that is idle: no transaction open, nothing expected from it.

@@ -239,34 +239,34 @@ async fn before_startup(
             Head::Over => return Ok(Before::Over),
         };
         let code = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        let major = code >> 16;
+        // What PostgreSQL answers a version it does not speak, which a second encryption
+        // request of a kind counts as.
+        let unsupported = FrontendError::UnsupportedProtocol {
+            major: major as u16,
+            minor: code as u16,
+        };
         let (answered, what) = match code {
             SSL_REQUEST => (&mut ssl_answered, "SSL"),
             GSSENC_REQUEST => (&mut gss_answered, "GSSAPI encryption"),
             CANCEL_REQUEST => return Ok(Before::Plain(tcp)),
-            _ if code >> 16 == 3 => return Ok(Before::Plain(tcp)),
+            _ if major == 3 => return Ok(Before::Plain(tcp)),
             _ => {
-                let e = FrontendError::UnsupportedProtocol {
-                    major: (code >> 16) as u16,
-                    minor: code as u16,
-                };
-                tcp.write_all(&fatal_in_protocol(&e, code >> 16)).await?;
+                tcp.write_all(&fatal_in_protocol(&unsupported, major))
+                    .await?;
                 return Ok(Before::Over);
             }
         };
         let mut request = [0u8; 8];
         tcp.read_exact(&mut request).await?;
         if *answered {
-            let e = FrontendError::UnsupportedProtocol {
-                major: (code >> 16) as u16,
-                minor: code as u16,
-            };
-            tcp.write_all(&fatal(&e)).await?;
+            tcp.write_all(&fatal(&unsupported)).await?;
             return Ok(Before::Over);
         }
         *answered = true;
-        // Looked at before the answer, which the client may follow at once.
-        // Taken off the socket now, so that a TLS handshake reads only what comes after the
-        // answer (as PostgreSQL, which had read them with the request).
+        // Looked at before the answer, which the client may follow at once, and taken off the
+        // socket, so that a TLS handshake reads only what comes after the answer (as PostgreSQL,
+        // which had read them with the request).
         let sent_ahead = take_bytes_waiting(&tcp)
             .then_some(FrontendError::UnencryptedAfterRequest { request: what });
         let accept = code == SSL_REQUEST && tls.is_some();
