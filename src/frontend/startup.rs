@@ -374,7 +374,7 @@ async fn refuse(socket: &mut StartupSocket, e: &FrontendError) -> Result<(), Sta
 /// The run-time settings in a startup packet's `options` (`-c name=value`, `-cname=value`,
 /// `--name=value`; words split at unescaped whitespace, `\` escapes the next character), as
 /// PostgreSQL reads them. Other command-line switches are ignored.
-fn settings_from_options(options: &str) -> Vec<(String, String)> {
+pub fn settings_from_options(options: &str) -> Vec<(String, String)> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut chars = options.chars();
