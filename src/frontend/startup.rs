@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use pgwire::api::auth::driver::AuthOutcome;
 use pgwire::api::auth::{AuthDriver, DefaultServerParameterProvider};
 use pgwire::api::{ClientInfo, DefaultClient, PgWireConnectionState};
@@ -90,7 +90,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
         AuthDriver::new(DefaultServerParameterProvider::default());
     let mut user = String::new();
     loop {
-        let Some(msg) = socket.next().await else {
+        let Some(msg) = super::auth::next_message(&mut socket).await else {
             return Ok(Startup::Ended);
         };
         let outcome = match msg? {

@@ -1,0 +1,153 @@
+//! Inputs the fuzz targets (fuzz/, docs/fuzzing.md) found to crash the proxy, each through the
+//! production function that crashed, without a fuzzer. None needs a database.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use pgwire::api::auth::mechanism::AuthState;
+use pgwire::api::{ClientInfo, DefaultClient};
+use pgwire::messages::startup::PasswordMessageFamily;
+use shardwire::config::Config;
+use shardwire::frontend::auth::Users;
+
+const CONFIG: &str = r#"
+[proxy]
+listen = "127.0.0.1:6432"
+database = "app"
+
+[[users]]
+name = "app"
+password = "app"
+
+[[shards]]
+name = "s1"
+url = "postgres://postgres@127.0.0.1:55431/app"
+"#;
+
+/// The SCRAM exchange of a client `app` that has sent the password messages `bodies`: the
+/// outcome of the last one.
+fn scram_exchange(bodies: &[&[u8]]) -> pgwire::error::PgWireResult<AuthState> {
+    let config = Config::parse(CONFIG, "test").unwrap();
+    let users = Arc::new(Users::new(&config));
+    let addr: SocketAddr = ([127, 0, 0, 1], 40000).into();
+    let mut client = DefaultClient::<String>::new(addr, false);
+    client.metadata_mut().insert("user".into(), "app".into());
+    let mut mechanism = users.mechanism().create();
+    futures::executor::block_on(async {
+        let mut state = mechanism.begin(&client).await;
+        for body in bodies {
+            let message = PasswordMessageFamily::Raw(BytesMut::from(*body));
+            state = mechanism.next(&client, message).await;
+        }
+        state
+    })
+}
+
+/// client_messages: a SASLInitialResponse whose data is shorter than its length field says
+/// (32 bytes announced, 30 sent) made pgwire split past the end of the message and panic.
+#[test]
+fn short_sasl_initial_response_is_refused() {
+    let mut body = b"SCRAM-SHA-256\0".to_vec();
+    body.extend_from_slice(&32i32.to_be_bytes());
+    body.extend_from_slice(b"n,,n=app,r=rOprNGfwEbeRWgbNEkqO");
+    assert!(scram_exchange(&[&body]).is_err());
+    // Nor may the length field itself be cut short, or be negative.
+    assert!(scram_exchange(&[b"SCRAM-SHA-256\0\0\0"]).is_err());
+    assert!(scram_exchange(&[b"SCRAM-SHA-256\0\xff\xff\xff\xfe"]).is_err());
+    assert!(scram_exchange(&[b"no name"]).is_err());
+}
+
+/// A well-formed first message still goes on to the server's challenge.
+#[test]
+fn whole_sasl_initial_response_gets_the_challenge() {
+    let data = b"n,,n=app,r=rOprNGfwEbeRWgbNEkqO";
+    let mut body = b"SCRAM-SHA-256\0".to_vec();
+    body.extend_from_slice(&(data.len() as i32).to_be_bytes());
+    body.extend_from_slice(data);
+    assert!(matches!(
+        scram_exchange(&[&body]),
+        Ok(AuthState::InProgress(_))
+    ));
+}
+
+/// client_messages: once the startup packet is read, pgwire decoded any kind of message in
+/// full and panicked on some: a password message whose length field says less than the 4 bytes
+/// it takes itself (it subtracts 4 unchecked), a Parse whose parameter count runs past its end.
+/// The proxy, which takes only password messages then, now looks at the head first.
+#[test]
+fn only_whole_password_messages_reach_pgwire_during_authentication() {
+    use shardwire::frontend::auth::auth_message_head;
+    for len in 0..4u8 {
+        assert!(matches!(
+            auth_message_head(&[b'p', 0, 0, 0, len]),
+            Some(Err(_))
+        ));
+    }
+    assert!(matches!(
+        auth_message_head(&[b'p', 0xff, 0xff, 0xff, 0xff]),
+        Some(Err(_))
+    ));
+    assert!(matches!(
+        auth_message_head(b"P\0\0\0P\0\0\0\x04s2\0SE\0\0p"),
+        Some(Err(_))
+    ));
+    assert!(matches!(
+        auth_message_head(&[b'p', 0, 0, 0, 4]),
+        Some(Ok(()))
+    ));
+    assert!(auth_message_head(&[b'p', 0, 0]).is_none());
+}
+
+/// The same messages through the proxy's reader of the authentication exchange: refused, and
+/// the client told why.
+#[tokio::test]
+async fn malformed_messages_end_the_authentication_exchange() {
+    use pgwire::api::PgWireConnectionState;
+    use pgwire::tokio::server::PgWireMessageServerCodec;
+    use shardwire::frontend::auth::next_message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let addr: SocketAddr = ([127, 0, 0, 1], 40000).into();
+    let refused: [&[u8]; 2] = [b"p\0\0\0\0md5", b"P\0\0\0P\0\0\0\x04s2\0SE\0\0p"];
+    for message in refused {
+        let (mut client, server) = tokio::io::duplex(256);
+        let codec = PgWireMessageServerCodec::<String>::new(DefaultClient::new(addr, false));
+        let mut socket = tokio_util::codec::Framed::new(server, codec);
+        socket.set_state(PgWireConnectionState::AuthenticationInProgress);
+        client.write_all(message).await.unwrap();
+        assert!(matches!(next_message(&mut socket).await, Some(Err(_))));
+        let mut answer = [0u8; 1];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"E", "an ErrorResponse");
+    }
+
+    // After the startup packet, a whole password message sent in two pieces is read as
+    // before.
+    let (mut client, server) = tokio::io::duplex(64);
+    let codec = PgWireMessageServerCodec::<String>::new(DefaultClient::new(addr, false));
+    let mut socket = tokio_util::codec::Framed::new(server, codec);
+    socket.set_state(PgWireConnectionState::AwaitingStartup);
+    client
+        .write_all(b"\0\0\0\x12\0\x03\0\0user\0app\0\0")
+        .await
+        .unwrap();
+    assert!(matches!(
+        next_message(&mut socket).await,
+        Some(Ok(pgwire::messages::PgWireFrontendMessage::Startup(_)))
+    ));
+    socket.set_state(PgWireConnectionState::AuthenticationInProgress);
+    client.write_all(b"p\0\0").await.unwrap();
+    let sender = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        client.write_all(b"\0\x08abc\0").await.unwrap();
+        client
+    });
+    assert!(matches!(
+        next_message(&mut socket).await,
+        Some(Ok(
+            pgwire::messages::PgWireFrontendMessage::PasswordMessageFamily(_)
+        ))
+    ));
+    drop(sender.await);
+}
