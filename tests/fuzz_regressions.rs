@@ -10,6 +10,9 @@ use pgwire::api::{ClientInfo, DefaultClient};
 use pgwire::messages::startup::PasswordMessageFamily;
 use shardwire::config::Config;
 use shardwire::frontend::auth::Users;
+use shardwire::frontend::statements::ClientFrame;
+use shardwire::protocol::Frame;
+use shardwire::router::route::{self, BindParts, Params};
 
 const CONFIG: &str = r#"
 [proxy]
@@ -150,4 +153,34 @@ async fn malformed_messages_end_the_authentication_exchange() {
         ))
     ));
     drop(sender.await);
+}
+
+/// client_messages: a Bind with two parameter format codes and no values. PostgreSQL refuses
+/// a Bind whose several format codes are not one per value; the session, which reads a value's
+/// format at the value's index (a sharding-key UPDATE's parameters), took it.
+#[test]
+fn bind_with_a_format_count_unlike_its_values_is_unreadable() {
+    let frame: &[u8] = b"B\0\0\0\x2a\0s1\xfb\xff\x01\xf6\0\0\x02\0\0\0\x08\0\0\0\0\0\0\0\x07\
+        \0\0\0\x08\0\0\0\0\0\0\0\n\0\x01\0\t";
+    let frame = Frame::borrowed(frame);
+    let Ok(ClientFrame::Bind { rest, .. }) = ClientFrame::parse(&frame) else {
+        panic!("a Bind");
+    };
+    assert!(BindParts::read(rest).is_err());
+    // Routing still reads it: the shard answers it with PostgreSQL's own error.
+    assert_eq!(Params::parse(rest, &[]).map(|p| p.count()).ok(), Some(0));
+
+    // Two codes for three values, as a sharding-key UPDATE with three parameters would get.
+    let mut rest = vec![0, 2, 0, 1, 0, 1, 0, 3];
+    for v in [&b"1"[..], b"2", b"3"] {
+        rest.extend_from_slice(&(v.len() as i32).to_be_bytes());
+        rest.extend_from_slice(v);
+    }
+    rest.extend_from_slice(&[0, 0]);
+    assert!(BindParts::read(&rest).is_err());
+    assert!(route::select_params(&rest, &[0, 1, 2]).is_err());
+    // One code for all of them, or one each, is a Bind like any other.
+    rest[1] = 1;
+    rest.drain(4..6);
+    assert_eq!(BindParts::read(&rest).unwrap().formats, vec![1, 1, 1]);
 }
