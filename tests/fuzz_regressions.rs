@@ -184,3 +184,24 @@ fn bind_with_a_format_count_unlike_its_values_is_unreadable() {
     rest.drain(4..6);
     assert_eq!(BindParts::read(&rest).unwrap().formats, vec![1, 1, 1]);
 }
+
+/// router_keys: a simple query that ends inside a string literal whose last character takes
+/// several bytes. The plan cache's scanner cut the literal's text one byte before the end, in
+/// the middle of that character, and panicked.
+#[test]
+fn query_ending_inside_a_string_is_planned_without_sharing() {
+    use shardwire::catalog::Snapshot;
+    use shardwire::router::normalize::normalize;
+    use shardwire::router::PlanCache;
+
+    let sql = "SELECT nextval('tickist\u{fffd}".as_bytes();
+    assert!(normalize(sql).is_none());
+    assert!(normalize(b"SELECT 'it''").is_none());
+    let cache = PlanCache::new(16);
+    assert!(cache
+        .plan_simple(sql, &Snapshot::default(), &metrics::Counter::noop())
+        .is_ok());
+    // A closed literal is still shared.
+    let normalized = normalize("SELECT 'é'".as_bytes()).unwrap();
+    assert_eq!(normalized.literals[0].value, "é");
+}
