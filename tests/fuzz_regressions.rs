@@ -205,3 +205,25 @@ fn query_ending_inside_a_string_is_planned_without_sharing() {
     let normalized = normalize("SELECT 'é'".as_bytes()).unwrap();
     assert_eq!(normalized.literals[0].value, "é");
 }
+
+/// client_messages: a Bind whose result formats say one code follows, and only one byte does.
+/// For a statement on several shards that sorts by a column it does not return, the session
+/// spells out the result formats with one more for the hidden sort column, and read the code
+/// past the end of the message.
+#[test]
+fn result_format_count_without_its_code_is_sent_as_it_came() {
+    let frame: &[u8] = b"B\0\0\0*\0s1\xfb\xff\x01\0\x8b\x01\0\x02\0\0\0\x08\0\0\0\0\0\0\0\x07\
+        \0\0\0\x08\0\0\0\0\0\0\0\n\0\x01\0";
+    let frame = Frame::borrowed(frame);
+    let Ok(ClientFrame::Bind { rest, .. }) = ClientFrame::parse(&frame) else {
+        panic!("a Bind");
+    };
+    assert_eq!(Params::parse(rest, &[]).map(|p| p.count()).ok(), Some(2));
+    assert_eq!(route::with_hidden_result_columns(rest, 1, 1), rest);
+    assert_eq!(route::with_hidden_result_columns(rest, 3, 2), rest);
+    // With its code, the code is spelt out per column and the hidden column reads as text.
+    let mut whole = rest.to_vec();
+    whole.push(1);
+    let spelt = route::with_hidden_result_columns(&whole, 2, 1);
+    assert_eq!(&spelt[spelt.len() - 8..], &[0, 3, 0, 1, 0, 1, 0, 0]);
+}

@@ -216,7 +216,11 @@ pub fn with_hidden_result_columns(rest: &[u8], visible: usize, hidden: usize) ->
         // No code: every column in text, the hidden ones too.
         0 => return rest.to_vec(),
         // One code for every column: spelt out, so the hidden ones can differ.
-        1 => vec![[results[0], results[1]]; visible],
+        1 => match results.get(..2) {
+            Some(&[high, low]) => vec![[high, low]; visible],
+            // The code is missing: the shard refuses the Bind as sent.
+            _ => return rest.to_vec(),
+        },
         _ => results
             .chunks_exact(2)
             .take(n)
