@@ -25,8 +25,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Builds the indexes over what the store loaded (or a test made). `shards` are the
-    /// configured shards, in configuration order.
-    pub(crate) fn new(
+    /// configured shards, in configuration order. Public for the fuzz targets (fuzz/), which
+    /// route against a catalog made in memory.
+    pub fn new(
         version: i64,
         shards: Vec<Shard>,
         tablespace_sets: Vec<TablespaceSet>,

@@ -539,7 +539,7 @@ async fn row_movement(ctx: DdlCtx<'_>, a: &AlterRowMovement) -> Result<&'static 
 
 /// Every statement the rewrite produced goes through PostgreSQL's own parser before anything is
 /// recorded or sent, so a definition PostgreSQL cannot read fails here, not half-way.
-fn validate_with_postgres_parser(per_shard: &ShardStatements) -> Result<(), ExecError> {
+pub fn validate_with_postgres_parser(per_shard: &ShardStatements) -> Result<(), ExecError> {
     for statement in per_shard.values().flatten() {
         if let Err(e) = pg_query::parse(statement, 0) {
             let message = match e {

@@ -8,7 +8,7 @@ pub mod gather;
 pub mod insert_select;
 pub mod layout;
 pub mod merge;
-mod nosql;
+pub mod nosql;
 mod recognise;
 pub mod split;
 pub mod ttl_purge;

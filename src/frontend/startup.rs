@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use pgwire::api::auth::driver::AuthOutcome;
 use pgwire::api::auth::{AuthDriver, DefaultServerParameterProvider};
 use pgwire::api::{ClientInfo, DefaultClient, PgWireConnectionState};
@@ -90,7 +90,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
         AuthDriver::new(DefaultServerParameterProvider::default());
     let mut user = String::new();
     loop {
-        let Some(msg) = socket.next().await else {
+        let Some(msg) = super::auth::next_message(&mut socket).await else {
             return Ok(Startup::Ended);
         };
         let outcome = match msg? {
@@ -386,7 +386,7 @@ async fn refuse(socket: &mut StartupSocket, e: &FrontendError) -> Result<(), Sta
 /// The run-time settings in a startup packet's `options` (`-c name=value`, `-cname=value`,
 /// `--name=value`; words split at unescaped whitespace, `\` escapes the next character), as
 /// PostgreSQL reads them. Other command-line switches are ignored.
-fn settings_from_options(options: &str) -> Vec<(String, String)> {
+pub fn settings_from_options(options: &str) -> Vec<(String, String)> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut chars = options.chars();

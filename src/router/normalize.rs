@@ -34,7 +34,8 @@ fn is_ident_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
 }
 
-/// Scans `sql`; `None` when it is not UTF-8 or has a backslash in a plain string literal.
+/// Scans `sql`; `None` when it is not UTF-8, has a backslash in a plain string literal, or
+/// ends inside one.
 pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
     let text = std::str::from_utf8(sql).ok()?;
     let b = sql;
@@ -81,15 +82,20 @@ pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
             b'\'' => {
                 // In E'…' a backslash escapes the next character, the quote included.
                 let escaped = matches!(prev, b'e' | b'E') && (i < 2 || !is_ident_byte(b[i - 2]));
-                let end = if escaped {
-                    escaped_end(b, i)
+                let (end, closed) = if escaped {
+                    (escaped_end(b, i), true)
                 } else {
-                    quoted_end(b, i, b'\'')
+                    quoted_close(b, i, b'\'').map_or((b.len(), false), |end| (end, true))
                 };
                 // E'…', B'…', X'…', N'…', U&'…': other string forms, kept as written.
                 if is_ident_byte(prev) || prev == b'&' {
                     key.extend_from_slice(&b[i..end]);
                 } else {
+                    if !closed {
+                        // The text ends inside the string: a syntax error, which the shard
+                        // reports; nothing to share a plan with.
+                        return None;
+                    }
                     let inner = &text[i + 1..end.saturating_sub(1).max(i + 1)];
                     if inner.contains('\\') {
                         // With standard_conforming_strings off a backslash escapes: whether
@@ -167,6 +173,11 @@ pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
 /// The end (exclusive) of a quoted string or identifier starting at `start`; doubled quotes
 /// stay inside.
 fn quoted_end(b: &[u8], start: usize, quote: u8) -> usize {
+    quoted_close(b, start, quote).unwrap_or(b.len())
+}
+
+/// [`quoted_end`], when the quote is closed.
+fn quoted_close(b: &[u8], start: usize, quote: u8) -> Option<usize> {
     let mut i = start + 1;
     while i < b.len() {
         if b[i] == quote {
@@ -174,11 +185,11 @@ fn quoted_end(b: &[u8], start: usize, quote: u8) -> usize {
                 i += 2;
                 continue;
             }
-            return i + 1;
+            return Some(i + 1);
         }
         i += 1;
     }
-    b.len()
+    None
 }
 
 /// The end of an `E'…'` string starting at the quote at `start`.

@@ -58,7 +58,7 @@ impl<'a> Params<'a> {
     pub fn parse(rest: &'a [u8], types: &[u8]) -> Result<Params<'a>, FrameError> {
         let BindParts {
             formats, values, ..
-        } = BindParts::read(rest)?;
+        } = BindParts::read_any(rest)?;
         let mut t = types;
         let ntypes = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
         let mut oids = Vec::with_capacity(ntypes);
@@ -143,7 +143,20 @@ pub struct BindParts<'a> {
 }
 
 impl<'a> BindParts<'a> {
+    /// Refuses a Bind with several format codes but not one per value, as PostgreSQL refuses
+    /// it: what reads the parts finds a format at each value's index.
     pub fn read(rest: &'a [u8]) -> Result<BindParts<'a>, FrameError> {
+        let parts = BindParts::read_any(rest)?;
+        if parts.formats.len() != parts.values.len() {
+            return Err(FrameError::Malformed("Bind"));
+        }
+        Ok(parts)
+    }
+
+    /// As [`BindParts::read`], taking format codes that do not match the values too. Routing
+    /// reads a value without a format code as text, and sends the Bind on to the shard, which
+    /// answers it with PostgreSQL's own error while the session goes on.
+    fn read_any(rest: &'a [u8]) -> Result<BindParts<'a>, FrameError> {
         let mut b = rest;
         let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
         let mut formats = Vec::with_capacity(nformats);
@@ -203,7 +216,11 @@ pub fn with_hidden_result_columns(rest: &[u8], visible: usize, hidden: usize) ->
         // No code: every column in text, the hidden ones too.
         0 => return rest.to_vec(),
         // One code for every column: spelt out, so the hidden ones can differ.
-        1 => vec![[results[0], results[1]]; visible],
+        1 => match results.get(..2) {
+            Some(&[high, low]) => vec![[high, low]; visible],
+            // The code is missing: the shard refuses the Bind as sent.
+            _ => return rest.to_vec(),
+        },
         _ => results
             .chunks_exact(2)
             .take(n)
