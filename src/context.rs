@@ -159,21 +159,9 @@ impl ServerCtx {
 }
 
 fn tls_acceptor(tls: &TlsConfig) -> Result<pgwire::tokio::TlsAcceptor, StartError> {
-    use std::io::BufReader;
-    use tokio_rustls::rustls;
-    let open = |p: &std::path::Path| {
-        std::fs::File::open(p)
-            .map(BufReader::new)
-            .map_err(|e| StartError::Tls(format!("{}: {e}", p.display())))
-    };
-    let certs = rustls_pemfile::certs(&mut open(&tls.cert)?)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.cert.display())))?;
-    let key = rustls_pemfile::private_key(&mut open(&tls.key)?)
-        .map_err(|e| StartError::Tls(format!("{}: {e}", tls.key.display())))?
-        .ok_or_else(|| StartError::Tls(format!("{}: no private key found", tls.key.display())))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let certs = crate::tls::load_certs(&tls.cert).map_err(StartError::Tls)?;
+    let key = crate::tls::load_key(&tls.key).map_err(StartError::Tls)?;
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| StartError::Tls(e.to_string()))?
         .with_no_client_auth()

@@ -6,6 +6,22 @@ use tokio_postgres::error::SqlState;
 
 use crate::backend::BackendError;
 
+/// An error with the errors that caused it, `outer: inner: …`. tokio-postgres's errors say
+/// only their kind ("error performing TLS handshake") and keep the reason as their source.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let part = e.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = e.source();
+    }
+    text
+}
+
 /// An error as a client sees it.
 pub trait ClientError {
     fn sqlstate(&self) -> SqlState;
@@ -17,6 +33,7 @@ impl ClientError for BackendError {
     fn sqlstate(&self) -> SqlState {
         match self {
             BackendError::Connect { .. }
+            | BackendError::Tls { .. }
             | BackendError::Timeout { .. }
             | BackendError::Unreachable { .. } => {
                 SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
@@ -39,6 +56,7 @@ impl ClientError for BackendError {
             ),
             BackendError::Unreachable { .. } => self.to_string(),
             BackendError::Connect { .. }
+            | BackendError::Tls { .. }
             | BackendError::Timeout { .. }
             | BackendError::Auth { .. }
             | BackendError::Io(_)

@@ -30,6 +30,8 @@
 //! - [`txn`]: two-phase commit over several shards, its decision log, each proxy's lease and
 //!   in-flight registry, in-doubt recovery.
 //! - [`config`]: the TOML configuration and its validation.
+//! - [`tls`]: certificates and keys, TLS to the shards as each URL's `sslmode` asks (for our own
+//!   connections and tokio-postgres's), channel binding.
 //! - [`pgcluster`]: local PostgreSQL clusters for `shardwire dev` and the tests.
 //! - [`dev`]: the `shardwire dev` command.
 //! - [`admin`]: the SHOW statements the proxy answers itself.
@@ -57,4 +59,5 @@ pub mod protocol;
 pub mod router;
 pub mod server;
 pub mod sql;
+pub mod tls;
 pub mod txn;

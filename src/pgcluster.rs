@@ -159,6 +159,21 @@ pub struct ClusterOptions {
     pub auth: HostAuth,
     /// Turn off fsync and friends: fast, and a crash may corrupt the cluster. For tests only.
     pub fast_unsafe: bool,
+    /// TLS for connections over TCP.
+    pub tls: Option<ClusterTls>,
+}
+
+/// A server certificate for the cluster. Its files are copied into the data directory, owned
+/// by the server's user, as PostgreSQL wants its key.
+#[derive(Debug, Clone)]
+pub struct ClusterTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// When set, clients over TCP must present a certificate this authority signed, besides
+    /// their password (`clientcert=verify-full`).
+    pub client_ca: Option<PathBuf>,
+    /// Refuse TCP connections without TLS.
+    pub only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,6 +289,15 @@ impl LocalCluster {
         if self.options.fast_unsafe {
             conf.push_str("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n");
         }
+        if let Some(tls) = &self.options.tls {
+            self.copy_owned_file(&tls.cert, "server.crt")?;
+            self.copy_owned_file(&tls.key, "server.key")?;
+            conf.push_str("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+            if let Some(ca) = &tls.client_ca {
+                self.copy_owned_file(ca, "client_ca.crt")?;
+                conf.push_str("ssl_ca_file = 'client_ca.crt'\n");
+            }
+        }
         self.write_owned_file("shardwire.conf", &conf)?;
 
         let main_conf = self.dir.join("postgresql.conf");
@@ -285,13 +309,37 @@ impl LocalCluster {
         }
 
         // The Unix socket sits in the data directory, which only the server's user can enter.
-        let hba = format!(
+        let method = self.options.auth.hba_method();
+        let mut hba = String::from(
             "# Written by shardwire; rewritten whenever shardwire sets this cluster up.\n\
-             local all all trust\n\
-             host all all 127.0.0.1/32 {}\n",
-            self.options.auth.hba_method()
+             local all all trust\n",
         );
+        match &self.options.tls {
+            None => {
+                let _ = writeln!(hba, "host all all 127.0.0.1/32 {method}");
+            }
+            Some(tls) => {
+                let client_cert = match tls.client_ca {
+                    Some(_) => " clientcert=verify-full",
+                    None => "",
+                };
+                let _ = writeln!(hba, "hostssl all all 127.0.0.1/32 {method}{client_cert}");
+                if !tls.only {
+                    let _ = writeln!(hba, "hostnossl all all 127.0.0.1/32 {method}");
+                }
+            }
+        }
         self.write_owned_file("pg_hba.conf", &hba)
+    }
+
+    /// Copies `from` into the data directory as `name`, readable by the server's user alone.
+    fn copy_owned_file(&self, from: &Path, name: &str) -> Result<(), ClusterError> {
+        use std::os::unix::fs::PermissionsExt;
+        let contents = std::fs::read_to_string(from).map_err(io_err(from, "cannot read"))?;
+        self.write_owned_file(name, &contents)?;
+        let path = self.dir.join(name);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err(&path, "cannot restrict permissions"))
     }
 
     fn write_owned_file(&self, name: &str, contents: &str) -> Result<(), ClusterError> {

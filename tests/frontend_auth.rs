@@ -327,3 +327,63 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
             .supported_schemes()
     }
 }
+
+/// A TLS client that reads slowly fills the socket, so TLS keeps part of what the proxy wrote
+/// for later; the end of every result must still come without the client asking again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tls_client_gets_each_result_to_its_end() {
+    use shardwire::backend::BackendConn;
+    use shardwire::config::Endpoint;
+    use shardwire::tls::{ShardTls, ShardTlsSettings, SslMode};
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed_certificate(dir.path());
+    let proxy = TestProxy::start_with(|c| c.tls = Some(TlsConfig { cert, key }));
+    // The proxy's own shard connection makes a fine client that reads only when asked.
+    let tls = ShardTls::new(ShardTlsSettings {
+        mode: SslMode::Require,
+        ..ShardTlsSettings::default()
+    })
+    .unwrap();
+    let endpoint = Endpoint {
+        host: proxy.addr.ip().to_string(),
+        port: proxy.addr.port(),
+        user: APP.into(),
+        password: Some(APP.into()),
+        dbname: APP.into(),
+        tls,
+    };
+    let mut conn = BackendConn::connect(&endpoint, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(conn.stream.is_tls());
+    for round in 0..8 {
+        let mut query = bytes::BytesMut::new();
+        shardwire::protocol::query(
+            &mut query,
+            "SELECT i, repeat('x', 3000) FROM generate_series(1, 3000) i",
+        );
+        conn.stream.write_all(&query).await.unwrap();
+        let mut rows = 0;
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(20), conn.read_frame())
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: no more after {rows} rows"))
+                .unwrap();
+            match frame.tag {
+                b'D' => {
+                    rows += 1;
+                    if rows % 8 == 0 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+                b'E' => panic!("round {round}: {:?}", frame.body()),
+                b'Z' => break,
+                _ => {}
+            }
+        }
+        assert_eq!(rows, 3000, "round {round}");
+    }
+}

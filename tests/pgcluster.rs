@@ -31,6 +31,7 @@ async fn init_start_connect_reuse_stop() {
             password: "it's secret".into(),
         },
         fast_unsafe: true,
+        ..ClusterOptions::default()
     };
     let cluster =
         LocalCluster::init(bins.clone(), &dir, free_port().unwrap(), options.clone()).unwrap();

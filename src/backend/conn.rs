@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
-use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::authentication::sasl::{
+    ChannelBinding, ScramSha256, SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
+};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::prepared::{PreparedStatements, StatementText};
+use super::stream::ShardStream;
 use super::BackendError;
 use crate::config::Endpoint;
 use crate::protocol::{self, Frame};
@@ -64,7 +66,7 @@ impl SettingsRegistry {
 pub struct BackendConn {
     /// Whole, not split into halves: the halves share it behind an `Arc`, one more pointer to
     /// follow (and cache line to miss) on every read and write of the data path.
-    pub stream: TcpStream,
+    pub stream: ShardStream,
     pub read_buf: BytesMut,
     /// ParameterStatus values as the backend last reported them.
     pub params: HashMap<String, String>,
@@ -95,10 +97,7 @@ impl BackendConn {
             endpoint: ep.to_string(),
             source: e,
         };
-        let mut stream = TcpStream::connect((ep.host.as_str(), ep.port))
-            .await
-            .map_err(io_err)?;
-        stream.set_nodelay(true).map_err(io_err)?;
+        let mut stream = ShardStream::open(ep).await?;
         let mut out = BytesMut::new();
         frontend::startup_message(
             [
@@ -142,19 +141,25 @@ impl BackendConn {
                 }
                 Message::AuthenticationSasl(body) => {
                     let mut mechanisms = body.mechanisms();
-                    let mut has_scram = false;
+                    let (mut has_scram, mut has_scram_plus) = (false, false);
                     while let Some(m) = mechanisms.next().map_err(io_err)? {
                         has_scram |= m == SCRAM_SHA_256;
-                    }
-                    if !has_scram {
-                        return Err(BackendError::Auth {
-                            endpoint: ep.to_string(),
-                            message: "server offers no SASL mechanism shardwire supports".into(),
-                        });
+                        has_scram_plus |= m == SCRAM_SHA_256_PLUS;
                     }
                     let pw = password(ep)?;
-                    let s = ScramSha256::new(pw.as_bytes(), ChannelBinding::unsupported());
-                    frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out)
+                    let (mechanism, binding) = match scram_binding(&stream, has_scram_plus) {
+                        Some(plus) => (SCRAM_SHA_256_PLUS, plus),
+                        None if has_scram => (SCRAM_SHA_256, scram_without_binding(&stream)),
+                        None => {
+                            return Err(BackendError::Auth {
+                                endpoint: ep.to_string(),
+                                message: "server offers no SASL mechanism shardwire supports"
+                                    .into(),
+                            })
+                        }
+                    };
+                    let s = ScramSha256::new(pw.as_bytes(), binding);
+                    frontend::sasl_initial_response(mechanism, s.message(), &mut out)
                         .map_err(io_err)?;
                     scram = Some(s);
                 }
@@ -269,6 +274,29 @@ impl BackendConn {
     }
 }
 
+/// SCRAM-SHA-256-PLUS when the server offers it over TLS and its certificate allows binding:
+/// the server then proves it is the one the certificate names, even under `sslmode=require`.
+fn scram_binding(stream: &ShardStream, offered: bool) -> Option<ChannelBinding> {
+    if !offered {
+        return None;
+    }
+    let hash = crate::tls::server_end_point(stream.peer_certificate()?)?;
+    Some(ChannelBinding::tls_server_end_point(hash))
+}
+
+/// Plain SCRAM's channel-binding flag: over TLS with a certificate we could bind to, "y"
+/// (we could, the server did not offer it), which a server that did offer it refuses as a
+/// downgrade; otherwise "n".
+fn scram_without_binding(stream: &ShardStream) -> ChannelBinding {
+    match stream
+        .peer_certificate()
+        .and_then(crate::tls::server_end_point)
+    {
+        Some(_) => ChannelBinding::unrequested(),
+        None => ChannelBinding::unsupported(),
+    }
+}
+
 fn password(ep: &Endpoint) -> Result<&str, BackendError> {
     ep.password.as_deref().ok_or_else(|| BackendError::Auth {
         endpoint: ep.to_string(),
@@ -283,9 +311,10 @@ fn protocol_violation(ep: &Endpoint) -> BackendError {
     }
 }
 
-/// Sends a CancelRequest for the statement running on the connection `key` names.
-pub async fn send_cancel(ep: &Endpoint, key: CancelKey) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect((ep.host.as_str(), ep.port)).await?;
+/// Sends a CancelRequest for the statement running on the connection `key` names, over TLS
+/// when the shard's URL asks for it (the key is a secret).
+pub async fn send_cancel(ep: &Endpoint, key: CancelKey) -> Result<(), BackendError> {
+    let mut stream = ShardStream::open(ep).await?;
     let mut out = BytesMut::new();
     frontend::cancel_request(key.pid, key.secret, &mut out);
     stream.write_all(&out).await?;

@@ -4,6 +4,7 @@
 pub mod conn;
 pub mod pool;
 pub mod prepared;
+pub mod stream;
 
 use crate::protocol::FrameError;
 pub use conn::{BackendConn, CancelKey, Settings, SettingsRegistry};
@@ -17,6 +18,9 @@ pub enum BackendError {
         endpoint: String,
         source: std::io::Error,
     },
+    /// TLS to the shard failed or was refused, as the URL's `sslmode` required it.
+    #[error("TLS to {endpoint}: {message}")]
+    Tls { endpoint: String, message: String },
     #[error("connecting to {endpoint} timed out")]
     Timeout { endpoint: String },
     #[error("{endpoint} refused the proxy's login: {message}")]

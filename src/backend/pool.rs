@@ -54,13 +54,8 @@ impl PooledBackend {
     /// Whether the server spoke or hung up while the connection sat idle in the pool. An idle
     /// connection is owed nothing, so either means it must not serve a client: its shard
     /// stopped or restarted, or an administrator ended the backend (which says FATAL first).
-    /// Costs no system call while tokio has seen nothing arrive on the socket.
     fn spoke_while_idle(&self) -> bool {
-        let mut byte = [0u8; 1];
-        !matches!(
-            self.conn.stream.try_read(&mut byte),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-        )
+        self.conn.stream.spoke()
     }
 
     /// A connection idle for long is asked an empty query before a client gets it.

@@ -36,7 +36,10 @@ use crate::config::{Config, Endpoint};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("cannot connect to the catalog database {endpoint}: {source}")]
+    #[error(
+        "cannot connect to the catalog database {endpoint}: {}",
+        crate::error::with_causes(source)
+    )]
     Connect {
         endpoint: String,
         #[source]

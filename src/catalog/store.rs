@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, GenericClient, NoTls, Transaction};
+use tokio_postgres::{Client, GenericClient, Transaction};
 
 use super::model::NewTable;
 use super::CatalogError;
@@ -39,14 +39,13 @@ pub(super) async fn connect(
 ) -> Result<Client, CatalogError> {
     let mut config = endpoint.pg_config();
     config.connect_timeout(timeout);
-    let (client, connection) =
-        config
-            .connect(NoTls)
-            .await
-            .map_err(|source| CatalogError::Connect {
-                endpoint: endpoint.to_string(),
-                source,
-            })?;
+    let (client, connection) = config
+        .connect(endpoint.postgres_tls())
+        .await
+        .map_err(|source| CatalogError::Connect {
+            endpoint: endpoint.to_string(),
+            source,
+        })?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "catalog connection ended");

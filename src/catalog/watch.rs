@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::poll_fn;
 use tokio::sync::Notify;
 use tokio::time::MissedTickBehavior;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::{store, Catalog, CatalogError, NOTIFY_CHANNEL};
 
@@ -40,14 +40,13 @@ pub(super) async fn run(catalog: Arc<Catalog>, shutdown: impl Future<Output = ()
 async fn watch(catalog: &Catalog) -> Result<Infallible, CatalogError> {
     let mut config = catalog.endpoint.pg_config();
     config.connect_timeout(catalog.connect_timeout);
-    let (client, mut connection) =
-        config
-            .connect(NoTls)
-            .await
-            .map_err(|source| CatalogError::Connect {
-                endpoint: catalog.endpoint.to_string(),
-                source,
-            })?;
+    let (client, mut connection) = config
+        .connect(catalog.endpoint.postgres_tls())
+        .await
+        .map_err(|source| CatalogError::Connect {
+            endpoint: catalog.endpoint.to_string(),
+            source,
+        })?;
     let changed = Arc::new(Notify::new());
     let notifier = changed.clone();
     // Ends with the connection: on error, or when `client` is dropped.

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::tls::SslMode;
+
 pub use validate::ConfigError;
 
 /// The whole configuration file.
@@ -357,6 +359,8 @@ pub struct Endpoint {
     pub user: String,
     pub password: Option<String>,
     pub dbname: String,
+    /// TLS as the URL's `sslmode` asks for it; None for plaintext.
+    pub tls: Option<crate::tls::ShardTls>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -365,7 +369,11 @@ impl fmt::Debug for Endpoint {
         if self.password.is_some() {
             write!(f, ":********")?;
         }
-        write!(f, "@{}:{}/{}", self.host, self.port, self.dbname)
+        write!(f, "@{}:{}/{}", self.host, self.port, self.dbname)?;
+        if let Some(tls) = &self.tls {
+            write!(f, "?sslmode={}", tls.mode().as_str())?;
+        }
+        Ok(())
     }
 }
 
@@ -387,7 +395,18 @@ impl Endpoint {
         if let Some(p) = &self.password {
             c.password(p);
         }
+        use tokio_postgres::config::SslMode as PgSslMode;
+        c.ssl_mode(match self.tls.as_ref().map(crate::tls::ShardTls::mode) {
+            None | Some(SslMode::Disable) => PgSslMode::Disable,
+            Some(SslMode::Prefer) => PgSslMode::Prefer,
+            Some(SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull) => PgSslMode::Require,
+        });
         c
+    }
+
+    /// The TLS connector for [`Endpoint::pg_config`]'s connections.
+    pub fn postgres_tls(&self) -> crate::tls::PostgresTls {
+        crate::tls::PostgresTls(self.tls.clone())
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use super::{Config, Endpoint};
+use crate::tls::{RootCerts, ShardTls, ShardTlsSettings, SslMode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -206,15 +207,15 @@ fn check_name(s: &str) -> Result<(), String> {
     }
 }
 
-/// Parses `postgres://user[:password]@host[:port]/dbname`.
+/// Parses `postgres://user[:password]@host[:port]/dbname[?sslmode=…&sslrootcert=…]`; the TLS
+/// files the URL names are read here, so a bad one is reported with the configuration.
 pub(super) fn parse_url(url: &str) -> Result<Endpoint, String> {
     let rest = url
         .strip_prefix("postgres://")
         .or_else(|| url.strip_prefix("postgresql://"))
         .ok_or_else(|| format!("\"{}\" must start with postgres://", mask_url_password(url)))?;
-    if rest.contains('?') {
-        return Err("query parameters (?...) are not supported in shard URLs".into());
-    }
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let tls = ShardTls::new(parse_tls_query(query)?)?;
     let (authority, dbname) = rest.split_once('/').ok_or_else(|| {
         "missing database name: expected postgres://user@host:port/dbname".to_string()
     })?;
@@ -251,7 +252,33 @@ pub(super) fn parse_url(url: &str) -> Result<Endpoint, String> {
         user: percent_decode(user)?,
         password,
         dbname: percent_decode(dbname)?,
+        tls,
     })
+}
+
+/// The URL's query: libpq's TLS parameters, nothing else.
+fn parse_tls_query(query: &str) -> Result<ShardTlsSettings, String> {
+    let mut settings = ShardTlsSettings::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("URL parameter \"{pair}\" has no value: write {pair}=…"))?;
+        let value = percent_decode(value)?;
+        match key {
+            "sslmode" => settings.mode = SslMode::parse(&value)?,
+            "sslrootcert" if value == "system" => settings.root_certs = Some(RootCerts::System),
+            "sslrootcert" => settings.root_certs = Some(RootCerts::File(value.into())),
+            "sslcert" => settings.cert = Some(value.into()),
+            "sslkey" => settings.key = Some(value.into()),
+            other => {
+                return Err(format!(
+                    "unknown URL parameter \"{other}\": shard and catalog URLs take sslmode, \
+                     sslrootcert, sslcert and sslkey"
+                ))
+            }
+        }
+    }
+    Ok(settings)
 }
 
 fn percent_decode(s: &str) -> Result<String, String> {
@@ -279,7 +306,8 @@ pub(super) fn mask_url_password(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
-    let after = &url[scheme_end + 3..];
+    let end = url.find('?').unwrap_or(url.len());
+    let after = &url[scheme_end + 3..end];
     let Some(at) = after.rfind('@') else {
         return url.to_string();
     };
@@ -288,7 +316,7 @@ pub(super) fn mask_url_password(url: &str) -> String {
             "{}{}:********{}",
             &url[..scheme_end + 3],
             user,
-            &after[at..]
+            &url[scheme_end + 3 + at..]
         ),
         None => url.to_string(),
     }
@@ -332,6 +360,36 @@ mod tests {
             "postgres://bob:********@h:1/d"
         );
         assert!(!format!("{ep:?}").contains("cret"));
+    }
+
+    #[test]
+    fn url_tls_parameters() {
+        let ep = parse_url("postgres://u:p@h/d?sslmode=require").unwrap();
+        assert_eq!(ep.tls.as_ref().map(|t| t.mode()), Some(SslMode::Require));
+        assert_eq!(
+            ep.to_string(),
+            "postgres://u:********@h:5432/d?sslmode=require"
+        );
+        assert!(parse_url("postgres://u@h/d?sslmode=disable")
+            .unwrap()
+            .tls
+            .is_none());
+        let e = parse_url("postgres://u@h/d?sslmode=verify-full").unwrap_err();
+        assert!(e.contains("needs sslrootcert"), "{e}");
+        let e = parse_url("postgres://u@h/d?sslmode=verify-ca&sslrootcert=/no/such/ca.pem")
+            .unwrap_err();
+        assert!(e.contains("/no/such/ca.pem"), "{e}");
+        let e = parse_url("postgres://u@h/d?connect_timeout=3").unwrap_err();
+        assert!(
+            e.contains("unknown URL parameter \"connect_timeout\""),
+            "{e}"
+        );
+        let e = parse_url("postgres://u@h/d?sslmode").unwrap_err();
+        assert!(e.contains("has no value"), "{e}");
+        assert_eq!(
+            mask_url_password("postgres://u:pw@h/d?sslrootcert=/a@b/ca.pem"),
+            "postgres://u:********@h/d?sslrootcert=/a@b/ca.pem"
+        );
     }
 
     #[test]

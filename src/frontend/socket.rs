@@ -19,6 +19,8 @@ use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
+use crate::backend::stream::ShardStream;
+
 /// Reads one TCP socket for one session, registering its waker only when it is not
 /// registered already.
 ///
@@ -71,6 +73,21 @@ impl ReadArm {
                     return Poll::Pending;
                 }
             }
+        }
+    }
+}
+
+impl ReadArm {
+    /// Reads a shard's connection: plain TCP the cheap way above, TLS through tokio-rustls.
+    pub fn poll_read_shard(
+        &mut self,
+        stream: &mut ShardStream,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        match stream {
+            ShardStream::Plain(tcp) => self.poll_read(tcp, cx, buf),
+            tls @ ShardStream::Tls(_) => tokio_util::io::poll_read_buf(Pin::new(tls), cx, buf),
         }
     }
 }
@@ -229,6 +246,12 @@ impl<R, W> StreamClient<R, W> {
 
 impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ClientSocket for StreamClient<R, W> {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+        // TLS may hold back part of what a write took while the socket was full, and sends it
+        // only when written or flushed again. The session polls the client's read whenever it
+        // waits, whether or not it has more to write, so the rest goes out from here.
+        if let Poll::Ready(Err(e)) = Pin::new(&mut self.writer).poll_flush(cx) {
+            return Poll::Ready(Err(e));
+        }
         tokio_util::io::poll_read_buf(Pin::new(&mut self.reader), cx, buf)
     }
 

@@ -11,13 +11,14 @@ use std::time::Duration;
 use bb8::{CustomizeConnection, ErrorSink, Pool, PooledConnection};
 use bb8_postgres::PostgresConnectionManager;
 use tokio_postgres::error::{DbError, SqlState};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 use super::TxnSettings;
 use crate::config::{Config, Endpoint};
 use crate::model::ShardId;
+use crate::tls::PostgresTls;
 
-type Manager = PostgresConnectionManager<NoTls>;
+type Manager = PostgresConnectionManager<PostgresTls>;
 
 /// A checked-out control session.
 pub type ControlConn<'a> = PooledConnection<'a, Manager>;
@@ -75,7 +76,7 @@ impl ErrorSink<tokio_postgres::Error> for LastError {
     fn sink(&self, error: tokio_postgres::Error) {
         tracing::debug!(%error, "control connection attempt failed");
         if let Ok(mut last) = self.0.lock() {
-            *last = Some(error.to_string());
+            *last = Some(crate::error::with_causes(&error));
         }
     }
 
@@ -189,7 +190,8 @@ impl ControlPool {
         if let Some(customizer) = customizer {
             builder = builder.connection_customizer(customizer);
         }
-        let pool = builder.build_unchecked(PostgresConnectionManager::new(pg, NoTls));
+        let pool =
+            builder.build_unchecked(PostgresConnectionManager::new(pg, endpoint.postgres_tls()));
         ControlPool {
             pool,
             last_error,

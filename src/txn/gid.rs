@@ -250,6 +250,7 @@ mod tests {
             user: "u".into(),
             password: None,
             dbname: "app".into(),
+            tls: None,
         };
         let a = ClusterTag::from_catalog(&endpoint("db1", 5432));
         assert_eq!(a, ClusterTag::from_catalog(&endpoint("DB1", 5432)));

@@ -137,6 +137,7 @@ fn start_shard(bins: &PgBinaries, dir: &Path, auth: HostAuth) -> LocalCluster {
     let options = ClusterOptions {
         auth,
         fast_unsafe: true,
+        ..ClusterOptions::default()
     };
     // A free port can be taken by someone else before the server binds it; try another.
     let mut last_error = None;

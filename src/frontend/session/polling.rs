@@ -47,7 +47,9 @@ impl Session {
             }
             if self.cout.len() < HIGH_WATER {
                 reserve_for_read(&mut conn.read_buf);
-                let read = link.arm.poll_read(&conn.stream, cx, &mut conn.read_buf);
+                let read = link
+                    .arm
+                    .poll_read_shard(&mut conn.stream, cx, &mut conn.read_buf);
                 if let Poll::Ready(r) = read {
                     return Poll::Ready(Event::BackendRead(r));
                 }
@@ -76,7 +78,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         if let Some(link) = self.current.as_mut() {
             if !link.out.is_empty() {
-                match socket::write_now(&link.conn.conn.stream, &link.out) {
+                match link.conn.conn.stream.write_now(&link.out) {
                     Ok(n) => consume(&mut link.out, n),
                     Err(e) => return Err(self.backend_lost(e)),
                 }
