@@ -234,6 +234,7 @@ impl ClientError for crate::frontend::FrontendError {
             F::KeysMissing => SqlState::INTERNAL_ERROR,
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
+            F::BlockFailed => SqlState::IN_FAILED_SQL_TRANSACTION,
             F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CombineRowLimit { .. } => SqlState::PROGRAM_LIMIT_EXCEEDED,
             F::CombineUnrecordedInBlock => SqlState::FEATURE_NOT_SUPPORTED,

@@ -134,3 +134,111 @@ async fn a_block_that_cannot_be_prepared_commits_on_one_shard_only() {
         .sum();
     assert_eq!(committed, 1);
 }
+
+/// A statement the proxy refuses itself inside a block fails the block as a shard's error
+/// would: what the block wrote before is rolled back by COMMIT, on every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_by_the_proxy_fails_the_block_like_any_error() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let other = seeded(&client, "refblk").await;
+    let refusals = [
+        // Several statements in one simple query over a sharded table.
+        "SELECT 1 FROM refblk WHERE cust_id = 1; SELECT 2 FROM refblk WHERE cust_id = 2",
+        // COPY of a sorted multi-shard query.
+        "COPY (SELECT cust_id FROM refblk ORDER BY cust_id) TO STDOUT",
+        "UPDATE refblk SET cust_id = DEFAULT WHERE cust_id = 3",
+    ];
+    for (i, refused) in refusals.iter().enumerate() {
+        for shards in [vec![1], vec![1, other]] {
+            client.simple_query("BEGIN").await.expect("begin");
+            for key in &shards {
+                client
+                    .simple_query(&format!(
+                        "UPDATE refblk SET v = 'r{i}' WHERE cust_id = {key}"
+                    ))
+                    .await
+                    .expect("update");
+            }
+            let err = client.simple_query(refused).await.expect_err(refused);
+            assert!(err.code().is_some(), "{refused}: {err}");
+            // Nothing more runs, on whichever shard it would.
+            for key in &shards {
+                let after = client
+                    .simple_query(&format!("SELECT v FROM refblk WHERE cust_id = {key}"))
+                    .await
+                    .expect_err("the block has failed");
+                assert_eq!(
+                    after.code(),
+                    Some(&SqlState::IN_FAILED_SQL_TRANSACTION),
+                    "{refused}: {after}"
+                );
+            }
+            let tags = client.simple_query("COMMIT").await.expect("commit");
+            let tag = tags.iter().find_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::CommandComplete(_) => Some(()),
+                _ => None,
+            });
+            assert!(tag.is_some());
+            let written: i64 = counts_where("refblk", &format!("WHERE v = 'r{i}'"))
+                .await
+                .iter()
+                .sum();
+            assert_eq!(
+                written, 0,
+                "{refused} on {shards:?}: the block's writes were committed"
+            );
+        }
+    }
+}
+
+/// An error on one shard of a block fails the whole block: a statement for another shard of it
+/// is refused as PostgreSQL refuses it, until ROLLBACK TO a savepoint brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_on_one_shard_fails_the_block_on_every_shard() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let other = seeded(&client, "errblk").await;
+    client
+        .simple_query("BEGIN; SAVEPOINT before")
+        .await
+        .expect("begin");
+    for key in [1, other] {
+        client
+            .simple_query(&format!(
+                "UPDATE errblk SET v = 'lost' WHERE cust_id = {key}"
+            ))
+            .await
+            .expect("update");
+    }
+    let err = client
+        .simple_query("SELECT 1 / 0 FROM errblk WHERE cust_id = 1")
+        .await
+        .expect_err("division by zero");
+    assert_eq!(err.code(), Some(&SqlState::DIVISION_BY_ZERO));
+    let after = client
+        .simple_query(&format!("SELECT v FROM errblk WHERE cust_id = {other}"))
+        .await
+        .expect_err("the block has failed");
+    assert_eq!(after.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    client
+        .simple_query("ROLLBACK TO SAVEPOINT before")
+        .await
+        .expect("rollback to");
+    client
+        .simple_query(&format!(
+            "UPDATE errblk SET v = 'kept' WHERE cust_id = {other}"
+        ))
+        .await
+        .expect("the block goes on after ROLLBACK TO");
+    client.simple_query("COMMIT").await.expect("commit");
+    let kept: i64 = counts_where("errblk", "WHERE v = 'kept'")
+        .await
+        .iter()
+        .sum();
+    let lost: i64 = counts_where("errblk", "WHERE v = 'lost'")
+        .await
+        .iter()
+        .sum();
+    assert_eq!((kept, lost), (1, 0));
+}

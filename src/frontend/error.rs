@@ -92,6 +92,9 @@ pub enum FrontendError {
     /// `currval` of a key sequence before this session's first value of it (PostgreSQL's text).
     #[error("currval of sequence \"{0}\" is not yet defined in this session")]
     CurrvalUndefined(String),
+    /// A statement in a block that failed on another shard (PostgreSQL's text).
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    BlockFailed,
     #[error(
         "sharding DDL cannot run inside a transaction block: \
          send it outside BEGIN … COMMIT (it commits on its own)"

@@ -292,6 +292,58 @@ impl Session {
         Ok(out)
     }
 
+    /// Fails the client's transaction block on its shards after an error the proxy found
+    /// itself (a statement it refuses), as PostgreSQL's block fails after any error: until
+    /// ROLLBACK (or ROLLBACK TO a savepoint) nothing more runs there, and COMMIT rolls back.
+    /// The error is raised on one participant between statements; the others learn of it at
+    /// the block's end, which rolls back everywhere once one participant failed.
+    pub(super) async fn fail_block(&mut self, message: &str) -> Result<(), SessionError> {
+        if self.session_status() != b'T' {
+            return Ok(());
+        }
+        self.drain_current().await?;
+        self.park_current();
+        let Some(i) = (0..self.parked.len())
+            .find(|&i| self.parked[i].tx_status == b'T' && !self.parked[i].unsynced)
+        else {
+            return Ok(());
+        };
+        let sql = format!(
+            "DO $shardwire$BEGIN RAISE EXCEPTION USING MESSAGE = {}; END$shardwire$",
+            crate::sql::quote::quote_literal(message)
+        );
+        self.ask(&[i], &sql).await.map(drop)
+    }
+
+    /// Whether the statement must be refused because the block failed: on one shard the
+    /// shard itself refuses it, but a block spanning shards may have failed on another than
+    /// the one the statement goes to. Only ending the block, or rolling back to a savepoint,
+    /// is left, as on PostgreSQL.
+    pub(super) fn fails_with_the_block(&self, frame: &Frame<&[u8]>) -> bool {
+        self.session_status() == b'E'
+            && self.block_end_text(frame).is_none()
+            && !matches!(
+                self.savepoint_of(frame),
+                Some((super::savepoints::SavepointOp::RollbackTo(_), _))
+            )
+    }
+
+    /// The client's simple query is refused by the proxy: inside a transaction block, the
+    /// block fails as it would on PostgreSQL.
+    pub(super) async fn refuse_query(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        code: &SqlState,
+        message: &str,
+    ) -> Result<(), SessionError> {
+        self.drain_current().await?;
+        if frame.tag == b'Q' {
+            self.fail_block(message).await?;
+        }
+        self.refuse(frame, code, message);
+        Ok(())
+    }
+
     /// [`Session::ask`], each connection on its own: a lost one is marked broken and its
     /// error returned in its place, while the others are still asked and read.
     async fn ask_each(&mut self, at: &[usize], sql: &str) -> Vec<Result<Answer, SessionError>> {

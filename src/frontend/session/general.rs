@@ -15,11 +15,7 @@ impl Session {
         let frame = rewritten.as_deref().map_or(frame, Frame::borrowed);
         let with_ttl = match self.with_row_ttl(&frame).await? {
             Ok(rewritten) => rewritten,
-            Err((code, message)) => {
-                self.drain_current().await?;
-                self.refuse(&frame, &code, &message);
-                return Ok(());
-            }
+            Err((code, message)) => return self.refuse_query(&frame, &code, &message).await,
         };
         let frame = with_ttl.as_deref().map_or(frame, Frame::borrowed);
         if self.copy.is_some() && self.on_copy_frame(&frame, client).await? {
@@ -51,6 +47,11 @@ impl Session {
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
             }
+        }
+        if frame.tag == b'Q' && self.fails_with_the_block(&frame) {
+            let e = FrontendError::BlockFailed;
+            self.refuse(&frame, &e.sqlstate(), &e.client_message());
+            return Ok(());
         }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
@@ -108,11 +109,7 @@ impl Session {
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
             Dest::Hold => return self.hold_parse(&frame),
-            Dest::Refuse(code, message) => {
-                self.drain_current().await?;
-                self.refuse(&frame, &code, &message);
-                return Ok(());
-            }
+            Dest::Refuse(code, message) => return self.refuse_query(&frame, &code, &message).await,
             Dest::Multi(multi) => {
                 self.run_multi(multi, client).await?;
                 return Ok(());

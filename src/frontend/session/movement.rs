@@ -68,7 +68,7 @@ impl Session {
                 if implicit {
                     self.end_every_participant("ROLLBACK").await?;
                 } else if !f.from_shard {
-                    self.fail_block(&f.error).await?;
+                    self.fail_block(&error_message(&f.error)).await?;
                 }
                 Err((f.notices, f.error))
             }
@@ -421,21 +421,6 @@ impl Session {
         }
         Ok(combined)
     }
-
-    /// Fails the client's transaction block on its shards after an error the proxy found
-    /// itself, as PostgreSQL's block fails after any error: until ROLLBACK (or ROLLBACK TO a
-    /// savepoint) nothing more runs, and a COMMIT rolls back.
-    async fn fail_block(&mut self, error: &[u8]) -> Result<(), SessionError> {
-        let Some(i) = (0..self.parked.len()).find(|&i| self.parked[i].tx_status == b'T') else {
-            return Ok(());
-        };
-        let message = error_message(error);
-        let sql = format!(
-            "DO $shardwire$BEGIN RAISE EXCEPTION USING MESSAGE = {}; END$shardwire$",
-            crate::sql::quote::quote_literal(&message)
-        );
-        self.ask(&[i], &sql).await.map(drop)
-    }
 }
 
 /// A key's values as a row holds them (binary; `None`: NULL).
@@ -492,7 +477,7 @@ fn add_returned(answer: &mut gather::Rows, step: gather::Rows) {
 }
 
 /// The message of an ErrorResponse frame.
-fn error_message(frame: &[u8]) -> String {
+pub(super) fn error_message(frame: &[u8]) -> String {
     let mut b = frame.get(5..).unwrap_or_default();
     while let Some((&field, rest)) = b.split_first() {
         let end = rest.iter().position(|&c| c == 0).unwrap_or(rest.len());

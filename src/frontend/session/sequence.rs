@@ -140,12 +140,14 @@ impl Session {
                     }
                     Ok(None) => {
                         let e = FrontendError::KeysMissing;
-                        self.refuse(frame, &e.sqlstate(), &e.client_message());
-                        return Ok(());
+                        return self
+                            .refuse_query(frame, &e.sqlstate(), &e.client_message())
+                            .await;
                     }
                     Err(e) => {
-                        self.refuse(frame, &e.sqlstate(), &e.to_string());
-                        return Ok(());
+                        return self
+                            .refuse_query(frame, &e.sqlstate(), &e.to_string())
+                            .await
                     }
                 }
             }
@@ -153,8 +155,9 @@ impl Session {
                 Some(v) => v,
                 None => {
                     let e = FrontendError::CurrvalUndefined(call.sequence.clone());
-                    self.refuse(frame, &e.sqlstate(), &e.client_message());
-                    return Ok(());
+                    return self
+                        .refuse_query(frame, &e.sqlstate(), &e.client_message())
+                        .await;
                 }
             },
         };
