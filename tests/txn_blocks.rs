@@ -242,3 +242,68 @@ async fn an_error_on_one_shard_fails_the_block_on_every_shard() {
         .sum();
     assert_eq!((kept, lost), (1, 0));
 }
+
+/// A reply that does not come within 10 s is a hang, not a slow answer.
+async fn within<T>(reply: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(10), reply)
+        .await
+        .expect("no answer within 10 s")
+}
+
+/// The same through the extended protocol, as JDBC sends a block: BEGIN in the batch of the
+/// block's first statement, each statement Parse/Bind/Execute and a Sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_an_extended_batch_fails_the_block_at_its_sync() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let client = proxy.connect().await;
+    seeded(&client, "refext").await;
+    exec(
+        &client,
+        "CREATE DUPLICATED TABLE refdup (id bigint PRIMARY KEY)",
+    )
+    .await;
+    // Refused by the router.
+    let refused = "INSERT INTO refdup SELECT cust_id FROM refext";
+    for refused_with_begin in [false, true] {
+        let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+            .await
+            .expect("login");
+        let run = |raw: &mut RawClient, sql: &str| {
+            raw.parse("", sql).bind("", "", &[]).execute("");
+        };
+        run(&mut raw, "BEGIN");
+        if refused_with_begin {
+            run(&mut raw, refused);
+        } else {
+            run(&mut raw, "UPDATE refext SET v = 'ext' WHERE cust_id = 1");
+            let replies = within(raw.sync().round_trip()).await;
+            assert_eq!(replies.last(), Some(&Reply::Ready(b'T')), "{replies:?}");
+            run(&mut raw, refused);
+        }
+        let replies = within(raw.sync().round_trip()).await;
+        assert!(
+            replies.iter().any(|r| matches!(r, Reply::Error(_))),
+            "{replies:?}"
+        );
+        assert_eq!(replies.last(), Some(&Reply::Ready(b'E')), "{replies:?}");
+        let replies = within(
+            raw.query("SELECT v FROM refext WHERE cust_id = 2")
+                .round_trip(),
+        )
+        .await;
+        assert!(
+            replies.contains(&Reply::Error(SqlState::IN_FAILED_SQL_TRANSACTION)),
+            "{replies:?}"
+        );
+        let replies = within(raw.query("COMMIT").round_trip()).await;
+        assert!(
+            replies.contains(&Reply::Complete("ROLLBACK".into())),
+            "{replies:?}"
+        );
+        assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+        let written: i64 = counts_where("refext", "WHERE v = 'ext'").await.iter().sum();
+        assert_eq!(written, 0, "the failed block's write was committed");
+        raw.terminate().await;
+    }
+}

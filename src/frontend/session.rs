@@ -141,6 +141,9 @@ pub struct Session {
     waits_bounded: bool,
     /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
     skip_until_sync: bool,
+    /// The proxy refused an extended-protocol message: if a transaction block is open, it fails
+    /// on its shards at the Sync (not before: the shards are in the middle of the batch).
+    fail_block_at_sync: Option<String>,
     settings: Settings,
     /// A SET or RESET ran on the current connection since the session's settings were last
     /// read from it: the session's other shards must take them on before they next serve it.
@@ -226,6 +229,7 @@ impl Session {
             unpreparable_block: false,
             waits_bounded: false,
             skip_until_sync: false,
+            fail_block_at_sync: None,
             settings,
             settings_changed: false,
             cancel,
@@ -694,7 +698,12 @@ impl Session {
                 let status = self.session_status();
                 protocol::ready_for_query(&mut self.cout, status)
             }
-            _ => self.skip_until_sync = true,
+            _ => {
+                self.skip_until_sync = true;
+                // Whether a block is open is known only then: a BEGIN earlier in the same
+                // batch (JDBC sends one with a block's first statement) has had no answer yet.
+                self.fail_block_at_sync = Some(message.to_string());
+            }
         }
     }
 }

@@ -41,7 +41,17 @@ impl Session {
             }
             self.skip_until_sync = false;
             self.drop_portals().await?;
+            let failure = self.fail_block_at_sync.take();
+            if failure.is_some() {
+                // The Sync is answered here, after the block has failed on a shard.
+                self.drain_current().await?;
+                self.park_current();
+            }
             self.sync_parked().await?;
+            if let Some(message) = failure {
+                self.fail_block(&message).await?;
+                self.release_parked_if_idle();
+            }
             if self.current.is_none() {
                 let status = self.session_status();
                 protocol::ready_for_query(&mut self.cout, status);
@@ -166,8 +176,9 @@ impl Session {
             match e {
                 SessionError::Backend(e) => {
                     self.ctx.metrics.backend_error(shard);
-                    self.refuse(&frame, &e.sqlstate(), &e.client_message());
-                    return Ok(());
+                    return self
+                        .refuse_query(&frame, &e.sqlstate(), &e.client_message())
+                        .await;
                 }
                 other => return Err(other),
             }
