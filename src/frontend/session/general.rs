@@ -59,9 +59,11 @@ impl Session {
             }
         }
         if frame.tag == b'Q' && self.fails_with_the_block(&frame) {
+            // After the answers still owed for what came before.
             let e = FrontendError::BlockFailed;
-            self.refuse(&frame, &e.sqlstate(), &e.client_message());
-            return Ok(());
+            return self
+                .refuse_query(&frame, &e.sqlstate(), &e.client_message())
+                .await;
         }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
