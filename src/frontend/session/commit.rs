@@ -328,8 +328,9 @@ impl Session {
             )
     }
 
-    /// The client's simple query is refused by the proxy: inside a transaction block, the
-    /// block fails as it would on PostgreSQL.
+    /// Answers a client message the proxy refuses, after what is still owed for earlier ones.
+    /// Inside a transaction block the block fails as on PostgreSQL: at once for a simple
+    /// query, at the batch's Sync for an extended-protocol message (see `Session::refuse`).
     pub(super) async fn refuse_query(
         &mut self,
         frame: &Frame<&[u8]>,
