@@ -234,3 +234,28 @@ async fn insert_select_routes_the_rows_or_runs_on_each_shard() {
         .await
         .expect("drop");
 }
+
+/// MERGE into a sharded table would see one shard's rows only: refused, nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_into_a_sharded_table_is_refused() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mrg (id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+    )
+    .await;
+    let rows: Vec<String> = (1..=20).map(|i| format!("({i}, 'old')")).collect();
+    insert_rows(&client, "mrg", "id, v", &rows).await;
+    let err = client
+        .simple_query(
+            "MERGE INTO mrg t USING (SELECT g AS k FROM generate_series(1, 20) g) s \
+             ON t.id = s.k WHEN MATCHED THEN UPDATE SET v = 'merged'",
+        )
+        .await
+        .expect_err("MERGE over several shards");
+    assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+    let merged: i64 = counts_where("mrg", "WHERE v = 'merged'").await.iter().sum();
+    assert_eq!(merged, 0);
+}

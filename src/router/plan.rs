@@ -529,6 +529,17 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
         return planned;
     }
+    if let NodeEnum::MergeStmt(m) = node {
+        if let Some(t) = m.relation.as_ref().and_then(|r| resolve(snapshot, r)) {
+            // The target's rows are on several shards (or copies of them on every shard): a
+            // MERGE on one shard would see, and change, only some of them.
+            return Planned::Plan(unsupported(format!(
+                "MERGE into table \"{}\" is not supported yet: use INSERT … ON CONFLICT, \
+                 UPDATE or DELETE",
+                t.qualified_name()
+            )));
+        }
+    }
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();
     collect_range_vars(stmt, &mut all);
