@@ -147,10 +147,22 @@ impl BackendConn {
                         has_scram_plus |= m == SCRAM_SHA_256_PLUS;
                     }
                     let pw = password(ep)?;
-                    let (mechanism, binding) = match scram_binding(&stream, has_scram_plus) {
-                        Some(plus) => (SCRAM_SHA_256_PLUS, plus),
-                        None if has_scram => (SCRAM_SHA_256, scram_without_binding(&stream)),
-                        None => {
+                    // Over TLS, bound to the server's certificate when the server offers
+                    // SCRAM-SHA-256-PLUS: the server then proves it is the one the
+                    // certificate names, even under sslmode=require.
+                    let end_point = stream
+                        .peer_certificate()
+                        .and_then(crate::tls::server_end_point);
+                    let (mechanism, binding) = match end_point {
+                        Some(hash) if has_scram_plus => (
+                            SCRAM_SHA_256_PLUS,
+                            ChannelBinding::tls_server_end_point(hash),
+                        ),
+                        // "y": we could bind but the server did not offer it, which a server
+                        // that did offer it refuses as a downgrade.
+                        Some(_) if has_scram => (SCRAM_SHA_256, ChannelBinding::unrequested()),
+                        None if has_scram => (SCRAM_SHA_256, ChannelBinding::unsupported()),
+                        _ => {
                             return Err(BackendError::Auth {
                                 endpoint: ep.to_string(),
                                 message: "server offers no SASL mechanism shardwire supports"
@@ -271,29 +283,6 @@ impl BackendConn {
                 String::from_utf8_lossy(value).into_owned(),
             );
         }
-    }
-}
-
-/// SCRAM-SHA-256-PLUS when the server offers it over TLS and its certificate allows binding:
-/// the server then proves it is the one the certificate names, even under `sslmode=require`.
-fn scram_binding(stream: &ShardStream, offered: bool) -> Option<ChannelBinding> {
-    if !offered {
-        return None;
-    }
-    let hash = crate::tls::server_end_point(stream.peer_certificate()?)?;
-    Some(ChannelBinding::tls_server_end_point(hash))
-}
-
-/// Plain SCRAM's channel-binding flag: over TLS with a certificate we could bind to, "y"
-/// (we could, the server did not offer it), which a server that did offer it refuses as a
-/// downgrade; otherwise "n".
-fn scram_without_binding(stream: &ShardStream) -> ChannelBinding {
-    match stream
-        .peer_certificate()
-        .and_then(crate::tls::server_end_point)
-    {
-        Some(_) => ChannelBinding::unrequested(),
-        None => ChannelBinding::unsupported(),
     }
 }
 
