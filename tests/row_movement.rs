@@ -82,6 +82,17 @@ async fn a_row_moves_to_the_shard_of_its_new_key() {
     let home = placement[0];
     let other_home = placement[other as usize - 1];
 
+    // A key the proxy cannot compute is refused by name, with the row left where it is.
+    let err = client
+        .simple_query(&format!(
+            "UPDATE mv_one SET cust_id = DEFAULT WHERE cust_id = {first}"
+        ))
+        .await
+        .expect_err("SET key = DEFAULT");
+    assert_eq!(code(&err), SqlState::FEATURE_NOT_SUPPORTED, "{err:?}");
+    assert!(message(&err).contains("DEFAULT"), "{err:?}");
+    assert_eq!(shards_of("mv_one", "cust_id", first).await, vec![home]);
+
     // Another key on the same shard: PostgreSQL moves the row between chunks itself.
     exec(
         &client,

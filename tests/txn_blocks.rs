@@ -263,9 +263,18 @@ async fn a_refusal_in_an_extended_batch_fails_the_block_at_its_sync() {
         "CREATE DUPLICATED TABLE refdup (id bigint PRIMARY KEY)",
     )
     .await;
-    // Refused by the router.
-    let refused = "INSERT INTO refdup SELECT cust_id FROM refext";
-    for refused_with_begin in [false, true] {
+    let refusals = [
+        // Refused by the router.
+        "INSERT INTO refdup SELECT cust_id FROM refext",
+        // Refused by the planner of sharding-key updates.
+        "UPDATE refext SET cust_id = DEFAULT WHERE cust_id = 3",
+        // Refused by row movement: the new key lives on another shard.
+        "UPDATE refext SET cust_id = cust_id + 100 WHERE cust_id < 20",
+        // Not a refusal but a shard's own error, on a shard the block may not have reached:
+        // its answer can come while the proxy handles the batch's Sync.
+        "UPDATE refext SET v = (1 / 0)::text WHERE cust_id = 3",
+    ];
+    for (refused, refused_with_begin) in refusals.iter().flat_map(|r| [(*r, false), (*r, true)]) {
         let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
             .await
             .expect("login");
@@ -305,5 +314,57 @@ async fn a_refusal_in_an_extended_batch_fails_the_block_at_its_sync() {
         let written: i64 = counts_where("refext", "WHERE v = 'ext'").await.iter().sum();
         assert_eq!(written, 0, "the failed block's write was committed");
         raw.terminate().await;
+    }
+}
+
+/// JDBC opens a block by sending BEGIN in the batch of the block's first statement. When that
+/// statement runs on another shard than the one BEGIN reached, it is part of the block all the
+/// same: ROLLBACK undoes it, and the batch's Sync reports the open block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_begun_in_the_batch_of_its_first_statement_holds_it_on_any_shard() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let client = proxy.connect().await;
+    seeded(&client, "begext").await;
+    // A key on each shard: whichever shard BEGIN reaches, the others' keys are elsewhere.
+    let mut keys = Vec::new();
+    for shard in 0..SHARDS {
+        for k in 1..=40 {
+            if counts_where("begext", &format!("WHERE cust_id = {k}")).await[shard] > 0 {
+                keys.push(k);
+                break;
+            }
+        }
+    }
+    assert_eq!(keys.len(), SHARDS, "a key on every shard");
+    for key in keys {
+        let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+            .await
+            .expect("login");
+        raw.parse("", "BEGIN").bind("", "", &[]).execute("");
+        raw.parse(
+            "",
+            &format!("UPDATE begext SET v = 'undone' WHERE cust_id = {key}"),
+        )
+        .bind("", "", &[])
+        .execute("");
+        let replies = within(raw.sync().round_trip()).await;
+        assert!(
+            replies.contains(&Reply::Complete("UPDATE 1".into())),
+            "{replies:?}"
+        );
+        assert_eq!(
+            replies.last(),
+            Some(&Reply::Ready(b'T')),
+            "key {key}: {replies:?}"
+        );
+        let replies = within(raw.query("ROLLBACK").round_trip()).await;
+        assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+        raw.terminate().await;
+        let undone: i64 = counts_where("begext", "WHERE v = 'undone'")
+            .await
+            .iter()
+            .sum();
+        assert_eq!(undone, 0, "key {key}: the rolled-back block's write stayed");
     }
 }

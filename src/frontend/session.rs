@@ -561,7 +561,6 @@ impl Session {
                 None => return Ok(false),
             }
         }
-        self.note_block_start(frame);
         if self.tx_status() != b'I' {
             if let Some((op, _)) = self.savepoint_of(frame) {
                 self.note_savepoint(&op);
@@ -610,6 +609,9 @@ impl Session {
             b'S' => {
                 link.unsynced = false;
                 link.batch_sent = false;
+                // This Sync ends the batch, also when its failure arrived only while the
+                // Sync itself was on its way (the general path waits for other shards first).
+                self.skip_until_sync = false;
             }
             b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => {
                 link.unsynced = true;
@@ -626,8 +628,14 @@ impl Session {
             );
             return Ok(());
         }
-        let conn = &mut link.conn.conn;
         let parsed = ClientFrame::parse(frame)?;
+        if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
+            self.note_block_start(&parsed);
+        }
+        let Some(link) = self.current.as_mut() else {
+            return Ok(());
+        };
+        let conn = &mut link.conn.conn;
         let effect = match parsed {
             ClientFrame::Query(sql) => Some(session_effect(sql)),
             ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),

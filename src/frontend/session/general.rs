@@ -58,12 +58,17 @@ impl Session {
                 return Ok(());
             }
         }
-        if frame.tag == b'Q' && self.fails_with_the_block(&frame) {
-            // After the answers still owed for what came before.
-            let e = FrontendError::BlockFailed;
-            return self
-                .refuse_query(&frame, &e.sqlstate(), &e.client_message())
-                .await;
+        if frame.tag == b'Q' && !self.parked.is_empty() {
+            // Whether the block failed on another shard is known once the answers still owed
+            // are read: a client may send on as soon as it has an ErrorResponse, before the
+            // ReadyForQuery that reports the failed block.
+            self.drain_current().await?;
+            if self.fails_with_the_block(&frame) {
+                let e = FrontendError::BlockFailed;
+                return self
+                    .refuse_query(&frame, &e.sqlstate(), &e.client_message())
+                    .await;
+            }
         }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
@@ -201,8 +206,6 @@ impl Session {
         } else if let Some((op, text)) = self.savepoint_of(&frame) {
             self.savepoint_everywhere(&text).await?;
             self.note_savepoint(&op);
-        } else {
-            self.note_block_start(&frame);
         }
         self.forward(&frame)
     }

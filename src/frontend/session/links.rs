@@ -58,19 +58,20 @@ impl Session {
         if self.current_shard() == Some(shard) {
             return Ok(());
         }
-        let in_block = matches!(self.tx_status(), b'T' | b'E')
-            || self.parked.iter().any(|p| p.tx_status != b'I');
-        if !in_block {
-            // Whatever bounded the waits of an earlier block ended with it.
-            self.waits_bounded = false;
-        }
         if self.current.is_some() {
             if self.current_is_idle() && self.parked.is_empty() {
                 self.release_current();
             } else {
+                // Drained first: the answers owed include the ReadyForQuery of a BEGIN the
+                // client pipelined before this statement.
                 self.drain_current().await?;
                 self.park_current();
             }
+        }
+        let in_block = self.parked.iter().any(|p| p.tx_status != b'I');
+        if !in_block {
+            // Whatever bounded the waits of an earlier block ended with it.
+            self.waits_bounded = false;
         }
         // A connection held from before (a pinned session keeps its idle ones) joins an open
         // block as a new one does.
@@ -319,20 +320,33 @@ impl Session {
         Ok(())
     }
 
-    /// Notes the BEGIN of a block, for shards that join it later.
-    pub(super) fn note_block_start(&mut self, frame: &Frame<&[u8]>) {
-        if !matches!(frame.tag, b'Q' | b'P') {
-            return;
-        }
-        let text = match ClientFrame::parse(frame) {
-            Ok(ClientFrame::Query(sql)) | Ok(ClientFrame::Parse { query: sql, .. }) => sql,
+    /// Notes the BEGIN of a block sent to the current connection (a simple query, or the Bind
+    /// of a prepared one), for shards that join the block later. The connection counts as in
+    /// the block at once: through the extended protocol its ReadyForQuery comes only at the
+    /// batch's Sync, and JDBC sends a block's first statement in BEGIN's batch — a statement
+    /// that may run on another shard, which must join the block.
+    pub(super) fn note_block_start(&mut self, frame: &ClientFrame<'_>) {
+        let text: &[u8] = match frame {
+            ClientFrame::Query(sql) => sql,
+            ClientFrame::Bind { statement, .. } => match self.statements.get(statement) {
+                Some(st) => &st.query,
+                None => return,
+            },
             _ => return,
         };
-        if may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text) {
-            self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
-            self.savepoints.clear();
-            self.unpreparable_block = false;
-            self.waits_bounded = false;
+        if !(may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text)) {
+            return;
+        }
+        // Inside a block, BEGIN only warns.
+        if self.session_status() != b'I' {
+            return;
+        }
+        self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
+        self.savepoints.clear();
+        self.unpreparable_block = false;
+        self.waits_bounded = false;
+        if let Some(link) = self.current.as_mut() {
+            link.tx_status = b'T';
         }
     }
 

@@ -82,10 +82,16 @@ pub(super) fn plan_key_update(
 ) -> Option<Result<KeyUpdate, Planned>> {
     let assignments = assignments(u)?;
     let key_names: Vec<&str> = target.sharding_columns().map(|c| c.name.as_str()).collect();
-    let assigned_key = assignments
+    // By name, also where the value is one a key update cannot take (DEFAULT): that is
+    // refused below, not run as a plain UPDATE.
+    let assigned_key = u
+        .target_list
         .iter()
-        .filter_map(|a| a.as_ref().ok())
-        .find(|a| key_names.contains(&a.column))?;
+        .filter_map(|t| match t.node.as_ref() {
+            Some(NodeEnum::ResTarget(r)) => Some(r.name.as_str()),
+            _ => None,
+        })
+        .find(|column| key_names.contains(column))?;
     let refuse = |msg: String| Some(Err(Planned::Plan(unsupported(msg))));
     if !target.is_root() {
         let root = snapshot
@@ -94,7 +100,7 @@ pub(super) fn plan_key_update(
         return refuse(format!(
             "cannot update sharding key column \"{}\" of \"{}\", a child table in the family of \
              \"{root}\": update the sharding key on the family's root table \"{root}\"",
-            assigned_key.column,
+            assigned_key,
             target.qualified_name()
         ));
     }
