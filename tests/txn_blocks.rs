@@ -368,3 +368,66 @@ async fn a_block_begun_in_the_batch_of_its_first_statement_holds_it_on_any_shard
         assert_eq!(undone, 0, "key {key}: the rolled-back block's write stayed");
     }
 }
+
+/// The same guard through the extended protocol: once the block failed on one shard, a Parse
+/// or Bind for another shard of it is refused with `25P02`, as PostgreSQL refuses them in a
+/// failed block; ROLLBACK through Parse/Bind/Execute still goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_statement_for_a_healthy_shard_of_a_failed_block_is_refused() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let client = proxy.connect().await;
+    let other = seeded(&client, "errext").await;
+    let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+        .await
+        .expect("login");
+    let replies = within(raw.query("BEGIN").round_trip()).await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'T')), "{replies:?}");
+    for key in [1, other] {
+        let sql = format!("UPDATE errext SET v = 'lost' WHERE cust_id = {key}");
+        let replies = within(raw.query(&sql).round_trip()).await;
+        assert_eq!(replies.last(), Some(&Reply::Ready(b'T')), "{replies:?}");
+    }
+    raw.parse("keyed", "SELECT v FROM errext WHERE cust_id = $1");
+    let replies = within(raw.sync().round_trip()).await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'T')), "{replies:?}");
+    let replies = within(
+        raw.query("SELECT 1 / 0 FROM errext WHERE cust_id = 1")
+            .round_trip(),
+    )
+    .await;
+    assert!(
+        replies.contains(&Reply::Error(SqlState::DIVISION_BY_ZERO)),
+        "{replies:?}"
+    );
+    // A new statement, and one prepared before the block failed.
+    let other_key = other.to_string();
+    raw.parse("", &format!("SELECT v FROM errext WHERE cust_id = {other}"))
+        .bind("", "", &[])
+        .execute("");
+    let new_statement = within(raw.sync().round_trip()).await;
+    raw.bind("", "keyed", &[&other_key]).execute("");
+    let prepared = within(raw.sync().round_trip()).await;
+    for replies in [new_statement, prepared] {
+        assert_eq!(
+            replies,
+            vec![
+                Reply::Error(SqlState::IN_FAILED_SQL_TRANSACTION),
+                Reply::Ready(b'E')
+            ]
+        );
+    }
+    raw.parse("", "ROLLBACK").bind("", "", &[]).execute("");
+    let replies = within(raw.sync().round_trip()).await;
+    assert!(
+        replies.contains(&Reply::Complete("ROLLBACK".into())),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    raw.terminate().await;
+    let lost: i64 = counts_where("errext", "WHERE v = 'lost'")
+        .await
+        .iter()
+        .sum();
+    assert_eq!(lost, 0);
+}

@@ -315,17 +315,28 @@ impl Session {
         self.ask(&[i], &sql).await.map(drop)
     }
 
-    /// Whether the statement must be refused because the block failed: on one shard the
-    /// shard itself refuses it, but a block spanning shards may have failed on another than
-    /// the one the statement goes to. Only ending the block, or rolling back to a savepoint,
-    /// is left, as on PostgreSQL.
+    /// Whether the statement (a simple query, or a Parse or Bind) must be refused because the
+    /// block failed: on one shard the shard itself refuses it, but a block spanning shards may
+    /// have failed on another than the one the statement goes to. Only ending the block, or
+    /// rolling back to a savepoint, is left, as on PostgreSQL.
     pub(super) fn fails_with_the_block(&self, frame: &Frame<&[u8]>) -> bool {
-        self.session_status() == b'E'
-            && self.block_end_text(frame).is_none()
-            && !matches!(
-                self.savepoint_of(frame),
-                Some((super::savepoints::SavepointOp::RollbackTo(_), _))
-            )
+        if self.session_status() != b'E' {
+            return false;
+        }
+        let text: &[u8] = match ClientFrame::parse(frame) {
+            Ok(ClientFrame::Query(sql)) | Ok(ClientFrame::Parse { query: sql, .. }) => sql,
+            Ok(ClientFrame::Bind { statement, .. }) => match self.statements.get(statement) {
+                Some(st) => &st.query,
+                // The shard answers for a statement that does not exist.
+                None => return false,
+            },
+            _ => return false,
+        };
+        !(super::links::ends_block(text)
+            || matches!(
+                super::savepoints::savepoint_op(text),
+                Some(super::savepoints::SavepointOp::RollbackTo(_))
+            ))
     }
 
     /// Answers a client message the proxy refuses, after what is still owed for earlier ones.

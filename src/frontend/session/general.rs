@@ -58,11 +58,14 @@ impl Session {
                 return Ok(());
             }
         }
-        if frame.tag == b'Q' && !self.parked.is_empty() {
+        if matches!(frame.tag, b'Q' | b'P' | b'B') && !self.parked.is_empty() {
             // Whether the block failed on another shard is known once the answers still owed
             // are read: a client may send on as soon as it has an ErrorResponse, before the
-            // ReadyForQuery that reports the failed block.
-            self.drain_current().await?;
+            // ReadyForQuery that reports the failed block. (In the middle of a batch the
+            // current connection reports nothing before the Sync: what is known decides.)
+            if self.current.as_ref().is_none_or(|link| !link.unsynced) {
+                self.drain_current().await?;
+            }
             if self.fails_with_the_block(&frame) {
                 let e = FrontendError::BlockFailed;
                 return self

@@ -14,7 +14,7 @@ use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How a statement ends a transaction block, by its leading words.
-fn ends_block(sql: &[u8]) -> bool {
+pub(super) fn ends_block(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
     const END: u128 = keyword(b"end");
     const ROLLBACK: u128 = keyword(b"rollback");
