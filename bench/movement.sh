@@ -13,8 +13,11 @@
 #
 #   bench/movement.sh [seconds-per-run] [rounds] [clients]
 #
-# Prints mean TPS per script over the rounds and the ratios the issue's aim is about
-# (cross_shard costs at most 4x a plain UPDATE). Needs pgbench and a release build (made here).
+# Prints mean TPS per script over the rounds, the CPU each costs PostgreSQL, the proxy and the
+# whole machine per transaction, and the ratios the issue's aim is about (cross_shard costs at
+# most 4x a plain UPDATE). PG_STATEMENTS=1 also prints the shards' costliest statements with
+# their planning time (pg_stat_statements, which slows every statement a little).
+# Needs pgbench and a release build (made here).
 set -euo pipefail
 
 SECS=${1:-10}
@@ -39,11 +42,13 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+STATEMENT_OPTS=""
+[ -n "${PG_STATEMENTS:-}" ] && STATEMENT_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
 for c in "pg1 $P1" "pg2 $P2"; do
     set -- $c
     as_pg "$PGBIN/initdb" -D "$WORK/$1" -U postgres -A trust >/dev/null
     as_pg "$PGBIN/pg_ctl" -D "$WORK/$1" -l "$WORK/$1.log" -w \
-        -o "-p $2 -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c max_prepared_transactions=64 -c fsync=off" start >/dev/null
+        -o "-p $2 -k $WORK -c listen_addresses=127.0.0.1 -c max_connections=200 -c max_prepared_transactions=64 -c fsync=off $STATEMENT_OPTS" start >/dev/null
     psql -qX -h 127.0.0.1 -p "$2" -U postgres -c "CREATE DATABASE app" >/dev/null
 done
 cat >"$WORK/sw.toml" <<TOML
@@ -129,22 +134,60 @@ UPDATE bench_plain SET v = v + 1 WHERE id = :b;
 COMMIT;
 SQL
 
+# CPU time in clock ticks: of a process and its reaped children; of both PostgreSQL clusters
+# (postmasters and every backend); of the whole machine (busy, not idle or waiting).
+ticks_of() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+pg_ticks() {
+    local total=0 pm p
+    for c in pg1 pg2; do
+        pm=$(head -1 "$WORK/$c/postmaster.pid")
+        for p in "$pm" $(pgrep -P "$pm"); do total=$((total + $(ticks_of "$p"))); done
+    done
+    echo "$total"
+}
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+US_PER_TICK=$((1000000 / $(getconf CLK_TCK)))
+
 SCRIPTS="plain same_shard cross_shard txn_single txn_multi"
-declare -A TPS
+declare -A TPS PGUS SWUS ALLUS
 for r in $(seq "$ROUNDS"); do
     for s in $SCRIPTS; do
+        pg0=$(pg_ticks); sw0=$(ticks_of "$SWPID"); all0=$(busy_ticks)
         out=$(PGPASSWORD=app pgbench -n -f "$WORK/$s.sql" -M prepared -c "$CLIENTS" -j 2 -T "$SECS" \
             -h 127.0.0.1 -p "$SWPORT" -U app app 2>&1) || true
+        pg1=$(pg_ticks); sw1=$(ticks_of "$SWPID"); all1=$(busy_ticks)
         tps=$(awk '/^tps = / {print $3}' <<<"$out")
+        txs=$(awk '/number of transactions actually processed/ {print $6}' <<<"$out")
         failed=$(awk '/number of failed transactions/ {print $5}' <<<"$out")
-        [ -n "$tps" ] || { echo "$s failed:"; echo "$out"; exit 1; }
+        [ -n "$tps" ] && [ "${txs%%/*}" -gt 0 ] || { echo "$s failed:"; echo "$out"; exit 1; }
+        txs=${txs%%/*}
         TPS[$s]+="$tps "
+        PGUS[$s]+="$(( (pg1 - pg0) * US_PER_TICK / txs )) "
+        SWUS[$s]+="$(( (sw1 - sw0) * US_PER_TICK / txs )) "
+        ALLUS[$s]+="$(( (all1 - all0) * US_PER_TICK / txs )) "
         echo "round $r: $s $tps tps (failed: ${failed:-0})" >&2
     done
 done
+if [ -n "${PG_STATEMENTS:-}" ]; then
+    for c in s1 s2; do
+        echo "$c: statements by total time (µs per call, of which planning)"
+        $c -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT calls,
+                 round(((total_plan_time + total_exec_time) / NULLIF(calls, 0) * 1000)::numeric) AS us,
+                 round((total_plan_time / NULLIF(calls, 0) * 1000)::numeric) AS plan_us,
+                 left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+               FROM pg_stat_statements ORDER BY total_plan_time + total_exec_time DESC LIMIT 10"
+    done
+fi
 mean() { tr ' ' '\n' | grep -v '^$' | awk '{s+=$1; n++} END {printf "%.0f", s/n}'; }
-printf '\n%-12s %10s\n' script "mean TPS"
-for s in $SCRIPTS; do printf '%-12s %10s\n' "$s" "$(mean <<<"${TPS[$s]}")"; done
+printf '\n%-12s %10s %18s %18s %18s\n' script "mean TPS" "PostgreSQL us/tx" "shardwire us/tx" "machine us/tx"
+for s in $SCRIPTS; do
+    printf '%-12s %10s %18s %18s %18s\n' "$s" "$(mean <<<"${TPS[$s]}")" "$(mean <<<"${PGUS[$s]}")" \
+        "$(mean <<<"${SWUS[$s]}")" "$(mean <<<"${ALLUS[$s]}")"
+done
+# What the aim can reach at best: the shards' own work for one move (which no proxy can take
+# away) against everything one plain UPDATE costs the machine.
+awk -v pgmove="$(mean <<<"${PGUS[cross_shard]}")" -v plain="$(mean <<<"${ALLUS[plain]}")" 'BEGIN {
+    printf "PostgreSQL CPU of one cross-shard move alone / machine CPU of one plain UPDATE: %.2fx\n", pgmove/plain }'
 plain=$(mean <<<"${TPS[plain]}")
 cross=$(mean <<<"${TPS[cross_shard]}")
 same=$(mean <<<"${TPS[same_shard]}")

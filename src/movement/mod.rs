@@ -224,23 +224,57 @@ pub fn select_descendant(d: &Descendant, key_types: &[String], moving: &[Moving<
 }
 
 /// DELETE of the locked rows `rows` from `relation` (its partitions hold them).
-pub fn delete(relation: &str, rows: &[&Locked]) -> BytesMut {
+pub fn delete(relation: &str, rows: &[&Locked], keys: Option<&OldKeys<'_>>) -> BytesMut {
     let tids = text_array(rows.iter().map(|r| r.ctid.as_str()));
     let pairs = text_array(rows.iter().map(|r| r.pair.as_str()));
-    let sql = format!(
+    let mut sql = format!(
         "DELETE FROM {relation} AS d WHERE d.ctid = ANY($1::tid[]) \
          AND (d.tableoid::text || ':' || d.ctid::text) = ANY($2::text[])"
     );
+    let mut params: Vec<Param<'_>> = vec![(0, Some(tids.as_bytes())), (0, Some(pairs.as_bytes()))];
+    if let Some(keys) = keys.filter(|k| k.prunes()) {
+        keys.push_condition(&mut sql, &mut params);
+    }
     let mut out = BytesMut::new();
-    statement(
-        &mut out,
-        &sql,
-        &[],
-        &[(0, Some(tids.as_bytes())), (0, Some(pairs.as_bytes()))],
-        &[],
-        false,
-    );
+    statement(&mut out, &sql, &[], &params, &[], false);
     out
+}
+
+/// The old sharding keys of the rows a DELETE names by ctid: the same rows, but with their keys
+/// in the condition PostgreSQL plans the DELETE of one partition instead of every partition of
+/// the table on the shard (planning them all cost more than the rest of a move's statements).
+pub struct OldKeys<'a> {
+    /// Quoted column names and their types, as `format_type` spells them.
+    pub columns: Vec<String>,
+    pub types: &'a [String],
+    /// Per row, the binary value of each column.
+    pub rows: Vec<Vec<Option<&'a [u8]>>>,
+}
+
+impl OldKeys<'_> {
+    /// A NULL key matches no `IN` list: such rows are deleted by ctid alone.
+    fn prunes(&self) -> bool {
+        !self.columns.is_empty() && self.rows.iter().flatten().all(Option::is_some)
+    }
+
+    /// ` AND (d.k1, …) IN ((CAST($n AS t1), …), …)`, the values as binary parameters.
+    fn push_condition<'p>(&'p self, sql: &mut String, params: &mut Vec<Param<'p>>) {
+        let row_of = |items: Vec<String>| match items.len() {
+            1 => items.concat(),
+            _ => format!("({})", items.join(", ")),
+        };
+        let columns = row_of(self.columns.iter().map(|c| format!("d.{c}")).collect());
+        let mut list = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let mut items = Vec::with_capacity(row.len());
+            for (value, ty) in row.iter().zip(self.types) {
+                params.push((1, *value));
+                items.push(format!("CAST(${} AS {ty})", params.len()));
+            }
+            list.push(row_of(items));
+        }
+        sql.push_str(&format!(" AND {columns} IN ({})", list.join(", ")));
+    }
 }
 
 /// The client's UPDATE for the rows `rows` that stay where they are.

@@ -244,7 +244,7 @@ impl Session {
                     let refs: Vec<&Locked> = rows.iter().collect();
                     let deleted = step!(
                         source.shard,
-                        movement::delete(&d.relation, &refs),
+                        movement::delete(&d.relation, &refs, None),
                         StatementKind::Delete
                     );
                     if let Some(f) = check_deleted(&name, rows.len(), &deleted) {
@@ -253,9 +253,18 @@ impl Session {
                     moved_rows += rows.len() as u64;
                 }
                 let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
+                let old_keys = movement::OldKeys {
+                    columns: plan
+                        .key_positions
+                        .iter()
+                        .map(|&p| crate::sql::quote::quote_ident(&plan.columns[p]))
+                        .collect(),
+                    types: &plan.key_types,
+                    rows: movers.iter().map(|m| m.old_key.clone()).collect(),
+                };
                 let deleted = step!(
                     source.shard,
-                    movement::delete(&plan.relation, &roots),
+                    movement::delete(&plan.relation, &roots, Some(&old_keys)),
                     StatementKind::Delete
                 );
                 if let Some(f) = check_deleted(&name, roots.len(), &deleted) {
