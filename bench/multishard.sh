@@ -97,7 +97,32 @@ mean_ms() {
         awk '{ s += $2 } END { printf "%.1f", s / NR }'
 }
 via_sw() { sw "$@"; }
-printf '%-10s %12s %14s %10s %12s\n' query shardwire_ms slowest_shard overhead single_pg_ms
+# The four shards' parts at once, as the proxy runs them, from a fifth session that pulls their
+# rows the way the proxy does (dblink in the plain cluster; each row as one text value): on
+# this machine the shards share two cores, so this, not one shard's part alone, is the time no
+# proxy can go below.
+pg single -c "CREATE EXTENSION IF NOT EXISTS dblink" -c "CREATE OR REPLACE FUNCTION parts_at_once(part text) RETURNS bigint
+    LANGUAGE plpgsql AS \$\$
+    DECLARE c text; n bigint := 0; got bigint;
+    BEGIN
+        FOREACH c IN ARRAY ARRAY['s1', 's2', 's3', 's4'] LOOP
+            PERFORM dblink_send_query(c, 'SELECT s::text FROM (' || part || ') s');
+        END LOOP;
+        FOREACH c IN ARRAY ARRAY['s1', 's2', 's3', 's4'] LOOP
+            SELECT count(*) INTO got FROM dblink_get_result(c) AS t(row text);
+            n := n + got;
+            PERFORM * FROM dblink_get_result(c) AS t(row text);
+        END LOOP;
+        RETURN n;
+    END \$\$"
+at_once() {
+    local conns=""
+    for s in s1 s2 s3 s4; do
+        conns+="SELECT dblink_connect('$s', 'host=127.0.0.1 port=${PORT[$s]} dbname=app user=postgres');"$'\n'
+    done
+    { printf '%s' "$conns"; cat; } | pg single "$@"
+}
+printf '%-10s %12s %14s %10s %14s %10s %12s\n' query shardwire_ms slowest_shard overhead shards_at_once overhead single_pg_ms
 for q in count group_sum top100 window; do
     sql=${QUERY[$q]}
     # The shards' part, as EXPLAIN names it.
@@ -107,8 +132,11 @@ for q in count group_sum top100 window; do
         ms=$(mean_ms "pg $s" "$part")
         slowest=$(awk -v a="$slowest" -v b="$ms" 'BEGIN { print (b > a) ? b : a }')
     done
+    quoted=${part//\'/\'\'}
+    together=$(mean_ms at_once "SELECT parts_at_once('$quoted')")
     through=$(mean_ms via_sw "$sql")
     single=$(mean_ms "pg single" "$sql")
     overhead=$(awk -v t="$through" -v s="$slowest" 'BEGIN { printf "%+.0f%%", (t / s - 1) * 100 }')
-    printf '%-10s %12s %14s %10s %12s\n' "$q" "$through" "$slowest" "$overhead" "$single"
+    over_together=$(awk -v t="$through" -v s="$together" 'BEGIN { printf "%+.0f%%", (t / s - 1) * 100 }')
+    printf '%-10s %12s %14s %10s %14s %10s %12s\n' "$q" "$through" "$slowest" "$overhead" "$together" "$over_together" "$single"
 done

@@ -2,6 +2,7 @@
 //! the catalog database. Every session runs with a `lock_timeout`, because PostgreSQL cannot see
 //! a deadlock whose wait spans two shards; the timeout breaks it.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -11,17 +12,78 @@ use std::time::Duration;
 use bb8::{CustomizeConnection, ErrorSink, Pool, PooledConnection};
 use bb8_postgres::PostgresConnectionManager;
 use tokio_postgres::error::{DbError, SqlState};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 
 use super::TxnSettings;
 use crate::config::{Config, Endpoint};
 use crate::model::ShardId;
 use crate::tls::PostgresTls;
 
-type Manager = PostgresConnectionManager<PostgresTls>;
-
 /// A checked-out control session.
 pub type ControlConn<'a> = PooledConnection<'a, Manager>;
+
+/// A control session, with the statements the proxy runs on it again and again prepared once:
+/// `Client::execute` with a text parses and plans it on every call (the decision record's
+/// INSERT, planned anew for every distributed commit, cost the catalog more than its execution).
+pub struct ControlClient {
+    client: Client,
+    prepared: Mutex<HashMap<&'static str, Statement>>,
+}
+
+impl std::ops::Deref for ControlClient {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for ControlClient {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl ControlClient {
+    /// `sql` prepared on this session, the first time only.
+    pub async fn prepared(&self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(statement) = self.lock_prepared().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.lock_prepared().insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Statement>> {
+        // A panic while the map was held cannot leave it inconsistent: each operation is one
+        // insert or lookup.
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// bb8-postgres's manager, handing out [`ControlClient`]s.
+pub struct Manager(PostgresConnectionManager<PostgresTls>);
+
+impl bb8::ManageConnection for Manager {
+    type Connection = ControlClient;
+    type Error = tokio_postgres::Error;
+
+    async fn connect(&self) -> Result<ControlClient, tokio_postgres::Error> {
+        Ok(ControlClient {
+            client: self.0.connect().await?,
+            prepared: Mutex::default(),
+        })
+    }
+
+    async fn is_valid(&self, conn: &mut ControlClient) -> Result<(), tokio_postgres::Error> {
+        self.0.is_valid(&mut conn.client).await
+    }
+
+    fn has_broken(&self, conn: &mut ControlClient) -> bool {
+        self.0.has_broken(&mut conn.client)
+    }
+}
 
 /// A shard as errors and logs name it: its configured name, and its id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,10 +206,10 @@ struct ReadCapacity {
     capacity: Arc<PreparedCapacity>,
 }
 
-impl CustomizeConnection<Client, tokio_postgres::Error> for ReadCapacity {
+impl CustomizeConnection<ControlClient, tokio_postgres::Error> for ReadCapacity {
     fn on_acquire<'a>(
         &'a self,
-        conn: &'a mut Client,
+        conn: &'a mut ControlClient,
     ) -> Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>> {
         Box::pin(async move {
             // A failure here is the connection's, and shows on its first use; the connection
@@ -172,7 +234,7 @@ impl ControlPool {
         endpoint: &Endpoint,
         settings: &TxnSettings,
         extra_options: &str,
-        customizer: Option<Box<dyn CustomizeConnection<Client, tokio_postgres::Error>>>,
+        customizer: Option<Box<dyn CustomizeConnection<ControlClient, tokio_postgres::Error>>>,
     ) -> ControlPool {
         let mut pg = endpoint.pg_config();
         pg.connect_timeout(settings.connect_timeout)
@@ -190,8 +252,10 @@ impl ControlPool {
         if let Some(customizer) = customizer {
             builder = builder.connection_customizer(customizer);
         }
-        let pool =
-            builder.build_unchecked(PostgresConnectionManager::new(pg, endpoint.postgres_tls()));
+        let pool = builder.build_unchecked(Manager(PostgresConnectionManager::new(
+            pg,
+            endpoint.postgres_tls(),
+        )));
         ControlPool {
             pool,
             last_error,

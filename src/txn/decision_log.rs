@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_postgres::Client;
 
-use super::control::{ConnectError, ControlPools};
+use super::control::{ConnectError, ControlClient, ControlPools};
 use super::error::TxnError;
 use super::gid::Gid;
 
@@ -98,21 +98,26 @@ pub(crate) enum CommitRecord {
 /// `clock_timestamp()`, not `now()`: a statement held up on a lock must not decide by the time
 /// it was sent.
 pub(crate) async fn record_commit(
-    client: &Client,
+    client: &ControlClient,
     gid: &Gid,
     participants: &[String],
 ) -> Result<CommitRecord, tokio_postgres::Error> {
     let Ok(epoch) = i64::try_from(gid.epoch) else {
         return Ok(CommitRecord::LeaseExpired);
     };
-    let inserted = client
-        .execute(
+    let record = client
+        .prepared(
             "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
              SELECT $1, $2, $3 WHERE EXISTS ( \
                  SELECT 1 FROM shardwire_catalog.proxy_lease \
                  WHERE cluster = $4 AND proxy = $5 AND epoch = $6 \
                    AND expires_at > clock_timestamp()) \
              ON CONFLICT (gid) DO NOTHING",
+        )
+        .await?;
+    let inserted = client
+        .execute(
+            &record,
             &[
                 &gid.to_string(),
                 &Decision::Commit.as_sql(),
@@ -168,14 +173,11 @@ pub async fn lookup(client: &Client, gid: &Gid) -> Result<Option<Decision>, toki
     Ok(row.and_then(|r| Decision::from_sql(r.get(0))))
 }
 
-pub(crate) async fn delete(client: &Client, gid: &Gid) -> Result<(), tokio_postgres::Error> {
-    client
-        .execute(
-            "DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1",
-            &[&gid.to_string()],
-        )
-        .await
-        .map(drop)
+pub(crate) async fn delete(client: &ControlClient, gid: &Gid) -> Result<(), tokio_postgres::Error> {
+    let delete = client
+        .prepared("DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1")
+        .await?;
+    client.execute(&delete, &[&gid.to_string()]).await.map(drop)
 }
 
 /// Every record whose gid is a shardwire gid; `expired` says whether it is older than

@@ -185,7 +185,7 @@ impl Recovery {
             .await
             .map_err(|e| catalog_error(e.into()))?;
         if self.table_states {
-            match crate::catalog::release_abandoned_updates(&*catalog).await {
+            match crate::catalog::release_abandoned_updates(&**catalog).await {
                 Ok(tables) => {
                     for table in &tables {
                         tracing::info!(%table, "table left UPDATING by a proxy that went away is ACTIVE again");
