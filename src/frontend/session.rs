@@ -133,6 +133,8 @@ pub struct Session {
     pipeline: Pipeline,
     statements: StatementNames,
     parse_effect: LastEffect,
+    /// The last statement text found not to be one the proxy answers itself.
+    not_local: Vec<u8>,
     pinned: bool,
     /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
     /// it may commit on one shard only.
@@ -225,6 +227,7 @@ impl Session {
             pipeline: Pipeline::default(),
             statements: StatementNames::default(),
             parse_effect: LastEffect::default(),
+            not_local: Vec::new(),
             pinned: false,
             unpreparable_block: false,
             waits_bounded: false,

@@ -278,31 +278,47 @@ impl Session {
 
     /// Statements the proxy answers itself, sent through the extended protocol (JDBC, asyncpg
     /// and most ORMs send everything so): held at Parse, answered at Bind and Describe.
-    fn local_extended(&self, frame: &Frame<&[u8]>) -> Result<Option<Dest>, SessionError> {
-        let is_local = |sql: &[u8]| match local_kind(sql) {
-            Some(LocalKind::Show) => admin::parse(sql).is_some(),
-            Some(LocalKind::Ddl) => ddl::recognise(sql, &self.ctx.catalog.snapshot()).is_some(),
-            Some(LocalKind::Signal) => self.proxy_signal(sql).is_some(),
-            None => false,
-        };
-        Ok(match ClientFrame::parse(frame)? {
-            ClientFrame::Parse { query, .. } if is_local(query) => Some(Dest::Hold),
-            ClientFrame::Bind {
-                portal, statement, ..
+    fn local_extended(&mut self, frame: &Frame<&[u8]>) -> Result<Option<Dest>, SessionError> {
+        let parsed = ClientFrame::parse(frame)?;
+        let text: &[u8] = match &parsed {
+            ClientFrame::Parse { query, .. } => query,
+            ClientFrame::Bind { statement, .. }
+            | ClientFrame::Describe {
+                kind: b'S',
+                name: statement,
             } => match self.statements.get(statement) {
-                Some(st) if is_local(&st.query) => Some(Dest::LocalPortal {
-                    portal: portal.into(),
-                    sql: st.query.to_vec(),
-                }),
-                _ => None,
+                Some(st) => &st.query,
+                None => return Ok(None),
             },
-            ClientFrame::Describe { kind: b'S', name } => match self.statements.get(name) {
-                Some(st) if is_local(&st.query) => Some(Dest::LocalDescribe {
-                    sql: st.query.to_vec(),
-                }),
-                _ => None,
-            },
-            _ => None,
+            _ => return Ok(None),
+        };
+        // The Parse, Bind and Describe of a statement ask about one text, and clients send the
+        // same statements again and again: a text found to be none of these is remembered.
+        if *self.not_local == *text {
+            return Ok(None);
+        }
+        let is_local = match local_kind(text) {
+            Some(LocalKind::Show) => admin::parse(text).is_some(),
+            Some(LocalKind::Ddl) => ddl::recognise(text, &self.ctx.catalog.snapshot()).is_some(),
+            Some(LocalKind::Signal) => self.proxy_signal(text).is_some(),
+            None => {
+                // Only this answer depends on the text alone, not on the catalog or sessions.
+                self.not_local.clear();
+                self.not_local.extend_from_slice(text);
+                false
+            }
+        };
+        if !is_local {
+            return Ok(None);
+        }
+        let sql = text.to_vec();
+        Ok(match parsed {
+            ClientFrame::Parse { .. } => Some(Dest::Hold),
+            ClientFrame::Bind { portal, .. } => Some(Dest::LocalPortal {
+                portal: portal.into(),
+                sql,
+            }),
+            _ => Some(Dest::LocalDescribe { sql }),
         })
     }
 
