@@ -323,14 +323,16 @@ impl Session {
         if self.session_status() != b'E' {
             return false;
         }
-        let text: &[u8] = match ClientFrame::parse(frame) {
-            Ok(ClientFrame::Query(sql)) | Ok(ClientFrame::Parse { query: sql, .. }) => sql,
-            Ok(ClientFrame::Bind { statement, .. }) => match self.statements.get(statement) {
-                Some(st) => &st.query,
-                // The shard answers for a statement that does not exist.
-                None => return false,
-            },
-            _ => return false,
+        let Ok(parsed) = ClientFrame::parse(frame) else {
+            return false;
+        };
+        let text = match &parsed {
+            ClientFrame::Parse { query, .. } => Some(*query),
+            other => self.executed_text(other),
+        };
+        // No text: not a statement, or one that does not exist, which the shard answers for.
+        let Some(text) = text else {
+            return false;
         };
         !(super::links::ends_block(text)
             || matches!(

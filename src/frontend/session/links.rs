@@ -326,19 +326,17 @@ impl Session {
     /// batch's Sync, and JDBC sends a block's first statement in BEGIN's batch — a statement
     /// that may run on another shard, which must join the block.
     pub(super) fn note_block_start(&mut self, frame: &ClientFrame<'_>) {
-        let text: &[u8] = match frame {
-            ClientFrame::Query(sql) => sql,
-            ClientFrame::Bind { statement, .. } => match self.statements.get(statement) {
-                Some(st) => &st.query,
-                None => return,
-            },
-            _ => return,
-        };
-        if !(may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text)) {
+        // Inside a block, BEGIN only warns (the current connection's status is the cheap
+        // first look; a parked one may be in a block too).
+        if self.tx_status() != b'I' {
             return;
         }
-        // Inside a block, BEGIN only warns.
-        if self.session_status() != b'I' {
+        let Some(text) = self.executed_text(frame) else {
+            return;
+        };
+        if !(may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text))
+            || self.session_status() != b'I'
+        {
             return;
         }
         self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
@@ -352,12 +350,19 @@ impl Session {
 
     /// Whether the frame ends a transaction block: a simple COMMIT/ROLLBACK, or the Bind of one.
     pub(super) fn block_end_text(&self, frame: &Frame<&[u8]>) -> Option<Vec<u8>> {
-        let text: Vec<u8> = match ClientFrame::parse(frame).ok()? {
-            ClientFrame::Query(sql) => sql.to_vec(),
-            ClientFrame::Bind { statement, .. } => self.statements.get(statement)?.query.to_vec(),
-            _ => return None,
-        };
-        ends_block(&text).then_some(text)
+        let parsed = ClientFrame::parse(frame).ok()?;
+        let text = self.executed_text(&parsed)?;
+        ends_block(text).then(|| text.to_vec())
+    }
+
+    /// The text a message runs: a simple query's, or the statement a Bind binds (`None` for
+    /// other messages and unknown statements).
+    pub(super) fn executed_text<'t>(&'t self, frame: &ClientFrame<'t>) -> Option<&'t [u8]> {
+        match frame {
+            ClientFrame::Query(sql) => Some(sql),
+            ClientFrame::Bind { statement, .. } => Some(&self.statements.get(statement)?.query),
+            _ => None,
+        }
     }
 
     /// The parked connections of `shards` (switching to each first, so a block or batch
