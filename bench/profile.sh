@@ -7,6 +7,8 @@
 #
 # CG_KEEP=FILE keeps the callgrind output (for callgrind_annotate or a per-line look).
 # CG_ATOMICS=1 prints the locked (atomic) instructions per transaction instead (cg_atomics.py).
+# ROUTED=1 profiles bench/routed.sh's keyed point reads on a sharded table (one shard here: the
+# routing work per statement is the same) instead of pass-through select-only.
 set -euo pipefail
 
 MODE=${1:-extended}
@@ -23,9 +25,19 @@ RUST_LOG=warn "${CG[@]}" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 CGPID=$!
 on_exit 'kill "$CGPID" 2>/dev/null'
 wait_ready "$SWPORT"
-PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
+WORKLOAD=(-S)
+if [ -n "${ROUTED:-}" ]; then
+    sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
+    sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
+           filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
+    sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, 10000) g" >/dev/null
+    printf '%s\n' '\set aid random(1, 10000)' \
+        'SELECT abalance FROM bench_accounts WHERE aid = :aid;' >"$WORK/routed.sql"
+    WORKLOAD=(-f "$WORK/routed.sql")
+fi
+PGPASSWORD=app pgbench -n "${WORKLOAD[@]}" -M "$MODE" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
 callgrind_control -z "$CGPID" >/dev/null 2>&1
-PGPASSWORD=app pgbench -n -S -M "$MODE" -c "$CLIENTS" -j 1 -t "$TX" -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
+PGPASSWORD=app pgbench -n "${WORKLOAD[@]}" -M "$MODE" -c "$CLIENTS" -j 1 -t "$TX" -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null
 kill "$CGPID"
 wait "$CGPID" || true
 if [ -n "${CG_ATOMICS:-}" ]; then

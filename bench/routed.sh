@@ -10,6 +10,7 @@
 # PgBouncer's table lives on the first. Prints
 # median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
 # proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
+# SYSCALLS=1 also counts each proxy's system calls per transaction, by kind (perf tracepoints).
 set -euo pipefail
 
 SECS=${1:-10}
@@ -74,10 +75,18 @@ declare -A TPS CPU
 run() { # target mode port script pid
     local target=$1 mode=$2 port=$3 script=$4 pid=$5 before after out tx tps
     before=$(cpu_ticks "$pid")
+    if [ -n "${SYSCALLS:-}" ]; then
+        perf stat -x, -e 'syscalls:sys_enter_*' -p "$pid" -o "$WORK/sys.$target.$mode" &
+        PERFPID=$!
+    fi
     out=$(PGPASSWORD=app pgbench -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
     tx=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
     tps=$(awk '/^tps = / {print $3}' <<<"$out")
     after=$(cpu_ticks "$pid")
+    if [ -n "${SYSCALLS:-}" ]; then
+        kill -INT "$PERFPID"; wait "$PERFPID" || true
+        awk -F, -v tx="$tx" -v who="$target $mode" '$1 ~ /^[0-9]+$/ && $1 > 0 {sub("syscalls:sys_enter_", "", $3); printf "%s %s: %.2f per tx\n", who, $3, $1 / tx}' "$WORK/sys.$target.$mode" >&2
+    fi
     read -r _ bc <<<"$before"; read -r _ ac <<<"$after"
     TPS[$target.$mode]+="$tps "
     CPU[$target.$mode]+="$(per_tx "$bc" "$ac" "$tx") "

@@ -241,7 +241,18 @@ pub fn authentication_ok(out: &mut BytesMut) {
 
 /// ParseComplete, BindComplete, CloseComplete, NoData … : a type byte and an empty body.
 pub fn empty_message(tag: u8) -> Bytes {
-    Bytes::copy_from_slice(&[tag, 0, 0, 0, 4])
+    // From a table of every tag, so the proxy's own ParseComplete for each held Parse (one per
+    // routed extended-protocol statement) costs no allocation.
+    static EMPTY_MESSAGES: [[u8; 5]; 256] = {
+        let mut all = [[0, 0, 0, 0, 4]; 256];
+        let mut tag = 0;
+        while tag < 256 {
+            all[tag][0] = tag as u8;
+            tag += 1;
+        }
+        all
+    };
+    Bytes::from_static(&EMPTY_MESSAGES[tag as usize])
 }
 
 /// Flush: the backend sends what it has buffered, mid-batch.

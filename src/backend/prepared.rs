@@ -2,7 +2,6 @@
 //! proxy's own (`shardwire:N`), with a use counter so the least recently used can be dropped
 //! when a connection collects too many.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A prepared statement as the client defined it: shared by the client's registry and the
@@ -30,7 +29,7 @@ struct Entry {
 
 #[derive(Default)]
 pub struct PreparedStatements {
-    by_text: HashMap<Arc<StatementText>, Entry>,
+    by_text: foldhash::HashMap<Arc<StatementText>, Entry>,
     next_name: u64,
     clock: u64,
 }

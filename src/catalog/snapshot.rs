@@ -12,9 +12,10 @@ pub struct Snapshot {
     shards: Vec<Shard>,
     tablespace_sets: Vec<TablespaceSet>,
     tablespaces: Vec<Tablespace>,
-    /// Ordered by id, so families and listings come out in creation order.
+    /// Ordered by id, so families and listings come out in creation order, and a table is
+    /// found by its id with a binary search (cheaper than hashing it, on every routed
+    /// statement).
     tables: Vec<Table>,
-    by_id: HashMap<TableId, usize>,
     by_name: HashMap<(String, String), usize>,
     children: HashMap<TableId, Vec<TableId>>,
     /// Whether a NoSQL table three or more levels down (`a.b.c`, stored as `a."b.c"`) exists.
@@ -35,7 +36,6 @@ impl Snapshot {
         mut tables: Vec<Table>,
     ) -> Snapshot {
         tables.sort_by_key(|t| t.id);
-        let by_id = tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
         let by_name = tables
             .iter()
             .enumerate()
@@ -57,7 +57,6 @@ impl Snapshot {
             tablespace_sets,
             tablespaces,
             tables,
-            by_id,
             by_name,
             children,
         }
@@ -122,7 +121,8 @@ impl Snapshot {
     }
 
     pub fn table(&self, id: TableId) -> Option<&Table> {
-        self.by_id.get(&id).map(|&i| &self.tables[i])
+        let i = self.tables.binary_search_by_key(&id, |t| t.id).ok()?;
+        Some(&self.tables[i])
     }
 
     /// The table `schema.name`; both as the parser folded them.

@@ -544,7 +544,8 @@ impl Session {
         {
             return Ok(false);
         }
-        let shard = match self.decide(frame)? {
+        let parsed = ClientFrame::parse(frame)?;
+        let shard = match self.decide(frame, parsed)? {
             Dest::Here => match self.current_shard() {
                 Some(_) => None,
                 None => Some(ShardId(0)),
@@ -553,7 +554,7 @@ impl Session {
             Dest::Shard(s) if self.current.is_none() => Some(s),
             // Needs no connection at all.
             Dest::Hold => {
-                self.hold_parse(frame)?;
+                self.hold_parse(parsed);
                 return Ok(true);
             }
             _ => return Ok(false),
@@ -565,11 +566,11 @@ impl Session {
             }
         }
         if self.tx_status() != b'I' {
-            if let Some((op, _)) = self.savepoint_of(frame) {
+            if let Some((op, _)) = self.savepoint_of(parsed) {
                 self.note_savepoint(&op);
             }
         }
-        self.forward(frame)?;
+        self.forward(frame, parsed)?;
         Ok(true)
     }
 
@@ -585,8 +586,8 @@ impl Session {
     }
 
     /// Records a Parse whose shard its Bind will decide, answering it in its turn.
-    fn hold_parse(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
-        if let ClientFrame::Parse { name, query, types } = ClientFrame::parse(frame)? {
+    fn hold_parse(&mut self, parsed: ClientFrame<'_>) {
+        if let ClientFrame::Parse { name, query, types } = parsed {
             let only_held = self.cout.len() == self.deferred_parse_len;
             let held = self
                 .statements
@@ -600,11 +601,10 @@ impl Session {
                 link.unsynced = true;
             }
         }
-        Ok(())
     }
 
     /// Sends a client frame to the held backend connection, noting what it does to the session.
-    fn forward(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
+    fn forward(&mut self, frame: &Frame<&[u8]>, parsed: ClientFrame<'_>) -> Result<(), SessionError> {
         let Some(link) = self.current.as_mut() else {
             return Ok(());
         };
@@ -631,7 +631,6 @@ impl Session {
             );
             return Ok(());
         }
-        let parsed = ClientFrame::parse(frame)?;
         if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
             self.note_block_start(&parsed);
         }

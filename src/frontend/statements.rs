@@ -6,7 +6,6 @@
 //! connection already has is answered by the proxy; a Bind or Describe for one it lacks is
 //! preceded by a Parse the client never sees the answer to.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -17,7 +16,9 @@ use crate::backend::{BackendConn, StatementText};
 use crate::error::ClientError;
 use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
 
-/// The parts of a client message the proxy looks at.
+/// The parts of a client message the proxy looks at. Read once per frame and handed to every
+/// check the frame passes.
+#[derive(Clone, Copy)]
 pub enum ClientFrame<'a> {
     Query(&'a [u8]),
     Parse {
@@ -110,7 +111,7 @@ pub struct Refused;
 /// One client's prepared statements by the names it gave them.
 #[derive(Default)]
 pub struct StatementNames {
-    by_name: HashMap<Box<[u8]>, Arc<StatementText>>,
+    by_name: foldhash::HashMap<Box<[u8]>, Arc<StatementText>>,
     unnamed: Option<Arc<StatementText>>,
 }
 

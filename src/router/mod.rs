@@ -40,9 +40,9 @@ pub struct PlanCache {
 struct CacheInner {
     version: i64,
     /// By exact text: prepared statements.
-    plans: HashMap<Box<[u8]>, (Arc<Plan>, u64)>,
+    plans: foldhash::HashMap<Box<[u8]>, (Arc<Plan>, u64)>,
     /// By normalised text: simple queries.
-    shared: HashMap<Box<[u8]>, Shared>,
+    shared: foldhash::HashMap<Box<[u8]>, Shared>,
     columns: HashMap<TableId, Arc<Vec<String>>>,
     column_defs: HashMap<TableId, Arc<Vec<plan::ColumnDef>>>,
     /// Bumped on every hit, so eviction can drop the least recently used half.

@@ -66,7 +66,7 @@ fn chunk_shard(
     key: &[KeyValue<'_>],
     chunks: &[ShardId],
 ) -> Result<ShardId, PlaceError> {
-    let typed: Vec<(KeyType, KeyValue<'_>)> = columns
+    let typed: smallvec::SmallVec<[(KeyType, KeyValue<'_>); 2]> = columns
         .iter()
         .zip(key)
         .map(|(c, v)| Ok((c.key_type()?, *v)))

@@ -4,6 +4,7 @@
 use super::hash::KeyType;
 use super::hash::{HashError, KeyValue};
 use super::place::ColumnConstraint;
+use smallvec::SmallVec;
 use super::place::{self, PlaceError};
 use super::plan::{Constraint, KeyTuple, Keys, Operand, ShardedPlan, Value};
 use crate::catalog::Snapshot;
@@ -33,10 +34,10 @@ pub fn route_unsharded() -> Route {
 #[derive(Debug, Default, Clone)]
 pub struct Params<'a> {
     /// Format code per parameter (0 text, 1 binary), expanded from Bind's short forms.
-    formats: Vec<i16>,
-    values: Vec<Option<&'a [u8]>>,
+    formats: SmallVec<[i16; 4]>,
+    values: SmallVec<[Option<&'a [u8]>; 4]>,
     /// Declared parameter type OIDs from Parse (0: unspecified).
-    types: Vec<u32>,
+    types: SmallVec<[u32; 4]>,
     /// The literals of a simple query routed with a shared plan ([`Operand::Literal`]).
     literals: Vec<std::borrow::Cow<'a, str>>,
     /// Generated key values, one per VALUES row ([`Operand::Generated`]).
@@ -61,7 +62,7 @@ impl<'a> Params<'a> {
         } = BindParts::read_any(rest)?;
         let mut t = types;
         let ntypes = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
-        let mut oids = Vec::with_capacity(ntypes);
+        let mut oids = SmallVec::with_capacity(ntypes);
         for _ in 0..ntypes {
             oids.push(take_i32(&mut t, "Parse").unwrap_or(0) as u32);
         }
@@ -137,8 +138,8 @@ impl<'a> Params<'a> {
 /// Bind's parameter part read: a format code per value (short forms expanded), the values,
 /// and the result format codes that follow them (count and codes, as sent).
 pub struct BindParts<'a> {
-    pub formats: Vec<i16>,
-    pub values: Vec<Option<&'a [u8]>>,
+    pub formats: SmallVec<[i16; 4]>,
+    pub values: SmallVec<[Option<&'a [u8]>; 4]>,
     pub result_formats: &'a [u8],
 }
 
@@ -159,12 +160,12 @@ impl<'a> BindParts<'a> {
     fn read_any(rest: &'a [u8]) -> Result<BindParts<'a>, FrameError> {
         let mut b = rest;
         let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut formats = Vec::with_capacity(nformats);
+        let mut formats: SmallVec<[i16; 4]> = SmallVec::with_capacity(nformats);
         for _ in 0..nformats {
             formats.push(take_i16(&mut b, "Bind")?);
         }
         let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut values = Vec::with_capacity(nvalues);
+        let mut values = SmallVec::with_capacity(nvalues);
         for _ in 0..nvalues {
             let len = take_i32(&mut b, "Bind")?;
             if len < 0 {
@@ -179,8 +180,8 @@ impl<'a> BindParts<'a> {
             }
         }
         let formats = match formats.as_slice() {
-            [] => vec![0; nvalues],
-            [one] => vec![*one; nvalues],
+            [] => SmallVec::from_elem(0, nvalues),
+            [one] => SmallVec::from_elem(*one, nvalues),
             _ => formats,
         };
         Ok(BindParts {
@@ -392,7 +393,13 @@ pub struct Routed {
     pub rows: Vec<ShardId>,
 }
 
-fn resolve<'p>(ops: &'p [Operand], params: &'p Params<'p>) -> Result<Vec<Owned<'p>>, RouteError> {
+/// A key's values: one or two columns nearly always, read without an allocation.
+type KeyValues<'p> = SmallVec<[Owned<'p>; 2]>;
+
+fn resolve<'p, 'a: 'p>(
+    ops: &'p [Operand],
+    params: &'p Params<'a>,
+) -> Result<KeyValues<'p>, RouteError> {
     ops.iter()
         .map(|op| match op {
             Operand::Const(None) | Operand::Located(None, _) => Ok(Owned::Null),
@@ -416,8 +423,8 @@ fn tuple_shard(
 ) -> Result<ShardId, RouteError> {
     let key = resolve(&tuple.key, params)?;
     let set_key = resolve(&tuple.set_key, params)?;
-    let key: Vec<KeyValue<'_>> = key.iter().map(Owned::as_key).collect();
-    let set_key: Vec<KeyValue<'_>> = set_key.iter().map(Owned::as_key).collect();
+    let key: SmallVec<[KeyValue<'_>; 2]> = key.iter().map(Owned::as_key).collect();
+    let set_key: SmallVec<[KeyValue<'_>; 2]> = set_key.iter().map(Owned::as_key).collect();
     let Some(table) = snapshot.table(plan.table) else {
         return Ok(plan.shards.first().copied().unwrap_or(ShardId(0)));
     };
@@ -449,6 +456,23 @@ pub fn route(
             route: single_or_multi(plan.shards.clone()),
             rows: Vec::new(),
         }),
+        // One key value, as in `WHERE id = $1`: the common case, with no list to build.
+        Keys::OneOf(tuples) if tuples.len() == 1 => {
+            let route = match tuple_shard(snapshot, plan, &tuples[0], params) {
+                Ok(s) => Route::Single(s),
+                // No partition takes the value (a NULL range key, a value no list partition
+                // lists): no row has it, and any one shard of the table says so.
+                Err(RouteError::Place(PlaceError::NoPartition { .. })) => {
+                    Route::Single(plan.shards.first().copied().unwrap_or(ShardId(0)))
+                }
+                Err(RouteError::Place(_)) => all(),
+                Err(e) => return Err(e),
+            };
+            Ok(Routed {
+                route,
+                rows: Vec::new(),
+            })
+        }
         Keys::OneOf(tuples) => {
             let mut shards = Vec::with_capacity(tuples.len());
             for t in tuples {
@@ -558,10 +582,10 @@ impl Resolved<'_> {
     }
 }
 
-fn resolve_constraint<'p>(
+fn resolve_constraint<'p, 'a: 'p>(
     c: &'p Constraint,
     ty: Option<KeyType>,
-    params: &'p Params<'p>,
+    params: &'p Params<'a>,
 ) -> Result<Resolved<'p>, RouteError> {
     // Through `resolve`, so every kind of operand reads as it does for whole keys.
     let one = |op: &'p Operand| -> Result<Owned<'p>, RouteError> {

@@ -161,9 +161,13 @@ fn row_indexes(row_shards: &[ShardId], shards: &[ShardId]) -> Vec<usize> {
 impl Session {
     /// Where `frame` goes. Cheap when the catalog records no table (everything goes where it
     /// always went) and when the statement's plan is cached.
-    pub(super) fn decide(&mut self, frame: &Frame<&[u8]>) -> Result<Dest, SessionError> {
+    pub(super) fn decide(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+    ) -> Result<Dest, SessionError> {
         if !self.portals.is_empty() {
-            let named = match ClientFrame::parse(frame)? {
+            let named = match parsed {
                 ClientFrame::Describe { kind: b'P', name }
                 | ClientFrame::Close { kind: b'P', name } => Some(name),
                 ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
@@ -190,7 +194,7 @@ impl Session {
             return Ok(Dest::Here);
         }
         if frame.tag != b'Q' {
-            if let Some(local) = self.local_extended(frame)? {
+            if let Some(local) = self.local_extended(parsed) {
                 return Ok(local);
             }
         }
@@ -198,7 +202,6 @@ impl Session {
             return Ok(Dest::Here);
         }
         let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
-        let parsed = ClientFrame::parse(frame)?;
         let text = match parsed {
             ClientFrame::Query(sql) => sql,
             ClientFrame::Parse { query, .. } => {
@@ -278,8 +281,7 @@ impl Session {
 
     /// Statements the proxy answers itself, sent through the extended protocol (JDBC, asyncpg
     /// and most ORMs send everything so): held at Parse, answered at Bind and Describe.
-    fn local_extended(&mut self, frame: &Frame<&[u8]>) -> Result<Option<Dest>, SessionError> {
-        let parsed = ClientFrame::parse(frame)?;
+    fn local_extended(&mut self, parsed: ClientFrame<'_>) -> Option<Dest> {
         let text: &[u8] = match &parsed {
             ClientFrame::Parse { query, .. } => query,
             ClientFrame::Bind { statement, .. }
@@ -288,14 +290,14 @@ impl Session {
                 name: statement,
             } => match self.statements.get(statement) {
                 Some(st) => &st.query,
-                None => return Ok(None),
+                None => return None,
             },
-            _ => return Ok(None),
+            _ => return None,
         };
         // The Parse, Bind and Describe of a statement ask about one text, and clients send the
         // same statements again and again: a text found to be none of these is remembered.
         if *self.not_local == *text {
-            return Ok(None);
+            return None;
         }
         let is_local = match local_kind(text) {
             Some(LocalKind::Show) => admin::parse(text).is_some(),
@@ -309,17 +311,17 @@ impl Session {
             }
         };
         if !is_local {
-            return Ok(None);
+            return None;
         }
         let sql = text.to_vec();
-        Ok(match parsed {
+        match parsed {
             ClientFrame::Parse { .. } => Some(Dest::Hold),
             ClientFrame::Bind { portal, .. } => Some(Dest::LocalPortal {
                 portal: portal.into(),
                 sql,
             }),
             _ => Some(Dest::LocalDescribe { sql }),
-        })
+        }
     }
 
     /// The plan of a statement text; the session keeps the last one, so a prepared statement

@@ -90,8 +90,9 @@ impl Session {
         // Columns fetched at one catalog version are dropped when DDL of another session moves
         // it on before they are used: a few fetches, each at the version then current.
         let mut fetches = 0;
+        let parsed = ClientFrame::parse(&frame)?;
         let dest = loop {
-            match self.decide(&frame)? {
+            match self.decide(&frame, parsed)? {
                 Dest::NeedColumns(table) if fetches < 32 => {
                     fetches += 1;
                     if let Err(e) = self.fetch_columns(table).await {
@@ -128,7 +129,10 @@ impl Session {
                 .or_else(|| self.parked.iter().next().map(ShardLink::shard))
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
-            Dest::Hold => return self.hold_parse(&frame),
+            Dest::Hold => {
+                self.hold_parse(parsed);
+                return Ok(());
+            }
             Dest::Refuse(code, message) => return self.refuse_query(&frame, &code, &message).await,
             Dest::Multi(multi) => {
                 self.run_multi(multi, client).await?;
@@ -206,11 +210,11 @@ impl Session {
             }
             self.end_parked_blocks(&text).await?;
             self.begin_sql = None;
-        } else if let Some((op, text)) = self.savepoint_of(&frame) {
+        } else if let Some((op, text)) = self.savepoint_of(parsed) {
             self.savepoint_everywhere(&text).await?;
             self.note_savepoint(&op);
         }
-        self.forward(&frame)
+        self.forward(&frame, parsed)
     }
 
     /// Closes every multi-shard portal (their transaction, or batch, ended).

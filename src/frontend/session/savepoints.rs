@@ -67,13 +67,12 @@ pub(super) fn savepoint_op(sql: &[u8]) -> Option<SavepointOp> {
 
 impl Session {
     /// The savepoint statement a frame runs: a simple query's, or (inside a block) a Bind's.
-    pub(super) fn savepoint_of(&self, frame: &Frame<&[u8]>) -> Option<(SavepointOp, Vec<u8>)> {
-        let text: &[u8] = match frame.tag {
-            b'Q' => statements::query_text(frame).ok()?,
-            b'B' if self.session_status() != b'I' => match ClientFrame::parse(frame).ok()? {
-                ClientFrame::Bind { statement, .. } => &self.statements.get(statement)?.query,
-                _ => return None,
-            },
+    pub(super) fn savepoint_of(&self, parsed: ClientFrame<'_>) -> Option<(SavepointOp, Vec<u8>)> {
+        let text: &[u8] = match parsed {
+            ClientFrame::Query(sql) => sql,
+            ClientFrame::Bind { statement, .. } if self.session_status() != b'I' => {
+                &self.statements.get(statement)?.query
+            }
             _ => return None,
         };
         if !may_start_with(text, &[*b"sav", *b"rel", *b"rol"]) {
