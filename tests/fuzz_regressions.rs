@@ -182,7 +182,10 @@ fn bind_with_a_format_count_unlike_its_values_is_unreadable() {
     // One code for all of them, or one each, is a Bind like any other.
     rest[1] = 1;
     rest.drain(4..6);
-    assert_eq!(BindParts::read(&rest).unwrap().formats, vec![1, 1, 1]);
+    assert_eq!(
+        BindParts::read(&rest).unwrap().formats.as_slice(),
+        [1, 1, 1]
+    );
 }
 
 /// router_keys: a simple query that ends inside a string literal whose last character takes
@@ -199,7 +202,12 @@ fn query_ending_inside_a_string_is_planned_without_sharing() {
     assert!(normalize(b"SELECT 'it''").is_none());
     let cache = PlanCache::new(16);
     assert!(cache
-        .plan_simple(sql, &Snapshot::default(), &metrics::Counter::noop())
+        .plan_simple(
+            sql,
+            &Snapshot::default(),
+            &metrics::Counter::noop(),
+            &mut Default::default()
+        )
         .is_ok());
     // A closed literal is still shared.
     let normalized = normalize("SELECT 'é'".as_bytes()).unwrap();

@@ -24,6 +24,7 @@ use shardwire::catalog::Snapshot;
 use shardwire::executor::split::{fill_generated, split_insert, split_prepared_insert, KeyValues};
 use shardwire::router::plan::{self, Keys, Plan, Planned, ShardedPlan};
 use shardwire::router::route::{self, Params, Route, Routed};
+use shardwire::router::SimpleMemo;
 use shardwire_fuzz::{parses, plan_cache, snapshot, Columns};
 
 /// The types a Parse may declare: unspecified, int8, int4, int2, text, numeric, date, uuid,
@@ -127,15 +128,20 @@ fuzz_target!(|data: &[u8]| {
         };
         route_plan(&snapshot, &plan, &params, &sql, Some(&bound));
     } else {
-        let Ok((plan, literals)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter) else {
+        let mut memo = SimpleMemo::default();
+        let Ok((plan, literals)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter, &mut memo)
+        else {
             return;
         };
         let shared = Params::literals(literals.clone());
         let routed = route_plan(&snapshot, &plan, &shared, &sql, None);
-        // The shared plan again, from the cache.
-        if let Ok((cached, again)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter) {
-            assert!(*cached == *plan, "the cached shared plan differs");
-            assert_eq!(again, literals);
+        // The shared plan again, from the session's memo and from the shared cache.
+        for memo in [&mut memo, &mut SimpleMemo::default()] {
+            if let Ok((cached, again)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter, memo)
+            {
+                assert!(*cached == *plan, "the cached shared plan differs");
+                assert_eq!(again, literals);
+            }
         }
         if let Planned::Plan(own) = plan::plan(&sql, &snapshot, &Columns) {
             let unshared = route_plan(&snapshot, &own, &Params::default(), &sql, None);

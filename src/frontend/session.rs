@@ -135,6 +135,8 @@ pub struct Session {
     parse_effect: LastEffect,
     /// The last statement text found not to be one the proxy answers itself.
     not_local: Vec<u8>,
+    /// The normalising buffer and last shared plan of the session's simple queries.
+    simple_memo: crate::router::SimpleMemo,
     pinned: bool,
     /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
     /// it may commit on one shard only.
@@ -228,6 +230,7 @@ impl Session {
             statements: StatementNames::default(),
             parse_effect: LastEffect::default(),
             not_local: Vec::new(),
+            simple_memo: Default::default(),
             pinned: false,
             unpreparable_block: false,
             waits_bounded: false,
@@ -604,7 +607,11 @@ impl Session {
     }
 
     /// Sends a client frame to the held backend connection, noting what it does to the session.
-    fn forward(&mut self, frame: &Frame<&[u8]>, parsed: ClientFrame<'_>) -> Result<(), SessionError> {
+    fn forward(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+    ) -> Result<(), SessionError> {
         let Some(link) = self.current.as_mut() else {
             return Ok(());
         };

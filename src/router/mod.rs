@@ -23,11 +23,32 @@ use crate::model::TableId;
 
 /// A plan shared by simple queries that differ in literals: valid for a text whose literals at
 /// the `fixed` positions have these values (the plan was built with them).
-struct Shared {
+struct SharedPlan {
+    /// The normalised text it was made for.
+    key: Box<[u8]>,
     plan: Arc<Plan>,
     fixed: Vec<(usize, Box<str>)>,
-    used: u64,
 }
+
+impl SharedPlan {
+    fn fits(&self, literals: &normalize::Literals<'_>) -> bool {
+        self.fixed
+            .iter()
+            .all(|(i, v)| literals.get(*i).is_some_and(|l| *l.value == **v))
+    }
+}
+
+/// What a session keeps between its simple queries: the buffer their normalised texts are
+/// written to, and the last shared plan it used, which a query repeated with other literals
+/// finds again without the shared cache's lock or a hash.
+#[derive(Default)]
+pub struct SimpleMemo {
+    key: Vec<u8>,
+    last: Option<(i64, Arc<SharedPlan>)>,
+}
+
+/// A simple query's literal values, in the order routing reads them.
+pub type LiteralValues<'q> = smallvec::SmallVec<[std::borrow::Cow<'q, str>; 4]>;
 
 /// Plans by statement text, shared by every session of a proxy. A plan is valid for the catalog
 /// version it was made at; a newer snapshot makes every older plan a miss.
@@ -41,8 +62,8 @@ struct CacheInner {
     version: i64,
     /// By exact text: prepared statements.
     plans: foldhash::HashMap<Box<[u8]>, (Arc<Plan>, u64)>,
-    /// By normalised text: simple queries.
-    shared: foldhash::HashMap<Box<[u8]>, Shared>,
+    /// By normalised text: simple queries (with the clock when last used).
+    shared: foldhash::HashMap<Box<[u8]>, (Arc<SharedPlan>, u64)>,
     columns: HashMap<TableId, Arc<Vec<String>>>,
     column_defs: HashMap<TableId, Arc<Vec<plan::ColumnDef>>>,
     /// Bumped on every hit, so eviction can drop the least recently used half.
@@ -105,35 +126,36 @@ impl PlanCache {
 
     /// The plan of a simple query, shared with every query that differs from it in plain
     /// literals only where the plan does not depend on them; with the query's literals, which
-    /// routing reads through [`plan::Operand::Literal`].
+    /// routing reads through [`plan::Operand::Literal`]. `memo` is the session's: a hit there
+    /// does not count as a use in the shared cache's eviction order.
     pub fn plan_simple<'q>(
         &self,
         sql: &'q [u8],
         snapshot: &Snapshot,
         parses: &metrics::Counter,
-    ) -> Result<(Arc<Plan>, Vec<std::borrow::Cow<'q, str>>), TableId> {
-        let Some(normalized) = normalize::normalize(sql) else {
-            return self.plan(sql, snapshot, parses).map(|p| (p, Vec::new()));
+        memo: &mut SimpleMemo,
+    ) -> Result<(Arc<Plan>, LiteralValues<'q>), TableId> {
+        let Some(literals) = normalize::normalize_into(sql, &mut memo.key) else {
+            return self
+                .plan(sql, snapshot, parses)
+                .map(|p| (p, LiteralValues::new()));
         };
-        let values = || {
-            normalized
-                .literals
-                .iter()
-                .map(|l| l.value.clone())
-                .collect()
-        };
+        let values = || literals.iter().map(|l| l.value.clone()).collect();
+        if let Some((version, shared)) = &memo.last {
+            if *version == snapshot.version() && *shared.key == *memo.key && shared.fits(&literals)
+            {
+                return Ok((shared.plan.clone(), values()));
+            }
+        }
         {
             let mut inner = self.lock();
             inner.renew(snapshot.version());
             inner.clock += 1;
             let now = inner.clock;
-            if let Some(shared) = inner.shared.get_mut(normalized.key.as_slice()) {
-                let same = shared
-                    .fixed
-                    .iter()
-                    .all(|(i, v)| normalized.literals.get(*i).is_some_and(|l| *l.value == **v));
-                if same {
-                    shared.used = now;
+            if let Some((shared, used)) = inner.shared.get_mut(memo.key.as_slice()) {
+                if shared.fits(&literals) {
+                    *used = now;
+                    memo.last = Some((snapshot.version(), shared.clone()));
                     return Ok((shared.plan.clone(), values()));
                 }
             }
@@ -145,35 +167,34 @@ impl PlanCache {
             plan::Planned::Plan(p) => p,
             plan::Planned::NeedColumns(t) => return Err(t),
         };
-        let offsets: Vec<usize> = normalized.literals.iter().map(|l| l.offset).collect();
+        let offsets: Vec<usize> = literals.iter().map(|l| l.offset).collect();
         let free = plan.localize(&offsets, sql);
-        let fixed = normalized
-            .literals
+        let fixed = literals
             .iter()
             .enumerate()
             .filter(|(i, _)| !free.contains(i))
             .map(|(i, l)| (i, l.value.as_ref().into()))
             .collect();
-        let plan = Arc::new(plan);
+        let shared = Arc::new(SharedPlan {
+            key: memo.key.as_slice().into(),
+            plan: Arc::new(plan),
+            fixed,
+        });
+        memo.last = Some((snapshot.version(), shared.clone()));
         let mut inner = self.lock();
         if inner.version == snapshot.version() {
             if inner.shared.len() >= self.capacity {
-                let mut ages: Vec<u64> = inner.shared.values().map(|s| s.used).collect();
+                let mut ages: Vec<u64> = inner.shared.values().map(|(_, u)| *u).collect();
                 ages.sort_unstable();
                 let cutoff = ages[ages.len() / 2];
-                inner.shared.retain(|_, s| s.used > cutoff);
+                inner.shared.retain(|_, (_, u)| *u > cutoff);
             }
             let used = inner.clock;
-            inner.shared.insert(
-                normalized.key.into_boxed_slice(),
-                Shared {
-                    plan: plan.clone(),
-                    fixed,
-                    used,
-                },
-            );
+            inner
+                .shared
+                .insert(shared.key.clone(), (shared.clone(), used));
         }
-        Ok((plan, values()))
+        Ok((shared.plan.clone(), values()))
     }
 
     /// Records a table's columns in order (fetched from a shard) for INSERTs without a column

@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use smallvec::SmallVec;
+
 /// A literal of the scanned text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Literal<'a> {
@@ -24,23 +26,52 @@ pub struct Normalized<'a> {
     /// The text with every literal replaced by a marker byte that cannot occur in SQL text
     /// outside a literal.
     pub key: Vec<u8>,
-    pub literals: Vec<Literal<'a>>,
+    pub literals: Literals<'a>,
 }
+
+/// A statement's literals: a few, nearly always, kept without an allocation.
+pub type Literals<'a> = SmallVec<[Literal<'a>; 4]>;
 
 const NUMBER_MARK: u8 = 0x01;
 const STRING_MARK: u8 = 0x02;
 
+/// Bytes of identifiers and keywords (letters, digits, `_`, `$`, and every non-ASCII byte), by
+/// table: the scanner asks this of nearly every byte of every simple query.
+const IDENT_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+        c += 1;
+    }
+    table
+};
+
 fn is_ident_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80
+    IDENT_BYTES[c as usize]
 }
 
 /// Scans `sql`; `None` when it is not UTF-8, has a backslash in a plain string literal, or
 /// ends inside one.
 pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
-    let text = std::str::from_utf8(sql).ok()?;
+    let mut key = Vec::with_capacity(sql.len());
+    let literals = normalize_into(sql, &mut key)?;
+    Some(Normalized { key, literals })
+}
+
+/// [`normalize`] with the key written into `key` (cleared first), a buffer the caller keeps
+/// from one query to the next.
+pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'a>> {
+    // Nearly every query is ASCII, which is much cheaper to tell than UTF-8.
+    if !sql.is_ascii() && std::str::from_utf8(sql).is_err() {
+        return None;
+    }
+    // A slice of valid UTF-8 cut at ASCII bytes (quotes, digits) is valid UTF-8.
+    let text = |from: usize, to: usize| std::str::from_utf8(&sql[from..to]).ok();
     let b = sql;
-    let mut key = Vec::with_capacity(b.len());
-    let mut literals = Vec::new();
+    key.clear();
+    let mut literals = Literals::new();
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
@@ -96,7 +127,7 @@ pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
                         // reports; nothing to share a plan with.
                         return None;
                     }
-                    let inner = &text[i + 1..end.saturating_sub(1).max(i + 1)];
+                    let inner = text(i + 1, end.saturating_sub(1).max(i + 1))?;
                     if inner.contains('\\') {
                         // With standard_conforming_strings off a backslash escapes: whether
                         // this literal ends where it seems to depends on the session.
@@ -147,7 +178,7 @@ pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
                 } else {
                     literals.push(Literal {
                         offset: i,
-                        value: Cow::Borrowed(&text[i..end]),
+                        value: Cow::Borrowed(text(i, end)?),
                     });
                     key.push(NUMBER_MARK);
                     i = end;
@@ -167,7 +198,7 @@ pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
             }
         }
     }
-    Some(Normalized { key, literals })
+    Some(literals)
 }
 
 /// The end (exclusive) of a quoted string or identifier starting at `start`; doubled quotes

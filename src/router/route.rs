@@ -4,12 +4,12 @@
 use super::hash::KeyType;
 use super::hash::{HashError, KeyValue};
 use super::place::ColumnConstraint;
-use smallvec::SmallVec;
 use super::place::{self, PlaceError};
 use super::plan::{Constraint, KeyTuple, Keys, Operand, ShardedPlan, Value};
 use crate::catalog::Snapshot;
 use crate::model::ShardId;
 use crate::protocol::{take_i16, take_i32, FrameError};
+use smallvec::SmallVec;
 
 mod limits;
 pub use limits::bound_merge;
@@ -39,7 +39,7 @@ pub struct Params<'a> {
     /// Declared parameter type OIDs from Parse (0: unspecified).
     types: SmallVec<[u32; 4]>,
     /// The literals of a simple query routed with a shared plan ([`Operand::Literal`]).
-    literals: Vec<std::borrow::Cow<'a, str>>,
+    literals: super::LiteralValues<'a>,
     /// Generated key values, one per VALUES row ([`Operand::Generated`]).
     generated: Vec<String>,
 }
@@ -70,13 +70,13 @@ impl<'a> Params<'a> {
             formats,
             values,
             types: oids,
-            literals: Vec::new(),
+            literals: Default::default(),
             generated: Vec::new(),
         })
     }
 
     /// The literals of a simple query, for plans shared between texts.
-    pub fn literals(literals: Vec<std::borrow::Cow<'a, str>>) -> Params<'a> {
+    pub fn literals(literals: super::LiteralValues<'a>) -> Params<'a> {
         Params {
             literals,
             ..Params::default()
@@ -400,19 +400,24 @@ fn resolve<'p, 'a: 'p>(
     ops: &'p [Operand],
     params: &'p Params<'a>,
 ) -> Result<KeyValues<'p>, RouteError> {
-    ops.iter()
-        .map(|op| match op {
-            Operand::Const(None) | Operand::Located(None, _) => Ok(Owned::Null),
-            Operand::Const(Some(s)) | Operand::Located(Some(s), _) => Ok(Owned::Literal(s)),
-            Operand::Literal { index, negated } => params.literal(*index, *negated),
-            Operand::Generated(row) => params
-                .generated
-                .get(*row)
-                .map(|v| Owned::Text(v))
-                .ok_or(RouteError::MissingParameter(0)),
-            Operand::Param(i) => params.value(*i),
-        })
-        .collect()
+    ops.iter().map(|op| resolve_one(op, params)).collect()
+}
+
+fn resolve_one<'p, 'a: 'p>(
+    op: &'p Operand,
+    params: &'p Params<'a>,
+) -> Result<Owned<'p>, RouteError> {
+    match op {
+        Operand::Const(None) | Operand::Located(None, _) => Ok(Owned::Null),
+        Operand::Const(Some(s)) | Operand::Located(Some(s), _) => Ok(Owned::Literal(s)),
+        Operand::Literal { index, negated } => params.literal(*index, *negated),
+        Operand::Generated(row) => params
+            .generated
+            .get(*row)
+            .map(|v| Owned::Text(v))
+            .ok_or(RouteError::MissingParameter(0)),
+        Operand::Param(i) => params.value(*i),
+    }
 }
 
 fn tuple_shard(
@@ -421,13 +426,18 @@ fn tuple_shard(
     tuple: &KeyTuple,
     params: &Params<'_>,
 ) -> Result<ShardId, RouteError> {
+    let Some(table) = snapshot.table(plan.table) else {
+        return Ok(plan.shards.first().copied().unwrap_or(ShardId(0)));
+    };
+    // One key column and no partition-set key, as most tables have: no list to build.
+    if let ([op], []) = (tuple.key.as_slice(), tuple.set_key.as_slice()) {
+        let value = resolve_one(op, params)?;
+        return Ok(place::shard_for(snapshot, table, &[value.as_key()], &[])?);
+    }
     let key = resolve(&tuple.key, params)?;
     let set_key = resolve(&tuple.set_key, params)?;
     let key: SmallVec<[KeyValue<'_>; 2]> = key.iter().map(Owned::as_key).collect();
     let set_key: SmallVec<[KeyValue<'_>; 2]> = set_key.iter().map(Owned::as_key).collect();
-    let Some(table) = snapshot.table(plan.table) else {
-        return Ok(plan.shards.first().copied().unwrap_or(ShardId(0)));
-    };
     Ok(place::shard_for(snapshot, table, &key, &set_key)?)
 }
 

@@ -267,10 +267,12 @@ impl Session {
             }
             _ => return Ok(Dest::Here),
         };
-        let shared =
-            self.ctx
-                .plans
-                .plan_simple(text, &snapshot, &self.ctx.metrics.statement_parses);
+        let shared = self.ctx.plans.plan_simple(
+            text,
+            &snapshot,
+            &self.ctx.metrics.statement_parses,
+            &mut self.simple_memo,
+        );
         let (plan, literals) = match shared {
             Ok(p) => p,
             Err(t) => return Ok(Dest::NeedColumns(t)),
