@@ -72,22 +72,22 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
     let b = sql;
     key.clear();
     let mut literals = Literals::new();
+    // The text is copied to the key as it is, in runs between the literals: `copied` is where
+    // the current run starts.
+    let mut copied = 0;
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
         let prev = if i == 0 { b' ' } else { b[i - 1] };
         match c {
             b'-' if b.get(i + 1) == Some(&b'-') => {
-                let end = b[i..]
+                i = b[i..]
                     .iter()
                     .position(|&c| c == b'\n')
                     .map_or(b.len(), |p| i + p);
-                key.extend_from_slice(&b[i..end]);
-                i = end;
             }
             b'/' if b.get(i + 1) == Some(&b'*') => {
                 // Block comments nest in PostgreSQL.
-                let start = i;
                 let mut depth = 0usize;
                 while i < b.len() {
                     if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
@@ -103,13 +103,8 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                         i += 1;
                     }
                 }
-                key.extend_from_slice(&b[start..i.min(b.len())]);
             }
-            b'"' => {
-                let end = quoted_end(b, i, b'"');
-                key.extend_from_slice(&b[i..end]);
-                i = end;
-            }
+            b'"' => i = quoted_end(b, i, b'"'),
             b'\'' => {
                 // In E'…' a backslash escapes the next character, the quote included.
                 let escaped = matches!(prev, b'e' | b'E') && (i < 2 || !is_ident_byte(b[i - 2]));
@@ -119,9 +114,7 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                     quoted_close(b, i, b'\'').map_or((b.len(), false), |end| (end, true))
                 };
                 // E'…', B'…', X'…', N'…', U&'…': other string forms, kept as written.
-                if is_ident_byte(prev) || prev == b'&' {
-                    key.extend_from_slice(&b[i..end]);
-                } else {
+                if !(is_ident_byte(prev) || prev == b'&') {
                     if !closed {
                         // The text ends inside the string: a syntax error, which the shard
                         // reports; nothing to share a plan with.
@@ -139,7 +132,9 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                         Cow::Borrowed(inner)
                     };
                     literals.push(Literal { offset: i, value });
+                    key.extend_from_slice(&b[copied..i]);
                     key.push(STRING_MARK);
+                    copied = end;
                 }
                 i = end;
             }
@@ -158,10 +153,8 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                         .windows(tag.len())
                         .position(|w| w == tag)
                         .map_or(b.len(), |p| body_start + p + tag.len());
-                    key.extend_from_slice(&b[i..end]);
                     i = end;
                 } else {
-                    key.extend_from_slice(&b[i..tag_end]);
                     i = tag_end;
                 }
             }
@@ -169,35 +162,31 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                 let end = number_end(b, i);
                 if b.get(end).is_some_and(|&c| is_ident_byte(c)) {
                     // `1e`, `0x1F`, `123abc`: not a plain number.
-                    let word_end = b[end..]
+                    i = b[end..]
                         .iter()
                         .position(|&c| !is_ident_byte(c))
                         .map_or(b.len(), |p| end + p);
-                    key.extend_from_slice(&b[i..word_end]);
-                    i = word_end;
                 } else {
                     literals.push(Literal {
                         offset: i,
                         value: Cow::Borrowed(text(i, end)?),
                     });
+                    key.extend_from_slice(&b[copied..i]);
                     key.push(NUMBER_MARK);
+                    copied = end;
                     i = end;
                 }
             }
             _ if is_ident_byte(c) => {
-                let end = b[i..]
+                i = b[i..]
                     .iter()
                     .position(|&c| !is_ident_byte(c))
                     .map_or(b.len(), |p| i + p);
-                key.extend_from_slice(&b[i..end]);
-                i = end;
             }
-            _ => {
-                key.push(c);
-                i += 1;
-            }
+            _ => i += 1,
         }
     }
+    key.extend_from_slice(&b[copied..]);
     Some(literals)
 }
 
@@ -307,6 +296,20 @@ mod tests {
         assert_eq!(values("SELECT -5"), ["5"]);
         assert!(values("SELECT 0x1F, 12abc").is_empty());
         assert!(normalize(b"SELECT 'a\\', 1").is_none());
+    }
+
+    #[test]
+    fn the_key_is_the_text_with_a_marker_for_each_literal() {
+        let n = normalize(
+            b"SELECT \"a 1\", x2, E'3' FROM t -- 4\nWHERE id = 7 AND s = 'it''s' /* 8 */",
+        )
+        .unwrap();
+        assert_eq!(
+            n.key,
+            b"SELECT \"a 1\", x2, E'3' FROM t -- 4\nWHERE id = \x01 AND s = \x02 /* 8 */"
+        );
+        assert_eq!(normalize(b"1").unwrap().key, b"\x01");
+        assert_eq!(normalize(b"").unwrap().key, b"");
     }
 
     #[test]
