@@ -71,7 +71,7 @@ cpu_ticks() { awk '{print $14, $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
 per_tx() { awk -v b="$1" -v a="$2" -v t="$3" -v k="$TICK" 'BEGIN {printf "%.2f", (a-b)/k/t*1e6}'; }
 
-declare -A TPS CPU
+declare -A TPS CPU USR
 run() { # target mode port script pid
     local target=$1 mode=$2 port=$3 script=$4 pid=$5 before after out tx tps
     before=$(cpu_ticks "$pid")
@@ -87,9 +87,10 @@ run() { # target mode port script pid
         kill -INT "$PERFPID"; wait "$PERFPID" || true
         awk -F, -v tx="$tx" -v who="$target $mode" '$1 ~ /^[0-9]+$/ && $1 > 0 {sub("syscalls:sys_enter_", "", $3); printf "%s %s: %.2f per tx\n", who, $3, $1 / tx}' "$WORK/sys.$target.$mode" >&2
     fi
-    read -r _ bc <<<"$before"; read -r _ ac <<<"$after"
+    read -r bu bc <<<"$before"; read -r au ac <<<"$after"
     TPS[$target.$mode]+="$tps "
     CPU[$target.$mode]+="$(per_tx "$bc" "$ac" "$tx") "
+    USR[$target.$mode]+="$(per_tx "$bu" "$au" "$tx") "
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
@@ -103,14 +104,16 @@ for r in $(seq "$ROUNDS"); do
 done
 parses_after=$(parses)
 
-printf '\n%-10s %-9s %12s %12s\n' target mode "median TPS" "CPU µs/tx"
+printf '\n%-10s %-9s %12s %12s %12s\n' target mode "median TPS" "CPU µs/tx" "user µs/tx"
 for mode in simple extended; do
     for target in shardwire pgbouncer; do
-        printf '%-10s %-9s %12s %12s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" "$(median <<<"${CPU[$target.$mode]}")"
+        printf '%-10s %-9s %12s %12s %12s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" \
+            "$(median <<<"${CPU[$target.$mode]}")" "$(median <<<"${USR[$target.$mode]}")"
     done
     awk -v s="$(median <<<"${TPS[shardwire.$mode]}")" -v p="$(median <<<"${TPS[pgbouncer.$mode]}")" \
-        -v sc="$(median <<<"${CPU[shardwire.$mode]}")" -v pc="$(median <<<"${CPU[pgbouncer.$mode]}")" -v m="$mode" \
-        'BEGIN {printf "%s: routed shardwire/pgbouncer TPS %.2fx, CPU per tx %.2fx\n\n", m, s/p, sc/pc}'
+        -v sc="$(median <<<"${CPU[shardwire.$mode]}")" -v pc="$(median <<<"${CPU[pgbouncer.$mode]}")" \
+        -v su="$(median <<<"${USR[shardwire.$mode]}")" -v pu="$(median <<<"${USR[pgbouncer.$mode]}")" -v m="$mode" \
+        'BEGIN {printf "%s: routed shardwire/pgbouncer TPS %.2fx, CPU per tx %.2fx (user %.2fx)\n\n", m, s/p, sc/pc, su/pu}'
 done
 echo "router parses during the runs: $(awk -v a="${parses_after:-0}" -v b="${parses_before:-0}" 'BEGIN {print a-b}') (before: ${parses_before:-none}, after: ${parses_after:-none})"
 echo "clients=$CLIENTS seconds=$SECS rounds=$ROUNDS pool=$POOL rows=$ROWS shards=2 cores=$(nproc)"
