@@ -173,11 +173,16 @@ pub async fn lookup(client: &Client, gid: &Gid) -> Result<Option<Decision>, toki
     Ok(row.and_then(|r| Decision::from_sql(r.get(0))))
 }
 
-pub(crate) async fn delete(client: &ControlClient, gid: &Gid) -> Result<(), tokio_postgres::Error> {
+/// Deletes the records of `gids` (finished transactions), in one statement.
+pub(crate) async fn delete(
+    client: &ControlClient,
+    gids: &[Gid],
+) -> Result<(), tokio_postgres::Error> {
     let delete = client
-        .prepared("DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1")
+        .prepared("DELETE FROM shardwire_catalog.txn_decision WHERE gid = ANY($1)")
         .await?;
-    client.execute(&delete, &[&gid.to_string()]).await.map(drop)
+    let gids: Vec<String> = gids.iter().map(Gid::to_string).collect();
+    client.execute(&delete, &[&gids]).await.map(drop)
 }
 
 /// Every record whose gid is a shardwire gid; `expired` says whether it is older than

@@ -175,7 +175,7 @@ impl Recovery {
 
         for record in records {
             if self.finished_everywhere(&record, &listings) {
-                decision_log::delete(&catalog, &record.gid)
+                decision_log::delete(&catalog, std::slice::from_ref(&record.gid))
                     .await
                     .map_err(|e| catalog_error(e.into()))?;
                 report.forgotten.push(record.gid);
