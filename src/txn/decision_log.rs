@@ -173,11 +173,19 @@ pub async fn lookup(client: &Client, gid: &Gid) -> Result<Option<Decision>, toki
     Ok(row.and_then(|r| Decision::from_sql(r.get(0))))
 }
 
-/// Deletes the records of `gids` (finished transactions), in one statement.
+/// Deletes the records of `gids` (finished transactions), in one statement. One record, the
+/// common case, has a statement of its own: PostgreSQL keeps a generic plan for it, while it
+/// plans the array form again at every execution.
 pub(crate) async fn delete(
     client: &ControlClient,
     gids: &[Gid],
 ) -> Result<(), tokio_postgres::Error> {
+    if let [gid] = gids {
+        let delete = client
+            .prepared("DELETE FROM shardwire_catalog.txn_decision WHERE gid = $1")
+            .await?;
+        return client.execute(&delete, &[&gid.to_string()]).await.map(drop);
+    }
     let delete = client
         .prepared("DELETE FROM shardwire_catalog.txn_decision WHERE gid = ANY($1)")
         .await?;
