@@ -17,7 +17,10 @@
 # Each proxy runs under valgrind --tool=callgrind in front of its own PostgreSQL; pgbench
 # select-only (simple, then extended protocol) runs twice, with few and with many transactions
 # per client, and the difference of the two counts divided by the difference of transactions
-# cancels connection setup. Needs: valgrind, postgresql, pgbouncer (apt), cargo.
+# cancels connection setup. ROUTED=1 runs bench/routed.sh's keyed point reads on a sharded table
+# (one shard here) through shardwire instead, against PgBouncer's same read of a plain table: the
+# comparison the routing issue's aim makes, without the noise of timing. Needs: valgrind,
+# postgresql, pgbouncer (apt), cargo.
 set -euo pipefail
 
 CLIENTS=${1:-8}
@@ -33,7 +36,7 @@ count() { # out-prefix port tx mode as-user
     local out=$1 port=$2 tx=$3 mode=$4 as=$5 pid file
     pid=$(pgrep -n -f "callgrind-out-file=$out")
     $as callgrind_control -z "$pid" >/dev/null 2>&1
-    PGPASSWORD=app pgbench -n -S -M "$mode" -c "$CLIENTS" -j 1 -t "$tx" -h 127.0.0.1 -p "$port" -U app app >/dev/null
+    PGPASSWORD=app pgbench -n "${WORKLOAD[@]}" -M "$mode" -c "$CLIENTS" -j 1 -t "$tx" -h 127.0.0.1 -p "$port" -U app app >/dev/null
     $as callgrind_control -d "$pid" >/dev/null 2>&1
     sleep 0.5
     file=$(ls -t "$out".* | head -1)
@@ -45,7 +48,7 @@ measure() { # name port as-user
     wait_ready "$port"
     for mode in simple extended; do
         # A warm-up, so caches and pools are in their steady state.
-        PGPASSWORD=app pgbench -n -S -M "$mode" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$port" -U app app >/dev/null
+        PGPASSWORD=app pgbench -n "${WORKLOAD[@]}" -M "$mode" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$port" -U app app >/dev/null
         few=$(count "$WORK/cg.$name" "$port" 100 "$mode" "$as")
         many=$(count "$WORK/cg.$name" "$port" "$TX" "$mode" "$as")
         awk -v a="$few" -v b="$many" -v n="$((CLIENTS * (TX - 100)))" -v m="$mode" -v s="$name" \
@@ -66,8 +69,20 @@ case "${CG_CACHE:-}" in
 esac
 RUST_LOG=warn "${CG[@]}" --callgrind-out-file="$WORK/cg.shardwire.%p" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 SWPID=$!
+WORKLOAD=(-S)
+if [ -n "${ROUTED:-}" ]; then
+    wait_ready "$SWPORT"
+    sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
+    sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
+           filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
+    sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, 10000) g" >/dev/null
+    printf '%s\n' '\set aid random(1, 10000)' \
+        'SELECT abalance FROM bench_accounts WHERE aid = :aid;' >"$WORK/routed.sql"
+    WORKLOAD=(-f "$WORK/routed.sql")
+fi
 measure shardwire "$SWPORT" ""
 kill "$SWPID"
+WORKLOAD=(-S)
 
 AS_PG=""
 [ "$(id -u)" = 0 ] && AS_PG="runuser -u postgres --"
