@@ -72,12 +72,7 @@ SWPID=$!
 WORKLOAD=(-S)
 if [ -n "${ROUTED:-}" ]; then
     wait_ready "$SWPORT"
-    sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
-    sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
-           filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
-    sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, 10000) g" >/dev/null
-    printf '%s\n' '\set aid random(1, 10000)' \
-        'SELECT abalance FROM bench_accounts WHERE aid = :aid;' >"$WORK/routed.sql"
+    routed_workload
     WORKLOAD=(-f "$WORK/routed.sql")
 fi
 measure shardwire "$SWPORT" ""

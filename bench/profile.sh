@@ -27,12 +27,7 @@ on_exit 'kill "$CGPID" 2>/dev/null'
 wait_ready "$SWPORT"
 WORKLOAD=(-S)
 if [ -n "${ROUTED:-}" ]; then
-    sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
-    sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
-           filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
-    sw -c "INSERT INTO bench_accounts SELECT g, 1, 0, '' FROM generate_series(1, 10000) g" >/dev/null
-    printf '%s\n' '\set aid random(1, 10000)' \
-        'SELECT abalance FROM bench_accounts WHERE aid = :aid;' >"$WORK/routed.sql"
+    routed_workload
     WORKLOAD=(-f "$WORK/routed.sql")
 fi
 PGPASSWORD=app pgbench -n "${WORKLOAD[@]}" -M "$MODE" -c "$CLIENTS" -j 1 -t 50 -h 127.0.0.1 -p "$SWPORT" -U app app >/dev/null

@@ -84,3 +84,16 @@ start_proxies() {
     BPID=$(pgrep -n -f "pgbouncer $WORK/bouncer.ini")
     on_exit 'kill "$BPID"'
 }
+
+# bench/routed.sh's workload on one shard, for the callgrind scripts: a consistent-hash sharded
+# table of 10,000 rows made through shardwire (at $SWPORT), and a pgbench script of keyed point
+# reads on it in $WORK/routed.sql.
+routed_workload() {
+    local sw=(psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app)
+    PGPASSWORD=app "${sw[@]}" -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY,
+        bid int, abalance int, filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
+    PGPASSWORD=app "${sw[@]}" -c "INSERT INTO bench_accounts SELECT g, 1, 0, ''
+        FROM generate_series(1, 10000) g" >/dev/null
+    printf '%s\n' '\set aid random(1, 10000)' \
+        'SELECT abalance FROM bench_accounts WHERE aid = :aid;' >"$WORK/routed.sql"
+}
