@@ -6,6 +6,8 @@
 #   bench/profile.sh [simple|extended] [clients] [transactions-per-client]
 #
 # CG_KEEP=FILE keeps the callgrind output (for callgrind_annotate or a per-line look).
+# CG_LINES=1 prints the code lines (64 bytes) each function runs per transaction instead
+# (cg_lines.py): the footprint that bench/instructions.sh's CG_CACHE=footprint totals.
 # CG_ATOMICS=1 prints the locked (atomic) instructions per transaction instead (cg_atomics.py).
 # ROUTED=1 profiles bench/routed.sh's keyed point reads on a sharded table (one shard here: the
 # routing work per statement is the same) instead of pass-through select-only.
@@ -20,7 +22,7 @@ BENCH_NEEDS=valgrind source bench/setup.sh
 
 OUT="$WORK/callgrind.out"
 CG=(valgrind --tool=callgrind --callgrind-out-file="$OUT")
-[ -n "${CG_ATOMICS:-}" ] && CG+=(--dump-instr=yes)
+[ -n "${CG_ATOMICS:-}${CG_LINES:-}" ] && CG+=(--dump-instr=yes)
 RUST_LOG=warn "${CG[@]}" "$SW" --config "$WORK/sw.toml" >/dev/null 2>&1 &
 CGPID=$!
 on_exit 'kill "$CGPID" 2>/dev/null'
@@ -37,6 +39,8 @@ kill "$CGPID"
 wait "$CGPID" || true
 if [ -n "${CG_ATOMICS:-}" ]; then
     python3 bench/cg_atomics.py "$OUT" "$SW" "$((CLIENTS * TX))"
+elif [ -n "${CG_LINES:-}" ]; then
+    python3 bench/cg_lines.py "$OUT" "$((CLIENTS * TX))" 60
 else
     python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
 fi

@@ -66,12 +66,20 @@ fn chunk_shard(
     key: &[KeyValue<'_>],
     chunks: &[ShardId],
 ) -> Result<ShardId, PlaceError> {
-    let typed: smallvec::SmallVec<[(KeyType, KeyValue<'_>); 2]> = columns
-        .iter()
-        .zip(key)
-        .map(|(c, v)| Ok((c.key_type()?, *v)))
-        .collect::<Result<_, HashError>>()?;
-    let h = hash::partition_hash(&typed)?;
+    let h = match (columns, key) {
+        // One key column, as most tables have: no list to build.
+        ([column], [value]) => {
+            hash::partition_hash(&[(column.key_type().map_err(HashError::from)?, *value)])?
+        }
+        _ => {
+            let typed: smallvec::SmallVec<[(KeyType, KeyValue<'_>); 2]> = columns
+                .iter()
+                .zip(key)
+                .map(|(c, v)| Ok((c.key_type()?, *v)))
+                .collect::<Result<_, HashError>>()?;
+            hash::partition_hash(&typed)?
+        }
+    };
     let chunk = hash::remainder(h, chunks.len().max(1) as u64) as usize;
     Ok(chunks.get(chunk).copied().unwrap_or(ShardId(0)))
 }

@@ -313,7 +313,7 @@ fn resolve_constraint<'p, 'a: 'p>(
         let mut out = Vec::with_capacity(ends.len());
         for e in ends {
             if let Operand::Param(i) = e.value {
-                let declared = params.types.get(i).copied().unwrap_or(0);
+                let declared = params.declared_type(i);
                 if declared != 0 && !ty.is_some_and(|t| place::oid_compares_as(declared, t)) {
                     continue;
                 }

@@ -59,6 +59,7 @@ pub(super) enum Dest {
 }
 
 impl Dest {
+    #[cold]
     pub(super) fn refuse(e: &impl ClientError) -> Dest {
         Dest::Refuse(e.sqlstate(), e.client_message())
     }
@@ -166,29 +167,8 @@ impl Session {
         frame: &Frame<&[u8]>,
         parsed: ClientFrame<'_>,
     ) -> Result<Dest, SessionError> {
-        if !self.portals.is_empty() {
-            let named = match parsed {
-                ClientFrame::Describe { kind: b'P', name }
-                | ClientFrame::Close { kind: b'P', name } => Some(name),
-                ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
-                // A Sync ends the portals unless a transaction block keeps them, as
-                // PostgreSQL's portals live until their transaction ends; a new Bind of a
-                // portal's name replaces it.
-                ClientFrame::Sync => {
-                    if self.session_status() != b'T' {
-                        self.portals.clear();
-                    }
-                    None
-                }
-                ClientFrame::Bind { portal: name, .. } => {
-                    self.portals.forget(name);
-                    None
-                }
-                _ => None,
-            };
-            if named.is_some_and(|n| self.portals.has(n)) {
-                return Ok(Dest::Portal);
-            }
+        if !self.portals.is_empty() && self.names_a_portal(frame, parsed) {
+            return Ok(Dest::Portal);
         }
         if !matches!(frame.tag, b'Q' | b'P' | b'B' | b'D') {
             return Ok(Dest::Here);
@@ -241,29 +221,7 @@ impl Session {
                 return Ok(self.dest_for(&plan, &snapshot, &params, source));
             }
             ClientFrame::Describe { kind: b'S', name } => {
-                let Some(st) = self.statements.get(name).cloned() else {
-                    return Ok(Dest::Here);
-                };
-                let plan = match self.plan(&st.query, &snapshot) {
-                    Ok(p) => p,
-                    Err(t) => return Ok(Dest::NeedColumns(t)),
-                };
-                if let Plan::Sequence(call) = &*plan {
-                    return Ok(Dest::Sequence(SequenceAnswer::describe(call)));
-                }
-                // Any shard holding the tables describes the statement: their schemas are equal.
-                let shards = match &*plan {
-                    Plan::Sharded(p) => p.shards.clone(),
-                    Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
-                    Plan::Fixed(s) => vec![*s],
-                    Plan::Copy(c) => c.shards.clone(),
-                    Plan::Combine(_) | Plan::Explain(_) => vec![ShardId(0)],
-                    Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Ok(Dest::Here),
-                };
-                return Ok(match self.current_shard() {
-                    Some(c) if shards.contains(&c) => Dest::Here,
-                    _ => shards.first().map_or(Dest::Here, |s| Dest::Shard(*s)),
-                });
+                return Ok(self.describe_dest(name, &snapshot));
             }
             _ => return Ok(Dest::Here),
         };
@@ -279,6 +237,60 @@ impl Session {
         };
         let params = Params::literals(literals);
         Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(text)))
+    }
+
+    /// Whether `frame` names a multi-shard portal the session answers from its result; keeps
+    /// the portals' lifetimes on the way.
+    #[inline(never)]
+    fn names_a_portal(&mut self, frame: &Frame<&[u8]>, parsed: ClientFrame<'_>) -> bool {
+        let named = match parsed {
+            ClientFrame::Describe { kind: b'P', name }
+            | ClientFrame::Close { kind: b'P', name } => Some(name),
+            ClientFrame::Execute => protocol::take_cstr(&mut &frame.raw[5..], "Execute").ok(),
+            // A Sync ends the portals unless a transaction block keeps them, as
+            // PostgreSQL's portals live until their transaction ends; a new Bind of a
+            // portal's name replaces it.
+            ClientFrame::Sync => {
+                if self.session_status() != b'T' {
+                    self.portals.clear();
+                }
+                None
+            }
+            ClientFrame::Bind { portal: name, .. } => {
+                self.portals.forget(name);
+                None
+            }
+            _ => None,
+        };
+        named.is_some_and(|n| self.portals.has(n))
+    }
+
+    /// Where a Describe of a prepared statement goes.
+    #[inline(never)]
+    fn describe_dest(&mut self, name: &[u8], snapshot: &Snapshot) -> Dest {
+        let Some(st) = self.statements.get(name).cloned() else {
+            return Dest::Here;
+        };
+        let plan = match self.plan(&st.query, snapshot) {
+            Ok(p) => p,
+            Err(t) => return Dest::NeedColumns(t),
+        };
+        if let Plan::Sequence(call) = &*plan {
+            return Dest::Sequence(SequenceAnswer::describe(call));
+        }
+        // Any shard holding the tables describes the statement: their schemas are equal.
+        let shards = match &*plan {
+            Plan::Sharded(p) => p.shards.clone(),
+            Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
+            Plan::Fixed(s) => vec![*s],
+            Plan::Copy(c) => c.shards.clone(),
+            Plan::Combine(_) | Plan::Explain(_) => vec![ShardId(0)],
+            Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Dest::Here,
+        };
+        match self.current_shard() {
+            Some(c) if shards.contains(&c) => Dest::Here,
+            _ => shards.first().map_or(Dest::Here, |s| Dest::Shard(*s)),
+        }
     }
 
     /// Statements the proxy answers itself, sent through the extended protocol (JDBC, asyncpg
@@ -355,6 +367,29 @@ impl Session {
         if self.tx_status() == b'E' {
             return Dest::Here;
         }
+        // The common cases here, the rest out of line: the code a keyed statement runs stays
+        // small, and so does what each statement has to bring into the instruction cache.
+        match plan {
+            Plan::Anywhere => Dest::Here,
+            Plan::Fixed(s) => Dest::Shard(*s),
+            Plan::Sharded(p)
+                if p.insert_select.is_none() && p.key_update.is_none() && p.generated.is_none() =>
+            {
+                self.sharded_dest(p, snapshot, params, source)
+            }
+            _ => self.special_dest(plan, snapshot, params, source),
+        }
+    }
+
+    /// Where a plan other than a plain sharded statement goes.
+    #[inline(never)]
+    fn special_dest(
+        &mut self,
+        plan: &Plan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
         match plan {
             Plan::Anywhere => Dest::Here,
             Plan::Fixed(s) => Dest::Shard(*s),
@@ -425,119 +460,137 @@ impl Session {
                 };
                 self.explain_dest(x, snapshot, params, portal, describer)
             }
-            Plan::Sharded(p) => {
-                let routed = match routing::route(snapshot, p, params) {
-                    Ok(r) => r,
-                    Err(e) => return Dest::refuse(&e),
-                };
-                let shards = match routed.route {
-                    Route::Single(s) => {
-                        self.ctx.metrics.routed_single.increment(1);
-                        return Dest::Shard(s);
-                    }
-                    Route::Multi(shards) => shards,
-                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
-                };
-                if let (Some(a), Some(c)) = (&p.aggregate, &p.combine) {
-                    if let Some(job) = self.aggregate_job(a, c, &source, &shards) {
-                        return Dest::Aggregate(job);
-                    }
-                }
-                if let Some(c) = &p.combine {
-                    let describer = shards[0];
-                    return super::combining::combining_dest(c, source, describer, shards);
-                }
-                if let Some(why) = &p.multi_shard_refusal {
-                    return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
-                }
-                let sql = match source {
-                    Source::Simple(sql) => sql,
-                    Source::Placement => return Dest::Shard(shards[0]),
-                    Source::Bind {
-                        portal,
-                        statement,
-                        rest,
-                    } => {
-                        self.ctx.metrics.routed_multi.increment(1);
-                        if matches!(p.keys, Keys::Rows(_)) {
-                            let text = String::from_utf8_lossy(&statement.query);
-                            let messages = match split_portal(
-                                &text,
-                                &statement.param_types,
-                                rest,
-                                &routed.rows,
-                                &shards,
-                            ) {
-                                Ok(m) => m,
-                                Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
-                            };
-                            return Dest::MultiPortal(MultiPortal {
-                                combine: Combine::Union {
-                                    kind: p.kind,
-                                    merge: p.merge.clone(),
-                                    rows: row_indexes(&routed.rows, &shards),
-                                },
-                                shards,
-                                portal: portal.into(),
-                                messages,
-                            });
-                        }
-                        let merge = match routing::bound_merge(&p.merge, params) {
-                            Ok(m) => m,
-                            Err(e) => return Dest::refuse(&e),
-                        };
-                        let text = merge
-                            .shard_sql
-                            .as_deref()
-                            .map_or(&statement.query[..], str::as_bytes);
-                        let one = portal_messages(
-                            text,
-                            &statement.param_types,
-                            rest,
-                            (merge.visible, merge.hidden),
-                        );
-                        return Dest::MultiPortal(MultiPortal {
-                            messages: vec![one; shards.len()],
-                            shards,
-                            portal: portal.into(),
-                            combine: Combine::Union {
-                                kind: p.kind,
-                                merge,
-                                rows: Vec::new(),
-                            },
-                        });
-                    }
-                };
-                let text = String::from_utf8_lossy(sql);
-                let sql = match (&p.keys, p.kind) {
-                    (Keys::Rows(_), StatementKind::Insert) => {
-                        match crate::executor::split::split_insert(&text, &routed.rows, &shards) {
-                            Ok(s) => s,
-                            Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
-                        }
-                    }
-                    _ => {
-                        let one = p
-                            .merge
-                            .shard_sql
-                            .clone()
-                            .unwrap_or_else(|| text.into_owned());
-                        vec![one; shards.len()]
-                    }
-                };
-                let rows = row_indexes(&routed.rows, &shards);
-                self.ctx.metrics.routed_multi.increment(1);
-                Dest::Multi(Multi {
-                    shards,
-                    sql,
-                    combine: Combine::Union {
-                        kind: p.kind,
-                        merge: p.merge.clone(),
-                        rows,
-                    },
-                })
+            Plan::Sharded(p) => self.sharded_dest(p, snapshot, params, source),
+        }
+    }
+
+    /// A plain sharded statement: routed by its key.
+    #[inline]
+    fn sharded_dest(
+        &mut self,
+        p: &crate::router::plan::ShardedPlan,
+        snapshot: &Snapshot,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        let routed = match routing::route(snapshot, p, params) {
+            Ok(r) => r,
+            Err(e) => return Dest::refuse(&e),
+        };
+        let shards = match routed.route {
+            Route::Single(s) => {
+                self.ctx.metrics.routed_single.increment(1);
+                return Dest::Shard(s);
+            }
+            Route::Multi(shards) => shards,
+            Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+        };
+        self.multi_shard_dest(p, &routed.rows, shards, params, source)
+    }
+
+    /// A plain sharded statement routed to several shards.
+    #[inline(never)]
+    fn multi_shard_dest(
+        &mut self,
+        p: &crate::router::plan::ShardedPlan,
+        rows: &[ShardId],
+        shards: Vec<ShardId>,
+        params: &Params<'_>,
+        source: Source<'_>,
+    ) -> Dest {
+        if let (Some(a), Some(c)) = (&p.aggregate, &p.combine) {
+            if let Some(job) = self.aggregate_job(a, c, &source, &shards) {
+                return Dest::Aggregate(job);
             }
         }
+        if let Some(c) = &p.combine {
+            let describer = shards[0];
+            return super::combining::combining_dest(c, source, describer, shards);
+        }
+        if let Some(why) = &p.multi_shard_refusal {
+            return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
+        }
+        let sql = match source {
+            Source::Simple(sql) => sql,
+            Source::Placement => return Dest::Shard(shards[0]),
+            Source::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                self.ctx.metrics.routed_multi.increment(1);
+                if matches!(p.keys, Keys::Rows(_)) {
+                    let text = String::from_utf8_lossy(&statement.query);
+                    let messages =
+                        match split_portal(&text, &statement.param_types, rest, rows, &shards) {
+                            Ok(m) => m,
+                            Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
+                        };
+                    return Dest::MultiPortal(MultiPortal {
+                        combine: Combine::Union {
+                            kind: p.kind,
+                            merge: p.merge.clone(),
+                            rows: row_indexes(rows, &shards),
+                        },
+                        shards,
+                        portal: portal.into(),
+                        messages,
+                    });
+                }
+                let merge = match routing::bound_merge(&p.merge, params) {
+                    Ok(m) => m,
+                    Err(e) => return Dest::refuse(&e),
+                };
+                let text = merge
+                    .shard_sql
+                    .as_deref()
+                    .map_or(&statement.query[..], str::as_bytes);
+                let one = portal_messages(
+                    text,
+                    &statement.param_types,
+                    rest,
+                    (merge.visible, merge.hidden),
+                );
+                return Dest::MultiPortal(MultiPortal {
+                    messages: vec![one; shards.len()],
+                    shards,
+                    portal: portal.into(),
+                    combine: Combine::Union {
+                        kind: p.kind,
+                        merge,
+                        rows: Vec::new(),
+                    },
+                });
+            }
+        };
+        let text = String::from_utf8_lossy(sql);
+        let sql = match (&p.keys, p.kind) {
+            (Keys::Rows(_), StatementKind::Insert) => {
+                match crate::executor::split::split_insert(&text, rows, &shards) {
+                    Ok(s) => s,
+                    Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
+                }
+            }
+            _ => {
+                let one = p
+                    .merge
+                    .shard_sql
+                    .clone()
+                    .unwrap_or_else(|| text.into_owned());
+                vec![one; shards.len()]
+            }
+        };
+        let rows = row_indexes(rows, &shards);
+        self.ctx.metrics.routed_multi.increment(1);
+        Dest::Multi(Multi {
+            shards,
+            sql,
+            combine: Combine::Union {
+                kind: p.kind,
+                merge: p.merge.clone(),
+                rows,
+            },
+        })
     }
 
     /// An INSERT whose generated key column the proxy fills: values from the cluster-wide

@@ -200,3 +200,60 @@ fn input_errors_match_postgres() {
     assert!(ambiguous.needs_server());
     assert!(err("timestamp", "now").needs_server());
 }
+
+#[test]
+fn plain_integers_hash_as_the_general_decoder_reads_them() {
+    let spellings = [
+        "0",
+        "-0",
+        "7",
+        "-7",
+        "0042",
+        "9999",
+        "-9999",
+        "32767",
+        "-32768",
+        "32768",
+        "99999",
+        "999999999",
+        "-999999999",
+        "2147483647",
+        "-2147483648",
+        "2147483648",
+        "999999999999999999",
+        "-999999999999999999",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "+5",
+        " 5",
+        "5 ",
+        "",
+        "-",
+        "1e3",
+        "x",
+    ];
+    for ty in [KeyType::Int2, KeyType::Int4, KeyType::Int8] {
+        for s in spellings {
+            let value = KeyValue::Text(s);
+            assert_eq!(
+                hash_value(ty, &value),
+                hash_decoded(ty, &value),
+                "{ty} {s:?}"
+            );
+        }
+        for bytes in [
+            &[0u8, 5][..],
+            &[0xff; 4],
+            &[0x80, 0, 0, 0, 0, 0, 0, 1],
+            &[1, 2, 3],
+        ] {
+            let value = KeyValue::Binary(bytes);
+            assert_eq!(
+                hash_value(ty, &value),
+                hash_decoded(ty, &value),
+                "{ty} {bytes:?}"
+            );
+        }
+    }
+}

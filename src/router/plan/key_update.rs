@@ -26,7 +26,9 @@ pub struct KeyUpdate {
     pub new_key: Option<KeyTuple>,
     /// The parameters of the client's statement (`$1` … `$n`); the proxy's come after them.
     pub client_params: usize,
-    /// The rows the UPDATE touches, locked: `tableoid` and `ctid` as text, then the new row
+    /// The rows the UPDATE touches, locked: the partition holding each (`tableoid::regclass`,
+    /// which PostgreSQL prints as SQL names the table, quoted and, off the search path,
+    /// schema-qualified) and `ctid` as text, then the new row
     /// (one value per column of [`KeyUpdate::columns`], each of its column's type), then the
     /// old key (root key columns, then partition-set columns).
     pub select_sql: String,
@@ -38,7 +40,7 @@ pub struct KeyUpdate {
     pub key_positions: Vec<usize>,
     /// The client's UPDATE for the rows that stay, restricted to the rows read: parameter
     /// `client_params + 1` is their ctids (`tid[]`), `client_params + 2` their
-    /// `tableoid:ctid` pairs (`text[]`).
+    /// `partition:ctid` pairs (`text[]`).
     pub stay_sql: String,
     /// The table, schema-qualified and quoted, and the name its columns are qualified with.
     pub relation: String,
@@ -59,7 +61,7 @@ pub struct Descendant {
     pub relation: String,
     pub columns: Vec<String>,
     pub column_types: Vec<String>,
-    /// `SELECT tableoid, ctid (as text), m.i, <the row with the new key>` of the rows whose key
+    /// `SELECT partition, ctid (as text), m.i, <the row with the new key>` of the rows whose key
     /// is an old key of `(VALUES …) AS m(i, <old key>, <new key>)`, locked: the text before
     /// the VALUES rows and after them.
     pub select_head: String,
@@ -250,7 +252,7 @@ fn build(
 
     let from_where = from_and_where(relation_var, &u.from_clause, u.where_clause.as_deref())?;
     let select_sql = format!(
-        "SELECT {q}.tableoid::text, {q}.ctid::text, {}, {} {from_where} FOR UPDATE OF {q}",
+        "SELECT {q}.tableoid::regclass::text, {q}.ctid::text, {}, {} {from_where} FOR UPDATE OF {q}",
         new_row.join(", "),
         old_key.join(", ")
     );
@@ -350,7 +352,7 @@ fn descendant(table: &Table, defs: &[ColumnDef], key_types: &[String]) -> Descen
     Descendant {
         table: table.id,
         select_head: format!(
-            "SELECT d.tableoid::text, d.ctid::text, m.i, {} FROM {relation} AS d JOIN (VALUES ",
+            "SELECT d.tableoid::regclass::text, d.ctid::text, m.i, {} FROM {relation} AS d JOIN (VALUES ",
             row.join(", ")
         ),
         select_tail: format!(
@@ -418,7 +420,7 @@ fn restricted_update(u: &UpdateStmt, q: &str, client_params: usize) -> Result<St
     let (tids, pairs) = (client_params + 1, client_params + 2);
     let condition = format!(
         "SELECT 1 WHERE {q}.ctid = ANY(${tids}::tid[]) \
-         AND ({q}.tableoid::text || ':' || {q}.ctid::text) = ANY(${pairs}::text[])"
+         AND ({q}.tableoid::regclass::text || ':' || {q}.ctid::text) = ANY(${pairs}::text[])"
     );
     let parsed = pg_query::parse(&condition, 0).map_err(|e| e.to_string())?;
     let extra = parsed

@@ -33,15 +33,12 @@ pub fn bound_merge(merge: &Merge, params: &Params<'_>) -> Result<Merge, RouteErr
 /// declared type's format; numeric values round half away from zero and floats half to even,
 /// as their casts to bigint do.
 fn read(params: &Params<'_>, i: usize) -> Result<Option<i64>, RouteError> {
-    let value = params
-        .values
-        .get(i)
-        .ok_or(RouteError::MissingParameter(i + 1))?;
-    let Some(bytes) = *value else {
+    let value = params.raw(i).ok_or(RouteError::MissingParameter(i + 1))?;
+    let Some(bytes) = value else {
         return Ok(None);
     };
-    let declared = params.types.get(i).copied().unwrap_or(0);
-    if params.formats.get(i).copied().unwrap_or(0) == 0 {
+    let declared = params.declared_type(i);
+    if params.format(i) == 0 {
         let text = std::str::from_utf8(bytes).map_err(|_| RouteError::BadParameter(i + 1))?;
         let syntax = |ty: &'static str| RouteError::BoundSyntax {
             ty,

@@ -7,14 +7,16 @@ use super::RouteError;
 use crate::protocol::{take_i16, take_i32, FrameError};
 use crate::router::hash::KeyValue;
 
-/// The parameters of a Bind message, as far as routing reads them.
+/// The parameters of a Bind message, as far as routing reads them. Format codes and declared
+/// types stay the bytes they arrived as and are read where a value is: routing reads one or
+/// two parameters of most statements.
 #[derive(Debug, Default, Clone)]
 pub struct Params<'a> {
-    /// Format code per parameter (0 text, 1 binary), expanded from Bind's short forms.
-    pub(super) formats: SmallVec<[i16; 4]>,
-    pub(super) values: SmallVec<[Option<&'a [u8]>; 4]>,
-    /// Declared parameter type OIDs from Parse (0: unspecified).
-    pub(super) types: SmallVec<[u32; 4]>,
+    /// Bind's format codes as sent (none: all text; one: all alike; else one per parameter).
+    format_codes: &'a [u8],
+    values: SmallVec<[Option<&'a [u8]>; 4]>,
+    /// Parse's declared parameter type OIDs as sent, after their count (0: unspecified).
+    declared: &'a [u8],
     /// The literals of a simple query routed with a shared plan ([`Operand::Literal`]).
     literals: crate::router::LiteralValues<'a>,
     /// Generated key values, one per VALUES row ([`Operand::Generated`]).
@@ -33,23 +35,39 @@ impl<'a> Params<'a> {
 
     /// Reads Bind's parameter part (`rest`: formats, values, result formats) and Parse's
     /// declared types (`types`: count and OIDs, as sent).
-    pub fn parse(rest: &'a [u8], types: &[u8]) -> Result<Params<'a>, FrameError> {
-        let BindParts {
-            formats, values, ..
-        } = BindParts::read_any(rest)?;
+    pub fn parse(rest: &'a [u8], types: &'a [u8]) -> Result<Params<'a>, FrameError> {
+        let (format_codes, values, _) = split_bind(rest)?;
         let mut t = types;
         let ntypes = take_i16(&mut t, "Parse").unwrap_or(0).max(0) as usize;
-        let mut oids = SmallVec::with_capacity(ntypes);
-        for _ in 0..ntypes {
-            oids.push(take_i32(&mut t, "Parse").unwrap_or(0) as u32);
-        }
         Ok(Params {
-            formats,
+            format_codes,
             values,
-            types: oids,
+            declared: &t[..t.len().min(4 * ntypes)],
             literals: Default::default(),
             generated: Vec::new(),
         })
+    }
+
+    /// Parameter `i`'s format code (0 text, 1 binary); text when Bind gave none for it.
+    pub(super) fn format(&self, i: usize) -> i16 {
+        let at = if self.format_codes.len() == 2 { 0 } else { i };
+        match self.format_codes.get(2 * at..2 * at + 2) {
+            Some(&[high, low]) => i16::from_be_bytes([high, low]),
+            _ => 0,
+        }
+    }
+
+    /// Parameter `i`'s declared type OID; 0 when Parse left it unspecified.
+    pub(super) fn declared_type(&self, i: usize) -> u32 {
+        match self.declared.get(4 * i..4 * i + 4) {
+            Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
+            _ => 0,
+        }
+    }
+
+    /// Parameter `i`'s value: `None` past the last one, `Some(None)` for NULL.
+    pub(super) fn raw(&self, i: usize) -> Option<Option<&'a [u8]>> {
+        self.values.get(i).copied()
     }
 
     /// The literals of a simple query, for plans shared between texts.
@@ -81,18 +99,18 @@ impl<'a> Params<'a> {
     /// Parameter `i` as key input. Binary integers declared narrower or wider than the key
     /// column are read by their declared type, as PostgreSQL's implicit cast would.
     pub(super) fn value(&self, i: usize) -> Result<Owned<'a>, RouteError> {
-        let Some(v) = self.values.get(i) else {
+        let Some(v) = self.raw(i) else {
             return Err(RouteError::MissingParameter(i + 1));
         };
         let Some(bytes) = v else {
             return Ok(Owned::Null);
         };
-        if self.formats.get(i).copied().unwrap_or(0) == 0 {
+        if self.format(i) == 0 {
             return std::str::from_utf8(bytes)
                 .map(Owned::Text)
                 .map_err(|_| RouteError::BadParameter(i + 1));
         }
-        let declared = self.types.get(i).copied().unwrap_or(0);
+        let declared = self.declared_type(i);
         let int = match (declared, bytes.len()) {
             (INT2, 2) => Some(i64::from(i16::from_be_bytes([bytes[0], bytes[1]]))),
             (INT4, 4) => Some(i64::from(i32::from_be_bytes([
@@ -135,38 +153,43 @@ impl<'a> BindParts<'a> {
     /// reads a value without a format code as text, and sends the Bind on to the shard, which
     /// answers it with PostgreSQL's own error while the session goes on.
     fn read_any(rest: &'a [u8]) -> Result<BindParts<'a>, FrameError> {
-        let mut b = rest;
-        let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut formats: SmallVec<[i16; 4]> = SmallVec::with_capacity(nformats);
-        for _ in 0..nformats {
-            formats.push(take_i16(&mut b, "Bind")?);
-        }
-        let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
-        let mut values = SmallVec::with_capacity(nvalues);
-        for _ in 0..nvalues {
-            let len = take_i32(&mut b, "Bind")?;
-            if len < 0 {
-                values.push(None);
-            } else {
-                let len = len as usize;
-                if b.len() < len {
-                    return Err(FrameError::Malformed("Bind"));
-                }
-                values.push(Some(&b[..len]));
-                b = &b[len..];
-            }
-        }
-        let formats = match formats.as_slice() {
-            [] => SmallVec::from_elem(0, nvalues),
-            [one] => SmallVec::from_elem(*one, nvalues),
-            _ => formats,
+        let (codes, values, result_formats) = split_bind(rest)?;
+        let code = |k: usize| i16::from_be_bytes([codes[2 * k], codes[2 * k + 1]]);
+        let formats = match codes.len() / 2 {
+            0 => SmallVec::from_elem(0, values.len()),
+            1 => SmallVec::from_elem(code(0), values.len()),
+            n => (0..n).map(code).collect(),
         };
         Ok(BindParts {
             formats,
             values,
-            result_formats: b,
+            result_formats,
         })
     }
+}
+
+/// Bind's parameter part split: the format codes as sent, the values, and the result format
+/// codes after them (count and codes, as sent).
+type SplitBind<'a> = (&'a [u8], SmallVec<[Option<&'a [u8]>; 4]>, &'a [u8]);
+
+fn split_bind(rest: &[u8]) -> Result<SplitBind<'_>, FrameError> {
+    let mut b = rest;
+    let nformats = take_i16(&mut b, "Bind")?.max(0) as usize;
+    let codes = b.get(..2 * nformats).ok_or(FrameError::Malformed("Bind"))?;
+    b = &b[2 * nformats..];
+    let nvalues = take_i16(&mut b, "Bind")?.max(0) as usize;
+    let mut values = SmallVec::with_capacity(nvalues);
+    for _ in 0..nvalues {
+        let len = take_i32(&mut b, "Bind")?;
+        if len < 0 {
+            values.push(None);
+        } else {
+            let value = b.get(..len as usize).ok_or(FrameError::Malformed("Bind"))?;
+            values.push(Some(value));
+            b = &b[len as usize..];
+        }
+    }
+    Ok((codes, values, b))
 }
 
 /// Bind's parameter part with result format codes for `hidden` more result columns after
