@@ -604,3 +604,62 @@ async fn a_list_sharded_row_moves_to_its_new_partitions_shard() {
     expected[region_shard("OR")] = 1;
     assert_eq!(on, expected);
 }
+
+/// The number of rows of `sql` (a count query) summed over every shard.
+async fn count_on_shards(sql: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        out.push(c.query_one(sql, &[]).await.expect("count").get(0));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_rows_move_in_one_statement() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_bulk (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO ENABLE ROW MOVEMENT;
+         CREATE SHARDED TABLE mv_bulk_items (item int NOT NULL, cust_id bigint NOT NULL, \
+           CONSTRAINT mv_bulk_items_pk PRIMARY KEY (cust_id, item), \
+           CONSTRAINT mv_bulk_items_fk FOREIGN KEY (cust_id) REFERENCES mv_bulk (cust_id)) \
+         PARTITION BY REFERENCE (mv_bulk_items_fk);
+         ALTER TABLE mv_bulk_items ENABLE ROW MOVEMENT;
+         INSERT INTO mv_bulk SELECT g, 'v' || g FROM generate_series(1, 2500) g;
+         INSERT INTO mv_bulk_items SELECT g, 1 FROM generate_series(1, 2500) g",
+    )
+    .await;
+    // One root with more children than one INSERT statement of the move carries.
+    let moved = client
+        .simple_query("UPDATE mv_bulk SET cust_id = 100001 WHERE cust_id = 1")
+        .await
+        .expect("family with 2500 children moves");
+    assert_eq!(tag(&moved), 1);
+    let items = count_on_shards("SELECT count(*) FROM mv_bulk_items WHERE cust_id = 100001").await;
+    let root = shards_of("mv_bulk", "cust_id", 100001).await;
+    assert_eq!(root.len(), 1);
+    assert_eq!(items[root[0]], 2500, "{items:?}");
+    assert_eq!(items.iter().sum::<i64>(), 2500, "{items:?}");
+
+    // Every root at once, most of them to another shard, the session usable afterwards.
+    let moved = client
+        .simple_query("UPDATE mv_bulk SET cust_id = cust_id + 1000000 WHERE cust_id <= 2500")
+        .await
+        .expect("2500 roots move");
+    assert_eq!(tag(&moved), 2499);
+    let left = count_on_shards("SELECT count(*) FROM mv_bulk WHERE cust_id <= 2500").await;
+    assert_eq!(left.iter().sum::<i64>(), 0, "{left:?}");
+    let total = count_on_shards("SELECT count(*) FROM mv_bulk").await;
+    assert_eq!(total.iter().sum::<i64>(), 2500, "{total:?}");
+    for id in [1000002_i64, 1001234, 1002500] {
+        assert_eq!(shards_of("mv_bulk", "cust_id", id).await.len(), 1, "{id}");
+    }
+    let rows = client
+        .query_one("SELECT count(*) FROM mv_bulk", &[])
+        .await
+        .expect("session usable");
+    assert_eq!(rows.get::<_, i64>(0), 2500);
+}

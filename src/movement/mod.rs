@@ -6,6 +6,8 @@
 //! Values travel in binary between shards of the same schema, each cast to its column's type
 //! in the statements, so nothing depends on the session's DateStyle or extra_float_digits.
 
+use std::collections::BTreeMap;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::executor::gather;
@@ -61,31 +63,44 @@ pub struct ClientBind {
 
 /// A row a source shard locked: where it is, and its values.
 pub struct Locked {
-    /// `tableoid:ctid`, which names the row on its shard while it is locked.
+    /// `partition:ctid`, which names the row on its shard while it is locked.
     pub pair: String,
+    /// The leaf partition holding the row, as PostgreSQL's `regclass` output names it in SQL.
+    pub partition: String,
     pub ctid: String,
-    /// The DataRow (tableoid and ctid as text, then binary values).
+    /// The DataRow (partition and ctid as text, then binary values).
     pub row: Bytes,
 }
 
 impl Locked {
     pub fn read(row: Bytes) -> Option<Locked> {
-        let (pair, ctid) = {
+        let (pair, partition, ctid) = {
             let values = gather::values(&row);
             let text = |i: usize| std::str::from_utf8(values.get(i).copied().flatten()?).ok();
-            let (oid, ctid) = (text(0)?, text(1)?);
-            (format!("{oid}:{ctid}"), ctid.to_string())
+            let (partition, ctid) = (text(0)?, text(1)?);
+            (
+                format!("{partition}:{ctid}"),
+                partition.to_string(),
+                ctid.to_string(),
+            )
         };
-        Some(Locked { pair, ctid, row })
+        Some(Locked {
+            pair,
+            partition,
+            ctid,
+            row,
+        })
     }
 
-    /// Value `i` after the tableoid and ctid.
+    /// Value `i` after the partition and ctid.
     pub fn value(&self, i: usize) -> Option<&[u8]> {
         gather::values(&self.row).get(2 + i).copied().flatten()
     }
 }
 
-/// Parse, Bind, Describe (when rows come back), Execute and Sync of one statement.
+/// Parse, Bind, Describe (when rows come back) and Execute of one statement. A step's messages
+/// end with one Sync ([`sync`]), so the shard answers its statements with one ReadyForQuery
+/// and an error skips the rest of them.
 pub fn statement(
     out: &mut BytesMut,
     sql: &str,
@@ -127,6 +142,10 @@ pub fn statement(
         MessageBuilder::new(out, b'D').u8(b'P').cstr(b"").finish();
     }
     MessageBuilder::new(out, b'E').cstr(b"").i32(0).finish();
+}
+
+/// The Sync that ends a step.
+fn sync(out: &mut BytesMut) {
     MessageBuilder::new(out, b'S').finish();
 }
 
@@ -181,6 +200,7 @@ pub fn select_root(plan: &KeyUpdate, bind: Option<&ClientBind>) -> BytesMut {
         &formats(2, binary),
         false,
     );
+    sync(&mut out);
     out
 }
 
@@ -220,61 +240,38 @@ pub fn select_descendant(d: &Descendant, key_types: &[String], moving: &[Moving<
         &formats(3, d.columns.len()),
         false,
     );
+    sync(&mut out);
     out
 }
 
-/// DELETE of the locked rows `rows` from `relation` (its partitions hold them).
-pub fn delete(relation: &str, rows: &[&Locked], keys: Option<&OldKeys<'_>>) -> BytesMut {
-    let tids = text_array(rows.iter().map(|r| r.ctid.as_str()));
-    let pairs = text_array(rows.iter().map(|r| r.pair.as_str()));
-    let mut sql = format!(
-        "DELETE FROM {relation} AS d WHERE d.ctid = ANY($1::tid[]) \
-         AND (d.tableoid::text || ':' || d.ctid::text) = ANY($2::text[])"
-    );
-    let mut params: Vec<Param<'_>> = vec![(0, Some(tids.as_bytes())), (0, Some(pairs.as_bytes()))];
-    if let Some(keys) = keys.filter(|k| k.prunes()) {
-        keys.push_condition(&mut sql, &mut params);
+/// DELETE of the locked rows `rows`, a statement per partition holding them. Naming the leaf
+/// partition spares PostgreSQL planning the DELETE over every partition of the table, which
+/// cost more than the rest of a move's statements; the ctid alone then names each row.
+pub fn delete(rows: &[&Locked]) -> BytesMut {
+    let mut by_partition: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in rows {
+        by_partition
+            .entry(r.partition.as_str())
+            .or_default()
+            .push(r.ctid.as_str());
     }
     let mut out = BytesMut::new();
-    statement(&mut out, &sql, &[], &params, &[], false);
+    for (partition, ctids) in by_partition {
+        // The name is PostgreSQL's own regclass output: quoted as an identifier wherever it
+        // needs quotes, so it is the SQL name of that partition and nothing else.
+        let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
+        let tids = text_array(ctids.into_iter());
+        statement(
+            &mut out,
+            &sql,
+            &[],
+            &[(0, Some(tids.as_bytes()))],
+            &[],
+            false,
+        );
+    }
+    sync(&mut out);
     out
-}
-
-/// The old sharding keys of the rows a DELETE names by ctid: the same rows, but with their keys
-/// in the condition PostgreSQL plans the DELETE of one partition instead of every partition of
-/// the table on the shard (planning them all cost more than the rest of a move's statements).
-pub struct OldKeys<'a> {
-    /// Quoted column names and their types, as `format_type` spells them.
-    pub columns: Vec<String>,
-    pub types: &'a [String],
-    /// Per row, the binary value of each column.
-    pub rows: Vec<Vec<Option<&'a [u8]>>>,
-}
-
-impl OldKeys<'_> {
-    /// A NULL key matches no `IN` list: such rows are deleted by ctid alone.
-    fn prunes(&self) -> bool {
-        !self.columns.is_empty() && self.rows.iter().flatten().all(Option::is_some)
-    }
-
-    /// ` AND (d.k1, …) IN ((CAST($n AS t1), …), …)`, the values as binary parameters.
-    fn push_condition<'p>(&'p self, sql: &mut String, params: &mut Vec<Param<'p>>) {
-        let row_of = |items: Vec<String>| match items.len() {
-            1 => items.concat(),
-            _ => format!("({})", items.join(", ")),
-        };
-        let columns = row_of(self.columns.iter().map(|c| format!("d.{c}")).collect());
-        let mut list = Vec::with_capacity(self.rows.len());
-        for row in &self.rows {
-            let mut items = Vec::with_capacity(row.len());
-            for (value, ty) in row.iter().zip(self.types) {
-                params.push((1, *value));
-                items.push(format!("CAST(${} AS {ty})", params.len()));
-            }
-            list.push(row_of(items));
-        }
-        sql.push_str(&format!(" AND {columns} IN ({})", list.join(", ")));
-    }
 }
 
 /// The client's UPDATE for the rows `rows` that stay where they are.
@@ -294,6 +291,7 @@ pub fn update_staying(plan: &KeyUpdate, bind: Option<&ClientBind>, rows: &[&Lock
         result_formats,
         !plan.returning.is_empty(),
     );
+    sync(&mut out);
     out
 }
 
@@ -308,7 +306,7 @@ pub struct Target<'a> {
     pub result_formats: &'a [u8],
 }
 
-/// INSERTs of `rows` (each a value per column, binary) in batches, then Sync.
+/// INSERTs of `rows` (each a value per column, binary) in batches of at most [`MAX_ROWS`].
 pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
     let width = into.columns.len().max(1);
     let per_batch = (MAX_PARAMS / width).clamp(1, MAX_ROWS);
@@ -350,6 +348,7 @@ pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
             !into.returning.is_empty(),
         );
     }
+    sync(&mut out);
     out
 }
 

@@ -237,34 +237,22 @@ impl Session {
                     family_rows.push(rows);
                 }
                 // Children before their parents, so no foreign key is left dangling.
-                for (d, rows) in plan.descendants.iter().zip(&family_rows).rev() {
+                for rows in family_rows.iter().rev() {
                     if rows.is_empty() {
                         continue;
                     }
                     let refs: Vec<&Locked> = rows.iter().collect();
-                    let deleted = step!(
-                        source.shard,
-                        movement::delete(&d.relation, &refs, None),
-                        StatementKind::Delete
-                    );
+                    let deleted =
+                        step!(source.shard, movement::delete(&refs), StatementKind::Delete);
                     if let Some(f) = check_deleted(&name, rows.len(), &deleted) {
                         return Ok(Err(f));
                     }
                     moved_rows += rows.len() as u64;
                 }
                 let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
-                let old_keys = movement::OldKeys {
-                    columns: plan
-                        .key_positions
-                        .iter()
-                        .map(|&p| crate::sql::quote::quote_ident(&plan.columns[p]))
-                        .collect(),
-                    types: &plan.key_types,
-                    rows: movers.iter().map(|m| m.old_key.clone()).collect(),
-                };
                 let deleted = step!(
                     source.shard,
-                    movement::delete(&plan.relation, &roots, Some(&old_keys)),
+                    movement::delete(&roots),
                     StatementKind::Delete
                 );
                 if let Some(f) = check_deleted(&name, roots.len(), &deleted) {
