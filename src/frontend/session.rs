@@ -46,6 +46,7 @@ mod links;
 mod local;
 mod movement;
 mod multi;
+mod multi_dest;
 mod nested;
 mod polling;
 mod row_ttl;

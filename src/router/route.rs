@@ -29,6 +29,17 @@ pub enum Route {
     All,
 }
 
+impl Route {
+    /// The shards the route names, every shard of `snapshot` for [`Route::All`].
+    pub fn into_shards(self, snapshot: &Snapshot) -> Vec<ShardId> {
+        match self {
+            Route::Single(s) => vec![s],
+            Route::Multi(shards) => shards,
+            Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+        }
+    }
+}
+
 /// Until sharded tables exist every statement goes to the first shard, where unsharded tables
 /// live by design.
 pub fn route_unsharded() -> Route {

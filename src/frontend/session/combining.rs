@@ -491,11 +491,7 @@ impl Session {
     fn pull_sources(&self, snapshot: &Snapshot, route: &Plan) -> Result<Vec<ShardId>, Bytes> {
         match route {
             Plan::Sharded(p) => match routing::route(snapshot, p, &Params::default()) {
-                Ok(r) => Ok(match r.route {
-                    Route::Single(s) => vec![s],
-                    Route::Multi(s) => s,
-                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
-                }),
+                Ok(r) => Ok(r.route.into_shards(snapshot)),
                 Err(e) => Err(error_frame(&e)),
             },
             // A shard the session already holds, if it holds one of them.

@@ -63,8 +63,7 @@ impl Session {
                 let shards = match routed.route {
                     Route::Single(s) => return Dest::Shard(s),
                     _ if describer.is_some() => return Dest::Shard(p.shards[0]),
-                    Route::Multi(s) => s,
-                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
+                    other => other.into_shards(snapshot),
                 };
                 if x.analyze {
                     return refuse(analyze_refused);
@@ -260,11 +259,7 @@ fn combine_lines(c: &CombinePlan, shards: &[ShardId], snapshot: &Snapshot) -> Ve
             .map_or_else(|| pull.table.to_string(), |t| t.qualified_name());
         let shards = match &pull.route {
             Plan::Sharded(p) => match routing::route(snapshot, p, &Params::default()) {
-                Ok(r) => match r.route {
-                    Route::Single(s) => vec![s],
-                    Route::Multi(s) => s,
-                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
-                },
+                Ok(r) => r.route.into_shards(snapshot),
                 Err(_) => p.shards.clone(),
             },
             Plan::AnyOf(s) => s[..1].to_vec(),

@@ -28,11 +28,7 @@ impl Session {
                     Ok(r) => r,
                     Err(e) => return self.answer_error(&e),
                 };
-                let shards = match routed.route {
-                    Route::Single(s) => vec![s],
-                    Route::Multi(s) => s,
-                    Route::All => snapshot.shards().iter().map(|s| s.id).collect(),
-                };
+                let shards = routed.route.into_shards(&snapshot);
                 let sql = sp
                     .merge
                     .shard_sql

@@ -1,7 +1,7 @@
 //! Statements the proxy runs on several shards at once, or answers itself, and the portals
 //! whose Describe and Execute it then answers from their combined results.
 
-use super::dest::{Multi, MultiPortal};
+use super::multi_dest::{Multi, MultiPortal};
 use super::*;
 use crate::executor::gather::{self, Combine};
 
