@@ -605,16 +605,6 @@ async fn a_list_sharded_row_moves_to_its_new_partitions_shard() {
     assert_eq!(on, expected);
 }
 
-/// The number of rows of `sql` (a count query) summed over every shard.
-async fn count_on_shards(sql: &str) -> Vec<i64> {
-    let mut out = Vec::new();
-    for i in 0..SHARDS {
-        let c = shards().connect(i).await;
-        out.push(c.query_one(sql, &[]).await.expect("count").get(0));
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_rows_move_in_one_statement() {
     let proxy = start();
@@ -638,7 +628,7 @@ async fn thousands_of_rows_move_in_one_statement() {
         .await
         .expect("family with 2500 children moves");
     assert_eq!(tag(&moved), 1);
-    let items = count_on_shards("SELECT count(*) FROM mv_bulk_items WHERE cust_id = 100001").await;
+    let items = counts_where("mv_bulk_items", "WHERE cust_id = 100001").await;
     let root = shards_of("mv_bulk", "cust_id", 100001).await;
     assert_eq!(root.len(), 1);
     assert_eq!(items[root[0]], 2500, "{items:?}");
@@ -650,9 +640,9 @@ async fn thousands_of_rows_move_in_one_statement() {
         .await
         .expect("2500 roots move");
     assert_eq!(tag(&moved), 2499);
-    let left = count_on_shards("SELECT count(*) FROM mv_bulk WHERE cust_id <= 2500").await;
+    let left = counts_where("mv_bulk", "WHERE cust_id <= 2500").await;
     assert_eq!(left.iter().sum::<i64>(), 0, "{left:?}");
-    let total = count_on_shards("SELECT count(*) FROM mv_bulk").await;
+    let total = counts("mv_bulk").await;
     assert_eq!(total.iter().sum::<i64>(), 2500, "{total:?}");
     for id in [1000002_i64, 1001234, 1002500] {
         assert_eq!(shards_of("mv_bulk", "cust_id", id).await.len(), 1, "{id}");

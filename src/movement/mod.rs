@@ -63,10 +63,9 @@ pub struct ClientBind {
 
 /// A row a source shard locked: where it is, and its values.
 pub struct Locked {
-    /// `partition:ctid`, which names the row on its shard while it is locked.
-    pub pair: String,
     /// The leaf partition holding the row, as PostgreSQL's `regclass` output names it in SQL.
     pub partition: String,
+    /// With the partition, names the row on its shard while it is locked.
     pub ctid: String,
     /// The DataRow (partition and ctid as text, then binary values).
     pub row: Bytes,
@@ -74,22 +73,21 @@ pub struct Locked {
 
 impl Locked {
     pub fn read(row: Bytes) -> Option<Locked> {
-        let (pair, partition, ctid) = {
+        let (partition, ctid) = {
             let values = gather::values(&row);
             let text = |i: usize| std::str::from_utf8(values.get(i).copied().flatten()?).ok();
-            let (partition, ctid) = (text(0)?, text(1)?);
-            (
-                format!("{partition}:{ctid}"),
-                partition.to_string(),
-                ctid.to_string(),
-            )
+            (text(0)?.to_string(), text(1)?.to_string())
         };
         Some(Locked {
-            pair,
             partition,
             ctid,
             row,
         })
+    }
+
+    /// `partition:ctid`, as the restricted UPDATE of staying rows compares it.
+    pub fn pair(&self) -> String {
+        format!("{}:{}", self.partition, self.ctid)
     }
 
     /// Value `i` after the partition and ctid.
@@ -277,7 +275,8 @@ pub fn delete(rows: &[&Locked]) -> BytesMut {
 /// The client's UPDATE for the rows `rows` that stay where they are.
 pub fn update_staying(plan: &KeyUpdate, bind: Option<&ClientBind>, rows: &[&Locked]) -> BytesMut {
     let tids = text_array(rows.iter().map(|r| r.ctid.as_str()));
-    let pairs = text_array(rows.iter().map(|r| r.pair.as_str()));
+    let pairs: Vec<String> = rows.iter().map(|r| r.pair()).collect();
+    let pairs = text_array(pairs.iter().map(String::as_str));
     let mut params = client_params(bind);
     params.push((0, Some(tids.as_bytes())));
     params.push((0, Some(pairs.as_bytes())));

@@ -158,7 +158,7 @@ impl Session {
                     return Ok(Err(Failure::proxy(&MoveError::Malformed { table: name })));
                 };
                 // UPDATE … FROM updates a row once however many rows it joins.
-                if seen.insert(locked.pair.clone()) {
+                if seen.insert((locked.partition.clone(), locked.ctid.clone())) {
                     rows.push(locked);
                 }
             }
