@@ -196,16 +196,13 @@ impl Catalog {
         self.version.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// `held` when it is still current, else the current snapshot: no lock in the common case.
-    pub fn refresh_snapshot(&self, held: &mut Option<Arc<Snapshot>>) -> Arc<Snapshot> {
-        match held {
-            Some(s) if s.version() == self.version() => s.clone(),
-            _ => {
-                let fresh = self.snapshot();
-                *held = Some(fresh.clone());
-                fresh
-            }
+    /// `held`, made the current snapshot unless it is: no lock and no clone in the common case.
+    pub fn refresh_snapshot<'a>(&self, held: &'a mut Option<Arc<Snapshot>>) -> &'a Arc<Snapshot> {
+        let current = matches!(held, Some(s) if s.version() == self.version());
+        if !current {
+            *held = Some(self.snapshot());
         }
+        held.as_ref().expect("refreshed above")
     }
 
     /// Reads the catalog again and makes it current (unless a newer snapshot already is).

@@ -175,8 +175,8 @@ pub struct Session {
     snapshot: Option<Arc<crate::catalog::Snapshot>>,
     /// How much of `cout` is the proxy's answers to held Parses and nothing else (0: none).
     deferred_parse_len: usize,
-    /// The last prepared statement text planned, at a catalog version, and its plan.
-    last_plan: Option<(Box<[u8]>, i64, Arc<crate::router::Plan>)>,
+    /// The last prepared statement text planned.
+    last_plan: dest::PlanMemo,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
     /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
@@ -250,7 +250,7 @@ impl Session {
             key_values: Default::default(),
             snapshot: None,
             deferred_parse_len: 0,
-            last_plan: None,
+            last_plan: Default::default(),
             span,
             copy: None,
             client_left: ClientLeft::Vanished,

@@ -155,17 +155,22 @@ impl StatementNames {
             return Err(refuse_duplicate(name, pipeline, cout));
         }
         let statement = match &self.unnamed {
+            // The same unnamed statement again, as drivers send it for every execution: it
+            // stays where it is.
             Some(s) if name.is_empty() && s.is(query, types) => s.clone(),
-            _ => Arc::new(StatementText {
-                query: query.into(),
-                param_types: types.into(),
-            }),
+            _ => {
+                let statement = Arc::new(StatementText {
+                    query: query.into(),
+                    param_types: types.into(),
+                });
+                if name.is_empty() {
+                    self.unnamed = Some(statement.clone());
+                } else {
+                    self.by_name.insert(name.into(), statement.clone());
+                }
+                statement
+            }
         };
-        if name.is_empty() {
-            self.unnamed = Some(statement.clone());
-        } else {
-            self.by_name.insert(name.into(), statement.clone());
-        }
         pipeline.push(
             Pending::composed_undoing(
                 protocol::empty_message(b'1'),

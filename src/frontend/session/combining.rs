@@ -662,9 +662,9 @@ pub(super) fn combining_dest(
         }),
         super::dest::Source::Placement => return super::dest::Dest::Shard(describer),
     };
-    super::dest::Dest::Combining(CombineJob {
+    super::dest::Dest::Combining(Box::new(CombineJob {
         plan: plan.clone(),
         bound,
         shards,
-    })
+    }))
 }

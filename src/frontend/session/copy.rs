@@ -158,11 +158,11 @@ impl Session {
         if plan.binary() && shards.len() > 1 {
             return Dest::refuse(&FrontendError::CopyBinaryAcrossShards { table: name() });
         }
-        Dest::Copy(CopyJob {
+        Dest::Copy(Box::new(CopyJob {
             plan: plan.clone(),
             shards,
             sql: plan.shard_sql.clone(),
-        })
+        }))
     }
 
     /// Runs a COPY the client sent as a simple query (`tag` `Q`), or answers its Bind (`B`)

@@ -11,7 +11,8 @@ use crate::executor::gather::Combine;
 use crate::router::plan::Plan;
 use crate::router::route::{self as routing, Params};
 
-/// Where a client frame goes.
+/// Where a client frame goes. Kept two words wide, the rare destinations' data boxed: the
+/// keyed path returns one through several calls and drops it per statement.
 pub(super) enum Dest {
     /// The connection held, else the first shard.
     Here,
@@ -19,50 +20,105 @@ pub(super) enum Dest {
     /// A Parse held back until its Bind, which decides its shard.
     Hold,
     /// A simple query the executor runs on several shards.
-    Multi(Multi),
+    Multi(Box<Multi>),
     /// Answered with an error here; the SQLSTATE and text of one of the layers' errors.
-    Refuse(SqlState, String),
+    Refuse(Box<(SqlState, String)>),
     /// An INSERT without a column list needs the table's columns first.
     NeedColumns(TableId),
     /// A Bind executed on several shards.
-    MultiPortal(MultiPortal),
+    MultiPortal(Box<MultiPortal>),
     /// Describe, Execute or Close of the multi-shard portal: answered from its result.
     Portal,
     /// A Bind of a statement the proxy answers itself (admin SHOW, sharding DDL).
-    LocalPortal {
-        portal: Box<[u8]>,
-        sql: Vec<u8>,
-    },
+    LocalPortal(Box<LocalPortal>),
     /// A Describe of such a statement.
-    LocalDescribe {
-        sql: Vec<u8>,
-    },
+    LocalDescribe(Box<[u8]>),
     /// An UPDATE of a sharding key whose rows may move between shards.
-    KeyUpdate(super::movement::KeyUpdateJob),
+    KeyUpdate(Box<super::movement::KeyUpdateJob>),
     /// An INSERT … SELECT the proxy runs in two steps.
     InsertSelect(Arc<crate::router::plan::ShardedPlan>),
-    /// An INSERT needs `count` values of a generated key column first.
-    NeedKeys {
-        table: TableId,
-        column: String,
-        count: usize,
-    },
+    /// An INSERT needs values of a generated key column first.
+    NeedKeys(Box<KeysNeeded>),
     /// A COPY the session splits (FROM) or gathers (TO) over several shards.
-    Copy(super::copy::CopyJob),
+    Copy(Box<super::copy::CopyJob>),
     /// `nextval`/`currval` of a key sequence, answered from the cluster-wide sequence.
-    Sequence(super::sequence::SequenceAnswer),
+    Sequence(Box<super::sequence::SequenceAnswer>),
     /// A read over several shards the general path answers.
-    Combining(super::combining::CombineJob),
+    Combining(Box<super::combining::CombineJob>),
     /// A grouped read over several shards the proxy merges itself.
-    Aggregate(super::aggregate::AggregateJob),
+    Aggregate(Box<super::aggregate::AggregateJob>),
     /// EXPLAIN of a statement over several shards, answered by the proxy.
-    Explain(super::explain::ExplainAnswer),
+    Explain(Box<super::explain::ExplainAnswer>),
+}
+
+/// A Bind of a statement the proxy answers itself: its portal's name and the statement.
+pub(super) struct LocalPortal {
+    pub portal: Box<[u8]>,
+    pub sql: Vec<u8>,
+}
+
+/// `count` values of `table`'s generated key `column`, taken before the INSERT is routed.
+pub(super) struct KeysNeeded {
+    pub table: TableId,
+    pub column: String,
+    pub count: usize,
 }
 
 impl Dest {
     #[cold]
     pub(super) fn refuse(e: &impl ClientError) -> Dest {
-        Dest::Refuse(e.sqlstate(), e.client_message())
+        Dest::Refuse(Box::new((e.sqlstate(), e.client_message())))
+    }
+}
+
+/// The shard of a plain sharded statement whose key names one, found with shared borrows only;
+/// `None` for every other statement, which [`Session::dest_for`] places.
+fn keyed_shard(
+    plan: &Plan,
+    snapshot: &Snapshot,
+    params: &Params<'_>,
+    tx_failed: bool,
+) -> Option<ShardId> {
+    match plan {
+        Plan::Sharded(p) if !tx_failed && is_plain(p) => {
+            match routing::route(snapshot, p, params) {
+                Ok(routed) => match routed.route {
+                    Route::Single(s) => Some(s),
+                    Route::Multi(_) | Route::All => None,
+                },
+                Err(_) => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A sharded statement the router alone places: no INSERT … SELECT, key update or generated key
+/// for the proxy to carry out.
+fn is_plain(p: &crate::router::plan::ShardedPlan) -> bool {
+    p.insert_select.is_none() && p.key_update.is_none() && p.generated.is_none()
+}
+
+/// The last statement text a session planned, at a catalog version, and its plan: a prepared
+/// statement bound again and again is routed without a look into the shared cache.
+#[derive(Default)]
+pub(super) struct PlanMemo(Option<(Box<[u8]>, i64, Arc<Plan>)>);
+
+impl PlanMemo {
+    fn plan(
+        &mut self,
+        plans: &crate::router::PlanCache,
+        parses: &metrics::Counter,
+        sql: &[u8],
+        snapshot: &Snapshot,
+    ) -> Result<&Arc<Plan>, TableId> {
+        let known = matches!(&self.0, Some((text, version, _))
+            if *version == snapshot.version() && **text == *sql);
+        if !known {
+            let plan = plans.plan(sql, snapshot, parses)?;
+            self.0 = Some((sql.into(), snapshot.version(), plan));
+        }
+        Ok(&self.0.as_ref().expect("planned above").2)
     }
 }
 
@@ -100,15 +156,39 @@ impl Session {
         if !self.ctx.catalog.has_tables() {
             return Ok(Dest::Here);
         }
+        // The snapshot, the statement and its plan are borrowed field by field, not cloned, up
+        // to where a keyed statement's shard is known: each Arc clone and drop is a locked
+        // instruction, and a prepared read's frames would take a dozen.
+        let tx_failed = self.tx_status() == b'E';
         let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
-        let text = match parsed {
-            ClientFrame::Query(sql) => sql,
-            ClientFrame::Parse { query, .. } => {
-                let plan = match self.plan(query, &snapshot) {
+        let parses = &self.ctx.metrics.statement_parses;
+        match parsed {
+            ClientFrame::Query(sql) => {
+                let shared =
+                    self.ctx
+                        .plans
+                        .plan_simple(sql, snapshot, parses, &mut self.simple_memo);
+                let (plan, literals) = match shared {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
-                return Ok(match &*plan {
+                let params = Params::literals(literals);
+                if let Some(shard) = keyed_shard(&plan, snapshot, &params, tx_failed) {
+                    self.ctx.metrics.routed_single.increment(1);
+                    return Ok(Dest::Shard(shard));
+                }
+                let snapshot = snapshot.clone();
+                Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(sql)))
+            }
+            ClientFrame::Parse { query, .. } => {
+                let plan = match self
+                    .last_plan
+                    .plan(&self.ctx.plans, parses, query, snapshot)
+                {
+                    Ok(p) => p,
+                    Err(t) => return Ok(Dest::NeedColumns(t)),
+                };
+                Ok(match &**plan {
                     Plan::Sharded(_)
                     | Plan::Combine(_)
                     | Plan::Explain(_)
@@ -116,46 +196,48 @@ impl Session {
                     | Plan::AnyOf(_)
                     | Plan::Copy(_)
                     | Plan::Sequence(_) => Dest::Hold,
-                    other => self.dest_for(other, &snapshot, &Params::default(), Source::Placement),
-                });
+                    _ => {
+                        let (plan, snapshot) = (plan.clone(), snapshot.clone());
+                        self.dest_for(&plan, &snapshot, &Params::default(), Source::Placement)
+                    }
+                })
             }
             ClientFrame::Bind {
                 portal,
                 statement,
                 rest,
             } => {
-                let Some(st) = self.statements.get(statement).cloned() else {
+                let Some(st) = self.statements.get(statement) else {
                     return Ok(Dest::Here);
                 };
-                let plan = match self.plan(&st.query, &snapshot) {
+                let plan = match self
+                    .last_plan
+                    .plan(&self.ctx.plans, parses, &st.query, snapshot)
+                {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
+                let params = Params::parse(rest, &st.param_types)?;
+                if let Some(shard) = keyed_shard(plan, snapshot, &params, tx_failed) {
+                    self.ctx.metrics.routed_single.increment(1);
+                    return Ok(Dest::Shard(shard));
+                }
+                drop(params);
+                let (st, plan, snapshot) = (st.clone(), plan.clone(), snapshot.clone());
                 let params = Params::parse(rest, &st.param_types)?;
                 let source = Source::Bind {
                     portal,
                     statement: &st,
                     rest,
                 };
-                return Ok(self.dest_for(&plan, &snapshot, &params, source));
+                Ok(self.dest_for(&plan, &snapshot, &params, source))
             }
             ClientFrame::Describe { kind: b'S', name } => {
-                return Ok(self.describe_dest(name, &snapshot));
+                let snapshot = snapshot.clone();
+                Ok(self.describe_dest(name, &snapshot))
             }
-            _ => return Ok(Dest::Here),
-        };
-        let shared = self.ctx.plans.plan_simple(
-            text,
-            &snapshot,
-            &self.ctx.metrics.statement_parses,
-            &mut self.simple_memo,
-        );
-        let (plan, literals) = match shared {
-            Ok(p) => p,
-            Err(t) => return Ok(Dest::NeedColumns(t)),
-        };
-        let params = Params::literals(literals);
-        Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(text)))
+            _ => Ok(Dest::Here),
+        }
     }
 
     /// Whether `frame` names a multi-shard portal the session answers from its result; keeps
@@ -195,7 +277,7 @@ impl Session {
             Err(t) => return Dest::NeedColumns(t),
         };
         if let Plan::Sequence(call) = &*plan {
-            return Dest::Sequence(SequenceAnswer::describe(call));
+            return Dest::Sequence(Box::new(SequenceAnswer::describe(call)));
         }
         // Any shard holding the tables describes the statement: their schemas are equal.
         let shards = match &*plan {
@@ -249,28 +331,21 @@ impl Session {
         let sql = text.to_vec();
         match parsed {
             ClientFrame::Parse { .. } => Some(Dest::Hold),
-            ClientFrame::Bind { portal, .. } => Some(Dest::LocalPortal {
+            ClientFrame::Bind { portal, .. } => Some(Dest::LocalPortal(Box::new(LocalPortal {
                 portal: portal.into(),
                 sql,
-            }),
-            _ => Some(Dest::LocalDescribe { sql }),
+            }))),
+            _ => Some(Dest::LocalDescribe(sql.into())),
         }
     }
 
     /// The plan of a statement text; the session keeps the last one, so a prepared statement
     /// executed again and again finds its plan without the shared cache's lock.
     fn plan(&mut self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
-        if let Some((text, version, plan)) = &self.last_plan {
-            if *version == snapshot.version() && **text == *sql {
-                return Ok(plan.clone());
-            }
-        }
-        let plan = self
-            .ctx
-            .plans
-            .plan(sql, snapshot, &self.ctx.metrics.statement_parses)?;
-        self.last_plan = Some((sql.into(), snapshot.version(), plan.clone()));
-        Ok(plan)
+        let parses = &self.ctx.metrics.statement_parses;
+        self.last_plan
+            .plan(&self.ctx.plans, parses, sql, snapshot)
+            .cloned()
     }
 
     /// Where a planned statement goes; `source` says whether and how it may run on several
@@ -289,11 +364,7 @@ impl Session {
         // The common case here, the rest out of line: the code a keyed statement runs stays
         // small, and so does what each statement has to bring into the instruction cache.
         match plan {
-            Plan::Sharded(p)
-                if p.insert_select.is_none() && p.key_update.is_none() && p.generated.is_none() =>
-            {
-                self.sharded_dest(p, snapshot, params, source)
-            }
+            Plan::Sharded(p) if is_plain(p) => self.sharded_dest(p, snapshot, params, source),
             _ => self.special_dest(plan, snapshot, params, source),
         }
     }
@@ -321,11 +392,11 @@ impl Session {
                 ([one], _) => Dest::Shard(*one),
                 (_, Source::Simple(sql)) => {
                     self.ctx.metrics.routed_multi.increment(1);
-                    Dest::Multi(Multi {
+                    Dest::Multi(Box::new(Multi {
                         shards: shards.clone(),
                         sql: vec![String::from_utf8_lossy(sql).into_owned(); shards.len()],
                         combine: Combine::Copies,
-                    })
+                    }))
                 }
                 (
                     _,
@@ -338,20 +409,20 @@ impl Session {
                     self.ctx.metrics.routed_multi.increment(1);
                     let one =
                         portal_messages(&statement.query, &statement.param_types, rest, (0, 0));
-                    Dest::MultiPortal(MultiPortal {
+                    Dest::MultiPortal(Box::new(MultiPortal {
                         shards: shards.clone(),
                         portal: portal.into(),
                         messages: vec![one; shards.len()],
                         combine: Combine::Copies,
-                    })
+                    }))
                 }
                 (_, Source::Placement) => Dest::Shard(shards[0]),
             },
             Plan::Refused(r) => Dest::refuse(r),
             Plan::Sequence(call) => match source {
-                Source::Simple(_) => Dest::Sequence(SequenceAnswer::simple(call)),
+                Source::Simple(_) => Dest::Sequence(Box::new(SequenceAnswer::simple(call))),
                 Source::Bind { portal, rest, .. } => {
-                    Dest::Sequence(SequenceAnswer::bound(call, portal, rest))
+                    Dest::Sequence(Box::new(SequenceAnswer::bound(call, portal, rest)))
                 }
                 // A Parse is held; a Describe of the statement is answered above.
                 Source::Placement => Dest::Here,
@@ -455,11 +526,11 @@ impl Session {
                 Some((Box::<[u8]>::from(portal), bind))
             }
         };
-        Dest::KeyUpdate(super::movement::KeyUpdateJob {
+        Dest::KeyUpdate(Box::new(super::movement::KeyUpdateJob {
             plan: p.clone(),
             sources,
             bound,
-        })
+        }))
     }
 
     /// Fetches a table's columns from a shard holding it, for INSERTs that name none.

@@ -92,10 +92,10 @@ impl Session {
                 }
             }
         };
-        Dest::Explain(ExplainAnswer {
+        Dest::Explain(Box::new(ExplainAnswer {
             lines,
             portal: portal.map(Into::into),
-        })
+        }))
     }
 
     pub(super) fn answer_explain(&mut self, answer: ExplainAnswer) -> Result<(), SessionError> {

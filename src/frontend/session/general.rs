@@ -99,22 +99,23 @@ impl Session {
                         break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
                     }
                 }
-                Dest::NeedKeys {
-                    table,
-                    column,
-                    count,
-                } if self.pending_keys.is_empty() => {
+                Dest::NeedKeys(needed) if self.pending_keys.is_empty() => {
                     let taken = self
                         .ctx
                         .keys
-                        .take(&self.ctx.catalog, table, &column, count)
+                        .take(
+                            &self.ctx.catalog,
+                            needed.table,
+                            &needed.column,
+                            needed.count,
+                        )
                         .await;
                     match taken {
                         Ok(values) => self.pending_keys = values,
-                        Err(e) => break Dest::Refuse(e.sqlstate(), e.to_string()),
+                        Err(e) => break Dest::Refuse(Box::new((e.sqlstate(), e.to_string()))),
                     }
                 }
-                Dest::NeedKeys { .. } => {
+                Dest::NeedKeys(_) => {
                     self.pending_keys.clear();
                     break Dest::refuse(&FrontendError::KeysMissing);
                 }
@@ -133,18 +134,24 @@ impl Session {
                 self.hold_parse(parsed);
                 return Ok(());
             }
-            Dest::Refuse(code, message) => return self.refuse_query(&frame, &code, &message).await,
+            Dest::Refuse(refusal) => {
+                let (code, message) = *refusal;
+                return self.refuse_query(&frame, &code, &message).await;
+            }
             Dest::Multi(multi) => {
-                self.run_multi(multi, client).await?;
+                self.run_multi(*multi, client).await?;
                 return Ok(());
             }
             Dest::MultiPortal(m) => {
-                self.run_multi_portal(m).await?;
+                self.run_multi_portal(*m).await?;
                 return Ok(());
             }
             Dest::Portal => return self.answer_portal(&frame, client).await,
-            Dest::LocalPortal { portal, sql } => return self.run_local_portal(portal, &sql).await,
-            Dest::LocalDescribe { sql } => return self.describe_local(&sql).await,
+            Dest::LocalPortal(local) => {
+                let super::dest::LocalPortal { portal, sql } = *local;
+                return self.run_local_portal(portal, &sql).await;
+            }
+            Dest::LocalDescribe(sql) => return self.describe_local(&sql).await,
             Dest::InsertSelect(plan) => {
                 self.drain_current().await?;
                 self.run_insert_select(plan).await?;
@@ -153,33 +160,33 @@ impl Session {
             }
             Dest::Explain(answer) => {
                 self.drain_current().await?;
-                return self.answer_explain(answer);
+                return self.answer_explain(*answer);
             }
             Dest::Aggregate(job) => {
                 self.drain_current().await?;
-                self.run_aggregate(job, client).await?;
+                self.run_aggregate(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::Combining(job) => {
                 self.drain_current().await?;
-                self.run_combining(job, client).await?;
+                self.run_combining(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::KeyUpdate(job) => {
                 self.drain_current().await?;
-                return self.run_key_update(job).await;
+                return self.run_key_update(*job).await;
             }
             Dest::Copy(job) => {
-                self.run_copy(job, frame.tag, client).await?;
+                self.run_copy(*job, frame.tag, client).await?;
                 return Ok(());
             }
             Dest::Sequence(answer) => {
                 self.drain_current().await?;
-                return self.answer_sequence(answer, &frame).await;
+                return self.answer_sequence(*answer, &frame).await;
             }
-            Dest::NeedColumns(_) | Dest::NeedKeys { .. } => unreachable!("resolved above"),
+            Dest::NeedColumns(_) | Dest::NeedKeys(_) => unreachable!("resolved above"),
         };
         if let Err(e) = self.switch_to(shard).await {
             tracing::warn!(

@@ -2,7 +2,7 @@
 //! messages of a plain sharded statement routed to several shards, and of an INSERT whose
 //! generated key values the proxy fills.
 
-use super::dest::{Dest, Source};
+use super::dest::{Dest, KeysNeeded, Source};
 use super::*;
 use crate::catalog::Snapshot;
 use crate::executor::gather::Combine;
@@ -104,7 +104,7 @@ impl Session {
     ) -> Dest {
         if let (Some(a), Some(c)) = (&p.aggregate, &p.combine) {
             if let Some(job) = self.aggregate_job(a, c, &source, &shards) {
-                return Dest::Aggregate(job);
+                return Dest::Aggregate(Box::new(job));
             }
         }
         if let Some(c) = &p.combine {
@@ -130,7 +130,7 @@ impl Session {
                             Ok(m) => m,
                             Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
                         };
-                    return Dest::MultiPortal(MultiPortal {
+                    return Dest::MultiPortal(Box::new(MultiPortal {
                         combine: Combine::Union {
                             kind: p.kind,
                             merge: p.merge.clone(),
@@ -139,7 +139,7 @@ impl Session {
                         shards,
                         portal: portal.into(),
                         messages,
-                    });
+                    }));
                 }
                 let merge = match routing::bound_merge(&p.merge, params) {
                     Ok(m) => m,
@@ -155,7 +155,7 @@ impl Session {
                     rest,
                     (merge.visible, merge.hidden),
                 );
-                return Dest::MultiPortal(MultiPortal {
+                return Dest::MultiPortal(Box::new(MultiPortal {
                     messages: vec![one; shards.len()],
                     shards,
                     portal: portal.into(),
@@ -164,7 +164,7 @@ impl Session {
                         merge,
                         rows: Vec::new(),
                     },
-                });
+                }));
             }
         };
         let text = String::from_utf8_lossy(sql);
@@ -186,7 +186,7 @@ impl Session {
         };
         let rows = row_indexes(rows, &shards);
         self.ctx.metrics.routed_multi.increment(1);
-        Dest::Multi(Multi {
+        Dest::Multi(Box::new(Multi {
             shards,
             sql,
             combine: Combine::Union {
@@ -194,7 +194,7 @@ impl Session {
                 merge: p.merge.clone(),
                 rows,
             },
-        })
+        }))
     }
 
     /// An INSERT whose generated key column the proxy fills: values from the cluster-wide
@@ -215,11 +215,11 @@ impl Session {
             return Dest::Shard(p.shards[0]);
         }
         if self.pending_keys.len() != rows.len() {
-            return Dest::NeedKeys {
+            return Dest::NeedKeys(Box::new(KeysNeeded {
                 table: p.table,
                 column: g.column.clone(),
                 count: rows.len(),
-            };
+            }));
         }
         let values = std::mem::take(&mut self.pending_keys);
         if let Some(&last) = values.last() {
@@ -254,11 +254,11 @@ impl Session {
                     Ok(s) => s,
                     Err(e) => return refuse(e),
                 };
-                Dest::Multi(Multi {
+                Dest::Multi(Box::new(Multi {
                     shards,
                     sql,
                     combine,
-                })
+                }))
             }
             Source::Bind {
                 portal,
@@ -296,12 +296,12 @@ impl Session {
                         Err(e) => return refuse(e),
                     }
                 };
-                Dest::MultiPortal(MultiPortal {
+                Dest::MultiPortal(Box::new(MultiPortal {
                     shards,
                     portal: portal.into(),
                     messages,
                     combine,
-                })
+                }))
             }
             Source::Placement => Dest::Shard(p.shards[0]),
         }
