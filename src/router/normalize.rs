@@ -52,6 +52,43 @@ fn is_ident_byte(c: u8) -> bool {
     IDENT_BYTES[c as usize]
 }
 
+/// What the scanner's loop makes of a byte where a token may start, by table: most bytes of a
+/// query start a word or are plain punctuation and whitespace, and pass with one look-up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// A letter, `_` or non-ASCII byte: a word, which no literal is part of.
+    Word,
+    /// Nothing the scanner looks for.
+    Plain,
+    /// Digits, `.`, quotes, `$`, and the starts of comments: the loop's `match` decides.
+    Other,
+}
+
+const STARTS: [Start; 256] = {
+    let mut table = [Start::Plain; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = if b.is_ascii_digit() || matches!(b, b'.' | b'\'' | b'"' | b'$' | b'-' | b'/') {
+            Start::Other
+        } else if IDENT_BYTES[c] {
+            Start::Word
+        } else {
+            Start::Plain
+        };
+        c += 1;
+    }
+    table
+};
+
+/// The end of the word starting at `i`.
+fn word_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && is_ident_byte(b[i]) {
+        i += 1;
+    }
+    i
+}
+
 /// Scans `sql`; `None` when it is not UTF-8, has a backslash in a plain string literal, or
 /// ends inside one.
 pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
@@ -78,6 +115,17 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
+        match STARTS[c as usize] {
+            Start::Word => {
+                i = word_end(b, i + 1);
+                continue;
+            }
+            Start::Plain => {
+                i += 1;
+                continue;
+            }
+            Start::Other => {}
+        }
         let prev = if i == 0 { b' ' } else { b[i - 1] };
         match c {
             b'-' if b.get(i + 1) == Some(&b'-') => {
@@ -162,10 +210,7 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                 let end = number_end(b, i);
                 if b.get(end).is_some_and(|&c| is_ident_byte(c)) {
                     // `1e`, `0x1F`, `123abc`: not a plain number.
-                    i = b[end..]
-                        .iter()
-                        .position(|&c| !is_ident_byte(c))
-                        .map_or(b.len(), |p| end + p);
+                    i = word_end(b, end);
                 } else {
                     literals.push(Literal {
                         offset: i,
@@ -177,12 +222,8 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                     i = end;
                 }
             }
-            _ if is_ident_byte(c) => {
-                i = b[i..]
-                    .iter()
-                    .position(|&c| !is_ident_byte(c))
-                    .map_or(b.len(), |p| i + p);
-            }
+            // A digit after a word's byte, as after `$q$…$q$`.
+            _ if is_ident_byte(c) => i = word_end(b, i),
             _ => i += 1,
         }
     }
