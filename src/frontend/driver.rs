@@ -51,6 +51,8 @@ impl SessionDriver {
             local: UnsafeCell::new(Local::default()),
             remote: Mutex::new(Remote::default()),
             remote_pending: AtomicBool::new(false),
+            #[cfg(debug_assertions)]
+            local_borrowed: AtomicBool::new(false),
         }));
         let task = tokio::spawn(Driver {
             shared,
@@ -85,6 +87,9 @@ struct Shared {
     remote: Mutex<Remote>,
     /// Something waits in `remote`: lets the driver skip the mutex when nothing does.
     remote_pending: AtomicBool,
+    /// `local` is borrowed: checks in debug builds that no two borrows overlap.
+    #[cfg(debug_assertions)]
+    local_borrowed: AtomicBool,
 }
 
 // SAFETY: `local` is only accessed on the owner thread (`wake` checks it; the driver task is
@@ -112,6 +117,28 @@ struct Remote {
 }
 
 impl Shared {
+    /// Runs `f` on `local`. Only on the owner thread, and never from inside another `f`: both
+    /// are checked in debug builds.
+    fn with_local<R>(&self, f: impl FnOnce(&mut Local) -> R) -> R {
+        debug_assert_eq!(
+            self.owner.get(),
+            Some(&thread_mark()),
+            "the driver's local state touched off its thread"
+        );
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.local_borrowed.swap(true, Ordering::Relaxed),
+            "overlapping borrows of the driver's local state"
+        );
+        // SAFETY: on the owner thread (see `Shared`), and the borrow ends when `f` returns: `f`
+        // gets no way to reach `local` again (its result cannot borrow it), and what it does
+        // with the lists wakes no session.
+        let result = f(unsafe { &mut *self.local.get() });
+        #[cfg(debug_assertions)]
+        self.local_borrowed.store(false, Ordering::Relaxed);
+        result
+    }
+
     /// Hands something to the driver from any thread, and wakes it.
     fn send(&self, put: impl FnOnce(&mut Remote)) {
         put(&mut self.remote.lock().unwrap_or_else(|e| e.into_inner()));
@@ -126,13 +153,16 @@ impl Shared {
         if self.owner.get() != Some(&thread_mark()) {
             return self.send(|remote| remote.woken.push(slot));
         }
-        // SAFETY: on the owner thread (see `Shared`), and no other borrow of `local` is live:
-        // the driver holds none while it polls a session, which is the only time session code
-        // (and so this waker) runs on this thread during the driver's poll.
-        let local = unsafe { &mut *self.local.get() };
-        local.queue(slot);
-        if !local.running && !local.notified {
-            local.notified = true;
+        // No borrow of `local` is live here: the driver holds none while it polls a session,
+        // which is the only time session code (and so this waker) runs on this thread during
+        // the driver's poll.
+        let wake_driver = self.with_local(|local| {
+            local.queue(slot);
+            let wake = !local.running && !local.notified;
+            local.notified |= wake;
+            wake
+        });
+        if wake_driver {
             if let Some(waker) = self.driver_waker.get() {
                 waker.wake_by_ref();
             }
@@ -197,12 +227,6 @@ struct Driver {
 }
 
 impl Driver {
-    fn local(&mut self) -> &mut Local {
-        // SAFETY: the driver runs on the owner thread, and no session is being polled while
-        // this borrow lives (see `Shared`).
-        unsafe { &mut *self.shared.local.get() }
-    }
-
     fn insert(&mut self, session: SessionFuture) {
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -212,7 +236,7 @@ impl Driver {
             None => {
                 let slot = self.sessions.len() as u32;
                 self.sessions.push(Some(session));
-                self.local().queued.push(false);
+                self.shared.with_local(|local| local.queued.push(false));
                 let data: &'static SlotWaker = Box::leak(Box::new(SlotWaker {
                     shared: self.shared,
                     slot,
@@ -224,7 +248,7 @@ impl Driver {
                 slot
             }
         };
-        self.local().queue(slot);
+        self.shared.with_local(|local| local.queue(slot));
     }
 
     /// Takes what other threads handed over. Returns true when the driver is to stop.
@@ -249,7 +273,7 @@ impl Driver {
             )
         };
         for slot in woken {
-            self.local().queue(slot);
+            self.shared.with_local(|local| local.queue(slot));
         }
         for session in incoming {
             self.insert(session);
@@ -308,26 +332,28 @@ impl Future for Driver {
             return Poll::Ready(());
         }
         let mut batch = std::mem::take(&mut this.batch);
-        {
-            let local = this.local();
+        shared.with_local(|local| {
             local.notified = false;
             local.running = true;
             std::mem::swap(&mut batch, &mut local.ready);
             for &slot in &batch {
                 local.queued[slot as usize] = false;
             }
-        }
+        });
         for &slot in &batch {
             this.poll_slot(slot);
         }
         batch.clear();
         this.batch = batch;
-        let local = this.local();
-        local.running = false;
         // Sessions woken meanwhile (one yielding its turn, one handed a connection by another)
         // wait for the next poll, so the runtime's other tasks and its I/O get their turn.
-        if !local.ready.is_empty() || shared.remote_pending.load(Ordering::Acquire) {
-            local.notified = true;
+        let again = shared.with_local(|local| {
+            local.running = false;
+            let again = !local.ready.is_empty() || shared.remote_pending.load(Ordering::Acquire);
+            local.notified |= again;
+            again
+        });
+        if again {
             cx.waker().wake_by_ref();
         }
         Poll::Pending

@@ -108,10 +108,10 @@ enum Readiness {
 fn read_ready(stream: &TcpStream, buf: &mut BytesMut) -> Readiness {
     let mut tried = false;
     let mut read = 0;
+    let room = buf.capacity() - buf.len();
     let result = stream.try_io(Interest::READABLE, || {
         tried = true;
         let spare: &mut [MaybeUninit<u8>] = buf.spare_capacity_mut();
-        let room = spare.len();
         read = SockRef::from(stream).recv(spare)?;
         if read > 0 && read < room {
             // Reported as "would block" only so that try_io clears the flag with the tick
@@ -137,6 +137,7 @@ fn read_ready(stream: &TcpStream, buf: &mut BytesMut) -> Readiness {
         Err(e) => std::mem::forget(e),
         Ok(()) => {}
     }
+    debug_assert!(read <= room, "recv reported more than the spare capacity");
     // SAFETY: recv initialised `read` bytes of the spare capacity.
     unsafe { buf.set_len(buf.len() + read) };
     Readiness::Read(read)
