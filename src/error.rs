@@ -285,4 +285,29 @@ mod tests {
              BEGIN … COMMIT (it commits on its own)"
         );
     }
+
+    /// tokio-postgres's own text is its error's kind alone; the proxy's errors that carry one
+    /// say why, as an operator needs in a log or a client in a message.
+    #[tokio::test]
+    async fn errors_carrying_a_postgres_error_say_its_cause() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let conf = format!("host=127.0.0.1 port={port} user=x connect_timeout=5");
+        let error = || async {
+            tokio_postgres::connect(&conf, tokio_postgres::NoTls)
+                .await
+                .err()
+                .expect("nothing listens on the port")
+        };
+        assert_eq!(error().await.to_string(), "error connecting to server");
+        let reason = |text: String| {
+            assert!(
+                text.contains("refused"),
+                "the cause is missing from {text:?}"
+            );
+        };
+        reason(crate::catalog::CatalogError::Query(error().await).to_string());
+        reason(crate::txn::control::ConnectError::Postgres(error().await).to_string());
+    }
 }

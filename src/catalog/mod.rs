@@ -45,7 +45,7 @@ pub enum CatalogError {
         #[source]
         source: tokio_postgres::Error,
     },
-    #[error("catalog database: {0}")]
+    #[error("catalog database: {}", crate::error::with_causes(.0))]
     Query(#[from] tokio_postgres::Error),
     #[error("the catalog is inconsistent: {0}")]
     Corrupt(String),

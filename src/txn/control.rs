@@ -105,7 +105,7 @@ pub enum ConnectError {
         waited: Duration,
         last_error: Option<String>,
     },
-    #[error(transparent)]
+    #[error("{}", crate::error::with_causes(.0))]
     Postgres(#[from] tokio_postgres::Error),
 }
 

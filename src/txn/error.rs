@@ -38,8 +38,9 @@ pub enum TxnError {
     /// roll back, and recovery will settle it.
     #[error(
         "the outcome of distributed transaction {gid} is unknown: the catalog connection failed \
-         while its commit decision was being recorded ({source}); recovery will finish it, check \
-         SHOW TRANSACTIONS"
+         while its commit decision was being recorded ({}); recovery will finish it, check \
+         SHOW TRANSACTIONS",
+        crate::error::with_causes(source)
     )]
     ResolutionUnknown {
         gid: Gid,
@@ -47,7 +48,11 @@ pub enum TxnError {
         source: tokio_postgres::Error,
     },
     /// The connection to the only participant broke during COMMIT.
-    #[error("the outcome of the transaction on {shard} is unknown: the connection failed during COMMIT ({source})")]
+    #[error(
+        "the outcome of the transaction on {shard} is unknown: the connection failed during \
+         COMMIT ({})",
+        crate::error::with_causes(source)
+    )]
     CommitUnknown {
         shard: ShardLabel,
         #[source]
