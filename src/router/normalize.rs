@@ -89,6 +89,17 @@ fn word_end(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// `bytes` as text. Keys and literals are short and nearly always ASCII, which is told in a few
+/// instructions; the general UTF-8 validation costs dozens even for four bytes.
+pub(crate) fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8, and the bytes were checked to be ASCII just above.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
 /// Scans `sql`; `None` when it is not UTF-8, has a backslash in a plain string literal, or
 /// ends inside one.
 pub fn normalize(sql: &[u8]) -> Option<Normalized<'_>> {
@@ -105,7 +116,7 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
         return None;
     }
     // A slice of valid UTF-8 cut at ASCII bytes (quotes, digits) is valid UTF-8.
-    let text = |from: usize, to: usize| std::str::from_utf8(&sql[from..to]).ok();
+    let text = |from: usize, to: usize| utf8(&sql[from..to]);
     let b = sql;
     key.clear();
     let mut literals = Literals::new();
@@ -351,6 +362,14 @@ mod tests {
         );
         assert_eq!(normalize(b"1").unwrap().key, b"\x01");
         assert_eq!(normalize(b"").unwrap().key, b"");
+    }
+
+    #[test]
+    fn text_is_utf8_checked_whether_ascii_or_not() {
+        assert_eq!(utf8(b"1234"), Some("1234"));
+        assert_eq!(utf8("é1".as_bytes()), Some("é1"));
+        assert_eq!(utf8(b"\xff1"), None);
+        assert_eq!(utf8(b""), Some(""));
     }
 
     #[test]

@@ -106,9 +106,9 @@ impl<'a> Params<'a> {
             return Ok(Owned::Null);
         };
         if self.format(i) == 0 {
-            return std::str::from_utf8(bytes)
+            return crate::router::normalize::utf8(bytes)
                 .map(Owned::Text)
-                .map_err(|_| RouteError::BadParameter(i + 1));
+                .ok_or(RouteError::BadParameter(i + 1));
         }
         let declared = self.declared_type(i);
         let int = match (declared, bytes.len()) {
