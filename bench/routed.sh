@@ -11,6 +11,8 @@
 # median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
 # proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
 # SYSCALLS=1 also counts each proxy's system calls per transaction, by kind (perf tracepoints).
+# UNSHARDED=1 also runs shardwire on PgBouncer's plain table (unsharded, on the first shard):
+# the same proxy and catalog, one shard's server, to tell the second server's cost from routing's.
 set -euo pipefail
 
 SECS=${1:-10}
@@ -98,6 +100,9 @@ parses_before=$(parses)
 for r in $(seq "$ROUNDS"); do
     for mode in simple extended; do
         run shardwire "$mode" "$SWPORT" "$WORK/routed.sql" "$SWPID"
+        if [ -n "${UNSHARDED:-}" ]; then
+            run unsharded "$mode" "$SWPORT" "$WORK/plain.sql" "$SWPID"
+        fi
         run pgbouncer "$mode" "$BOUNCERPORT" "$WORK/plain.sql" "$BPID"
     done
     echo "round $r of $ROUNDS done" >&2
@@ -106,7 +111,7 @@ parses_after=$(parses)
 
 printf '\n%-10s %-9s %12s %12s %12s\n' target mode "median TPS" "CPU µs/tx" "user µs/tx"
 for mode in simple extended; do
-    for target in shardwire pgbouncer; do
+    for target in shardwire ${UNSHARDED:+unsharded} pgbouncer; do
         printf '%-10s %-9s %12s %12s %12s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" \
             "$(median <<<"${CPU[$target.$mode]}")" "$(median <<<"${USR[$target.$mode]}")"
     done
