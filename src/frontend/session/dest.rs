@@ -71,25 +71,29 @@ impl Dest {
     }
 }
 
-/// The shard of a plain sharded statement whose key names one, found with shared borrows only;
-/// `None` for every other statement, which [`Session::dest_for`] places.
-fn keyed_shard(
+/// Where a plain sharded statement whose key names one shard goes (counted in
+/// `routed_single`), found with shared borrows only; `None` for every other statement, which
+/// [`Session::dest_for`] places — routing it again, which only multi-shard statements and
+/// refusals pay.
+fn keyed_dest(
     plan: &Plan,
     snapshot: &Snapshot,
     params: &Params<'_>,
     tx_failed: bool,
-) -> Option<ShardId> {
-    match plan {
-        Plan::Sharded(p) if !tx_failed && is_plain(p) => {
-            match routing::route(snapshot, p, params) {
-                Ok(routed) => match routed.route {
-                    Route::Single(s) => Some(s),
-                    Route::Multi(_) | Route::All => None,
-                },
-                Err(_) => None,
-            }
+    routed_single: &metrics::Counter,
+) -> Option<Dest> {
+    let Plan::Sharded(p) = plan else {
+        return None;
+    };
+    if tx_failed || !is_plain(p) {
+        return None;
+    }
+    match routing::route(snapshot, p, params).ok()?.route {
+        Route::Single(s) => {
+            routed_single.increment(1);
+            Some(Dest::Shard(s))
         }
-        _ => None,
+        Route::Multi(_) | Route::All => None,
     }
 }
 
@@ -173,9 +177,9 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 let params = Params::literals(literals);
-                if let Some(shard) = keyed_shard(&plan, snapshot, &params, tx_failed) {
-                    self.ctx.metrics.routed_single.increment(1);
-                    return Ok(Dest::Shard(shard));
+                let single = &self.ctx.metrics.routed_single;
+                if let Some(dest) = keyed_dest(&plan, snapshot, &params, tx_failed, single) {
+                    return Ok(dest);
                 }
                 let snapshot = snapshot.clone();
                 Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(sql)))
@@ -218,10 +222,12 @@ impl Session {
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
                 let params = Params::parse(rest, &st.param_types)?;
-                if let Some(shard) = keyed_shard(plan, snapshot, &params, tx_failed) {
-                    self.ctx.metrics.routed_single.increment(1);
-                    return Ok(Dest::Shard(shard));
+                let single = &self.ctx.metrics.routed_single;
+                if let Some(dest) = keyed_dest(plan, snapshot, &params, tx_failed, single) {
+                    return Ok(dest);
                 }
+                // The parameters borrow the session's statement, which `dest_for` may change:
+                // read again from the clone.
                 drop(params);
                 let (st, plan, snapshot) = (st.clone(), plan.clone(), snapshot.clone());
                 let params = Params::parse(rest, &st.param_types)?;
