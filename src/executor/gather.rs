@@ -15,11 +15,13 @@ use crate::router::plan::{Merge, StatementKind};
 
 pub(crate) mod frames;
 pub(crate) mod order;
+mod replies;
 mod stream;
 
 pub use frames::values;
 use frames::{columns, cstr, fields, tag_count, without_hidden_fields, without_hidden_values};
 use order::RowOrder;
+pub use replies::{run_batches_each, Replies, Reply};
 pub use stream::{
     describe_portal, skip_to_end, stream_portal, stream_simple, Described, Sink, Spec, StreamError,
     Streamed,

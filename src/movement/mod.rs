@@ -96,9 +96,9 @@ impl Locked {
     }
 }
 
-/// Parse, Bind, Describe (when rows come back) and Execute of one statement. A step's messages
-/// end with one Sync ([`sync`]), so the shard answers its statements with one ReadyForQuery
-/// and an error skips the rest of them.
+/// Parse, Bind, Describe (when rows come back) and Execute of one statement. The builders below
+/// add statements without a Sync: a step's messages to a shard end with one ([`sync`]), so the
+/// shard answers them with one ReadyForQuery and an error skips the rest of them.
 pub fn statement(
     out: &mut BytesMut,
     sql: &str,
@@ -143,7 +143,7 @@ pub fn statement(
 }
 
 /// The Sync that ends a step.
-fn sync(out: &mut BytesMut) {
+pub fn sync(out: &mut BytesMut) {
     MessageBuilder::new(out, b'S').finish();
 }
 
@@ -187,19 +187,16 @@ fn types_with(bind: Option<&ClientBind>, extra: usize) -> Vec<u8> {
 }
 
 /// The root rows the client's statement touches, locked, with their new values.
-pub fn select_root(plan: &KeyUpdate, bind: Option<&ClientBind>) -> BytesMut {
-    let mut out = BytesMut::new();
+pub fn select_root(out: &mut BytesMut, plan: &KeyUpdate, bind: Option<&ClientBind>) {
     let binary = plan.columns.len() + plan.key_positions.len();
     statement(
-        &mut out,
+        out,
         &plan.select_sql,
         &types_with(bind, 0),
         &client_params(bind),
         &formats(2, binary),
         false,
     );
-    sync(&mut out);
-    out
 }
 
 /// A moving root row: its locked row, and its old and new key values.
@@ -211,7 +208,12 @@ pub struct Moving<'a> {
 
 /// The rows of a descendant table whose key is one of the moving roots' old keys, locked, with
 /// the new key in their key columns and the index of their root row after ctid.
-pub fn select_descendant(d: &Descendant, key_types: &[String], moving: &[Moving<'_>]) -> BytesMut {
+pub fn select_descendant(
+    out: &mut BytesMut,
+    d: &Descendant,
+    key_types: &[String],
+    moving: &[Moving<'_>],
+) {
     let mut sql = d.select_head.clone();
     let mut params: Vec<Param<'_>> = Vec::new();
     let index_text: Vec<String> = moving.iter().map(|m| m.index.to_string()).collect();
@@ -229,23 +231,14 @@ pub fn select_descendant(d: &Descendant, key_types: &[String], moving: &[Moving<
         sql.push(')');
     }
     sql.push_str(&d.select_tail);
-    let mut out = BytesMut::new();
-    statement(
-        &mut out,
-        &sql,
-        &[],
-        &params,
-        &formats(3, d.columns.len()),
-        false,
-    );
-    sync(&mut out);
-    out
+    statement(out, &sql, &[], &params, &formats(3, d.columns.len()), false);
 }
 
-/// DELETE of the locked rows `rows`, a statement per partition holding them. Naming the leaf
-/// partition spares PostgreSQL planning the DELETE over every partition of the table, which
-/// cost more than the rest of a move's statements; the ctid alone then names each row.
-pub fn delete(rows: &[&Locked]) -> BytesMut {
+/// DELETE of the locked rows `rows`, a statement per partition holding them (their number is
+/// returned). Naming the leaf partition spares PostgreSQL planning the DELETE over every
+/// partition of the table, which cost more than the rest of a move's statements; the ctid alone
+/// then names each row.
+pub fn delete(out: &mut BytesMut, rows: &[&Locked]) -> usize {
     let mut by_partition: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for r in rows {
         by_partition
@@ -253,27 +246,24 @@ pub fn delete(rows: &[&Locked]) -> BytesMut {
             .or_default()
             .push(r.ctid.as_str());
     }
-    let mut out = BytesMut::new();
+    let statements = by_partition.len();
     for (partition, ctids) in by_partition {
         // The name is PostgreSQL's own regclass output: quoted as an identifier wherever it
         // needs quotes, so it is the SQL name of that partition and nothing else.
         let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
         let tids = text_array(ctids.into_iter());
-        statement(
-            &mut out,
-            &sql,
-            &[],
-            &[(0, Some(tids.as_bytes()))],
-            &[],
-            false,
-        );
+        statement(out, &sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
     }
-    sync(&mut out);
-    out
+    statements
 }
 
 /// The client's UPDATE for the rows `rows` that stay where they are.
-pub fn update_staying(plan: &KeyUpdate, bind: Option<&ClientBind>, rows: &[&Locked]) -> BytesMut {
+pub fn update_staying(
+    out: &mut BytesMut,
+    plan: &KeyUpdate,
+    bind: Option<&ClientBind>,
+    rows: &[&Locked],
+) {
     let tids = text_array(rows.iter().map(|r| r.ctid.as_str()));
     let pairs: Vec<String> = rows.iter().map(|r| r.pair()).collect();
     let pairs = text_array(pairs.iter().map(String::as_str));
@@ -281,17 +271,14 @@ pub fn update_staying(plan: &KeyUpdate, bind: Option<&ClientBind>, rows: &[&Lock
     params.push((0, Some(tids.as_bytes())));
     params.push((0, Some(pairs.as_bytes())));
     let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
-    let mut out = BytesMut::new();
     statement(
-        &mut out,
+        out,
         &plan.stay_sql,
         &types_with(bind, 2),
         &params,
         result_formats,
         !plan.returning.is_empty(),
     );
-    sync(&mut out);
-    out
 }
 
 /// A table the rows go into, as the INSERT names it.
@@ -305,8 +292,9 @@ pub struct Target<'a> {
     pub result_formats: &'a [u8],
 }
 
-/// INSERTs of `rows` (each a value per column, binary) in batches of at most [`MAX_ROWS`].
-pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
+/// INSERTs of `rows` (each a value per column, binary) in batches of at most [`MAX_ROWS`]; the
+/// number of statements.
+pub fn insert(out: &mut BytesMut, into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> usize {
     let width = into.columns.len().max(1);
     let per_batch = (MAX_PARAMS / width).clamp(1, MAX_ROWS);
     let columns: Vec<String> = into
@@ -318,8 +306,9 @@ pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
         .qualifier
         .map(|q| format!(" AS {}", crate::sql::quote::quote_ident(q)))
         .unwrap_or_default();
-    let mut out = BytesMut::new();
-    for batch in rows.chunks(per_batch) {
+    let batches = rows.chunks(per_batch);
+    let statements = batches.len();
+    for batch in batches {
         let mut sql = format!(
             "INSERT INTO {}{alias} ({}) OVERRIDING SYSTEM VALUE VALUES ",
             into.relation,
@@ -339,7 +328,7 @@ pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
         }
         sql.push_str(into.returning);
         statement(
-            &mut out,
+            out,
             &sql,
             &[],
             &params,
@@ -347,8 +336,12 @@ pub fn insert(into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> BytesMut {
             !into.returning.is_empty(),
         );
     }
-    sync(&mut out);
-    out
+    statements
+}
+
+/// A statement of the proxy's own with no parameters (COMMIT, PREPARE TRANSACTION …).
+pub fn plain(out: &mut BytesMut, sql: &str) {
+    statement(out, sql, &[], &[], &[], false);
 }
 
 /// A PostgreSQL array literal of text elements, each quoted.

@@ -173,47 +173,76 @@ impl Session {
     }
 
     async fn two_phase_commit(&mut self, writers: &[usize]) -> Result<Ended, SessionError> {
-        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
-        let ctx = self.ctx.clone();
-        let coordinator = &ctx.coordinator;
         if self.unpreparable_block && self.begin_sql.is_some() {
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Err(error_frame(&FrontendError::UnpreparableAcrossShards)));
         }
-        if let Err(e) = coordinator.ensure_can_prepare(&shards) {
-            self.end_every_participant("ROLLBACK").await?;
-            return Ok(Err(error_frame(&e)));
-        }
-        let gid = coordinator.gids().next_gid();
-        let _in_flight = coordinator.register(&gid, &shards);
+        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
+        let gid = match self.new_gid(&shards) {
+            Ok(gid) => gid,
+            Err(error) => {
+                self.end_every_participant("ROLLBACK").await?;
+                return Ok(Err(error));
+            }
+        };
+        let ctx = self.ctx.clone();
+        let _in_flight = ctx.coordinator.register(&gid, &shards);
         let started = Instant::now();
         let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
         let prepared = self
             .ask_split(writers, &prepare, FailPoint::CommitAfterFirstPrepare)
             .await?;
-        let failed = prepared.iter().find_map(|a| a.error.clone());
+        let prepared: Vec<Option<Bytes>> = prepared.into_iter().map(|a| a.error).collect();
+        self.settle_prepared(writers, &gid, &prepared, started)
+            .await
+    }
+
+    /// A gid for a commit whose writers are on `shards`, once every one of them can PREPARE;
+    /// otherwise the error for the client.
+    pub(super) fn new_gid(&self, shards: &[ShardId]) -> Result<Gid, Bytes> {
+        let coordinator = &self.ctx.coordinator;
+        coordinator
+            .ensure_can_prepare(shards)
+            .map_err(|e| error_frame(&e))?;
+        Ok(coordinator.gids().next_gid())
+    }
+
+    /// The rest of a two-phase commit once the writers were asked to PREPARE (since `started`):
+    /// `prepared` holds, per writer, the error that kept it from preparing. The caller keeps
+    /// the gid registered as in flight until this returns.
+    pub(super) async fn settle_prepared(
+        &mut self,
+        writers: &[usize],
+        gid: &Gid,
+        prepared: &[Option<Bytes>],
+        started: Instant,
+    ) -> Result<Ended, SessionError> {
+        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
+        let ctx = self.ctx.clone();
+        let coordinator = &ctx.coordinator;
+        let failed = prepared.iter().flatten().next().cloned();
         let took = started.elapsed();
         if failed.is_some() || took >= coordinator.prepare_deadline() {
             // A failed PREPARE rolled its own participant back; the others are undone here.
             let done: Vec<usize> = writers
                 .iter()
-                .zip(&prepared)
-                .filter(|(_, a)| a.error.is_none())
+                .zip(prepared)
+                .filter(|(_, error)| error.is_none())
                 .map(|(i, _)| *i)
                 .collect();
-            self.finish_prepared(&done, &gid, "ROLLBACK").await?;
+            self.finish_prepared(&done, gid, "ROLLBACK").await?;
             self.ctx.metrics.distributed_rolled_back.increment(1);
             return Ok(Err(match failed {
                 Some(error) => error,
                 None => error_frame(&crate::txn::TxnError::PrepareTooSlow {
-                    gid,
+                    gid: gid.clone(),
                     took,
                     limit: coordinator.prepare_deadline(),
                 }),
             }));
         }
         // The commit point.
-        if let Err(e) = coordinator.decide(&shards, &gid).await {
+        if let Err(e) = coordinator.decide(&shards, gid).await {
             let outcome = match e {
                 crate::txn::TxnError::ResolutionUnknown { .. } => {
                     &self.ctx.metrics.distributed_unknown
@@ -228,12 +257,12 @@ impl Session {
         let unconfirmed = self
             .finish_prepared_split(
                 writers,
-                &gid,
+                gid,
                 "COMMIT",
                 FailPoint::CommitBetweenCommitPrepared,
             )
             .await?;
-        let left = coordinator.complete(&unconfirmed, &gid).await;
+        let left = coordinator.complete(&unconfirmed, gid).await;
         if !left.is_empty() {
             tracing::warn!(parent: &self.span, %gid, ?left, "COMMIT PREPARED not confirmed; recovery will finish it");
         }
@@ -242,7 +271,7 @@ impl Session {
 
     /// COMMIT or ROLLBACK PREPARED on the participants' own connections; the shards that did
     /// not confirm it.
-    async fn finish_prepared(
+    pub(super) async fn finish_prepared(
         &mut self,
         participants: &[usize],
         gid: &Gid,

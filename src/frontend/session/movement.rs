@@ -8,16 +8,17 @@
 //! deleted and the staying rows updated on their shards; last the moved rows are inserted where
 //! their new keys live (root first), so no statement of the move sees a row twice.
 
-use super::insert_select::Work;
 use super::*;
 use crate::catalog::{RowMovement, Snapshot};
 use crate::error::ClientError;
-use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::gather::{self, Combined, Replies, Reply};
+use crate::failpoint::FailPoint;
 use crate::movement::{self, ClientBind, Locked, MoveError, Moving};
 use crate::router::hash::KeyValue;
-use crate::router::plan::{KeyUpdate, ShardedPlan, StatementKind};
+use crate::router::plan::{KeyUpdate, ShardedPlan};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
 
 /// A sharding-key UPDATE to run: its plan, the shards its rows are on, and for the extended
 /// protocol the client's portal and Bind.
@@ -36,6 +37,15 @@ struct Failure {
 }
 
 impl Failure {
+    /// A shard's error, with the notices gathered so far.
+    fn shard(notices: &mut BytesMut, error: Bytes) -> Failure {
+        Failure {
+            notices: std::mem::take(notices),
+            error,
+            from_shard: true,
+        }
+    }
+
     fn proxy(e: &impl ClientError) -> Failure {
         Failure {
             notices: BytesMut::new(),
@@ -52,6 +62,72 @@ struct SourceRows {
     /// Per row: `Some(target)` when it moves (the target may be the source itself, for a
     /// family whose key changed), `None` when the client's UPDATE changes it in place.
     moves: Vec<Option<ShardId>>,
+    /// Per descendant table, the rows of moving roots' families, locked.
+    family: Vec<Vec<Locked>>,
+}
+
+/// How the statement's block stands after a move.
+enum Ending {
+    /// Open: the client's block goes on, or the statement's own block is committed by the
+    /// caller.
+    Open,
+    /// The move's last step committed the statement's own block (with two-phase commit when
+    /// several shards wrote).
+    Committed,
+}
+
+/// What a statement of a step's batch is, so its reply is read for what it means.
+enum Expect {
+    /// DELETEs of `locked` rows of one table, over `statements` statements (one per partition).
+    Deleted { statements: usize, locked: usize },
+    /// The client's UPDATE of the rows that stay: counted, its RETURNING rows answered.
+    Stayed,
+    /// INSERTs of moved rows; a root table's RETURNING rows are answered.
+    Inserted { statements: usize, root: bool },
+    /// The RETURNING description, when no row was touched.
+    Described,
+    /// COMMIT or PREPARE TRANSACTION of the statement's own block.
+    Ends,
+}
+
+/// One shard's statements in a step, and what each one is.
+#[derive(Default)]
+struct Batch {
+    messages: BytesMut,
+    expect: Vec<Expect>,
+}
+
+impl Batch {
+    fn writes(&self) -> bool {
+        self.expect.iter().any(|e| {
+            matches!(
+                e,
+                Expect::Deleted { .. } | Expect::Stayed | Expect::Inserted { .. }
+            )
+        })
+    }
+
+    fn end_with(&mut self, sql: &str) {
+        movement::plain(&mut self.messages, sql);
+        self.expect.push(Expect::Ends);
+    }
+}
+
+/// A step's batches, shard by shard.
+type Step = BTreeMap<ShardId, Batch>;
+
+/// How the statement's own block ends in the move's last step, when it can end there.
+enum Tail {
+    /// The block stays open for [`Session::commit_participants`].
+    None,
+    /// COMMIT on every participant: at most one wrote, and nothing is left to check.
+    Commit,
+    /// PREPARE TRANSACTION on the writers under `gid` (registered as in flight while the
+    /// guard lives), COMMIT on the participants that only read.
+    Prepare {
+        gid: crate::txn::Gid,
+        _in_flight: crate::txn::InFlightGuard,
+    },
 }
 
 impl Session {
@@ -59,11 +135,11 @@ impl Session {
         let implicit = self.session_status() == b'I';
         let moved = self.move_rows(&job, implicit).await?;
         let answer = match moved {
-            Ok(rows) if implicit => match self.commit_participants().await? {
+            Ok((rows, Ending::Open)) if implicit => match self.commit_participants().await? {
                 Ok(_) => Ok(rows),
                 Err(error) => Err((BytesMut::new(), error)),
             },
-            Ok(rows) => Ok(rows),
+            Ok((rows, _)) => Ok(rows),
             Err(f) => {
                 if implicit {
                     self.end_every_participant("ROLLBACK").await?;
@@ -106,14 +182,17 @@ impl Session {
         Ok(())
     }
 
-    /// Every step of the move; the rows and tag for the client, or why it failed.
+    /// Every step of the move, each on all its shards at once; the rows and tag for the client
+    /// and how the block stands, or why the move failed. Outside a client's block the last
+    /// step also ends the statement's own block where it can (PREPARE TRANSACTION or COMMIT
+    /// sent with each shard's last statements), which spares every shard a round trip.
     async fn move_rows(
         &mut self,
         job: &KeyUpdateJob,
         implicit: bool,
-    ) -> Result<Result<gather::Rows, Failure>, SessionError> {
+    ) -> Result<Result<(gather::Rows, Ending), Failure>, SessionError> {
         let Some(plan) = job.plan.key_update.as_deref() else {
-            return Ok(Ok(gather::Rows::default()));
+            return Ok(Ok((gather::Rows::default(), Ending::Open)));
         };
         let snapshot = self.ctx.catalog.snapshot();
         let Some(table) = snapshot.table(plan.table) else {
@@ -124,48 +203,41 @@ impl Session {
         let name = table.qualified_name();
         let bind = job.bound.as_ref().map(|(_, b)| b);
         let mut notices = BytesMut::new();
-        macro_rules! step {
-            ($shard:expr, $messages:expr, $kind:expr) => {
-                match self.on_shard($shard, $messages, $kind, implicit).await? {
-                    Combined::Rows(r) => {
-                        notices.extend_from_slice(&r.notices);
-                        r
-                    }
-                    Combined::Failed { notices: n, error } => {
-                        notices.extend_from_slice(&n);
-                        return Ok(Err(Failure {
-                            notices,
-                            error,
-                            from_shard: true,
-                        }));
-                    }
-                }
-            };
-        }
+        let malformed = || {
+            Failure::proxy(&MoveError::Malformed {
+                table: name.clone(),
+            })
+        };
 
         // 1. Read and lock every row the statement touches, with its new values.
+        let mut step = Step::new();
+        for &shard in &job.sources {
+            let batch = step.entry(shard).or_default();
+            movement::select_root(&mut batch.messages, plan, bind);
+        }
+        let mut reads = self.send_step(step, implicit).await?;
+        if let Some(error) = step_error(&reads, &mut notices) {
+            return Ok(Err(Failure::shard(&mut notices, error)));
+        }
         let mut sources = Vec::with_capacity(job.sources.len());
         for &shard in &job.sources {
-            let read = step!(
-                shard,
-                movement::select_root(plan, bind),
-                StatementKind::Select
-            );
+            let rows = first_rows(&mut reads, shard);
             let mut seen = HashSet::new();
-            let mut rows = Vec::with_capacity(read.rows.len());
-            for row in read.rows {
+            let mut locked_rows = Vec::with_capacity(rows.len());
+            for row in rows {
                 let Some(locked) = Locked::read(row) else {
-                    return Ok(Err(Failure::proxy(&MoveError::Malformed { table: name })));
+                    return Ok(Err(malformed()));
                 };
                 // UPDATE … FROM updates a row once however many rows it joins.
                 if seen.insert((locked.partition.clone(), locked.ctid.clone())) {
-                    rows.push(locked);
+                    locked_rows.push(locked);
                 }
             }
             sources.push(SourceRows {
                 shard,
-                rows,
+                rows: locked_rows,
                 moves: Vec::new(),
+                family: Vec::new(),
             });
         }
         // 2. Where each row goes.
@@ -192,11 +264,48 @@ impl Session {
             }
         }
 
-        // 3. On each source: the descendants of moving rows, then the deletes (deepest table
-        //    first) and the update of the rows that stay.
+        // 3. The descendants of the moving rows, every level in one batch per source: each
+        //    level is found by the roots' keys, not by its parent level's rows.
+        if has_family {
+            let mut step = Step::new();
+            for source in &sources {
+                let movers = movers(plan, source);
+                if movers.is_empty() {
+                    continue;
+                }
+                let batch = step.entry(source.shard).or_default();
+                for d in &plan.descendants {
+                    movement::select_descendant(&mut batch.messages, d, &plan.key_types, &movers);
+                }
+            }
+            let read = self.send_step(step, implicit).await?;
+            if let Some(error) = step_error(&read, &mut notices) {
+                return Ok(Err(Failure::shard(&mut notices, error)));
+            }
+            for (shard, _, replies) in read {
+                let Some(source) = sources.iter_mut().find(|s| s.shard == shard) else {
+                    continue;
+                };
+                for reply in replies.statements {
+                    let rows: Option<Vec<Locked>> =
+                        reply.rows.into_iter().map(Locked::read).collect();
+                    let Some(rows) = rows else {
+                        return Ok(Err(malformed()));
+                    };
+                    source.family.push(rows);
+                }
+                if source.family.len() != plan.descendants.len() {
+                    return Ok(Err(malformed()));
+                }
+            }
+        }
+
+        // 4. On each source the deletes (deepest table first) and the update of the rows that
+        //    stay; on each target the moved rows, each table after its parent. A shard that is
+        //    both deletes before it inserts, so no statement of the move sees a row twice.
+        let mut sources_step = Step::new();
         let mut count = 0u64;
         let mut moved_rows = 0u64;
-        let mut answer = gather::Rows::default();
         // Per target shard, per table (0: the root, then each descendant): the rows to insert.
         let mut inserts: BTreeMap<ShardId, Vec<Vec<Bytes>>> = BTreeMap::new();
         let levels = 1 + plan.descendants.len();
@@ -208,56 +317,27 @@ impl Session {
                 .filter(|&i| source.moves[i].is_none())
                 .map(|i| &source.rows[i])
                 .collect();
+            if moving.is_empty() && staying.is_empty() {
+                continue;
+            }
+            let batch = sources_step.entry(source.shard).or_default();
             if !moving.is_empty() {
-                let movers: Vec<Moving<'_>> = moving
-                    .iter()
-                    .map(|&i| {
-                        let (old_key, new_key) = keys(plan, &source.rows[i]);
-                        Moving {
-                            index: i,
-                            old_key,
-                            new_key,
-                        }
-                    })
-                    .collect();
-                let mut family_rows: Vec<Vec<Locked>> = Vec::new();
-                for d in &plan.descendants {
-                    let read = step!(
-                        source.shard,
-                        movement::select_descendant(d, &plan.key_types, &movers),
-                        StatementKind::Select
-                    );
-                    let mut rows = Vec::with_capacity(read.rows.len());
-                    for row in read.rows {
-                        let Some(locked) = Locked::read(row) else {
-                            return Ok(Err(Failure::proxy(&MoveError::Malformed { table: name })));
-                        };
-                        rows.push(locked);
-                    }
-                    family_rows.push(rows);
-                }
                 // Children before their parents, so no foreign key is left dangling.
-                for rows in family_rows.iter().rev() {
-                    if rows.is_empty() {
-                        continue;
-                    }
+                for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
                     let refs: Vec<&Locked> = rows.iter().collect();
-                    let deleted =
-                        step!(source.shard, movement::delete(&refs), StatementKind::Delete);
-                    if let Some(f) = check_deleted(&name, rows.len(), &deleted) {
-                        return Ok(Err(f));
-                    }
+                    let statements = movement::delete(&mut batch.messages, &refs);
+                    batch.expect.push(Expect::Deleted {
+                        statements,
+                        locked: rows.len(),
+                    });
                     moved_rows += rows.len() as u64;
                 }
                 let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
-                let deleted = step!(
-                    source.shard,
-                    movement::delete(&roots),
-                    StatementKind::Delete
-                );
-                if let Some(f) = check_deleted(&name, roots.len(), &deleted) {
-                    return Ok(Err(f));
-                }
+                let statements = movement::delete(&mut batch.messages, &roots);
+                batch.expect.push(Expect::Deleted {
+                    statements,
+                    locked: roots.len(),
+                });
                 count += roots.len() as u64;
                 moved_rows += roots.len() as u64;
                 for &i in &moving {
@@ -267,47 +347,38 @@ impl Session {
                         .or_insert_with(|| vec![Vec::new(); levels])[0]
                         .push(source.rows[i].row.clone());
                 }
-                for (level, rows) in family_rows.into_iter().enumerate() {
+                for (level, rows) in source.family.iter().enumerate() {
                     for locked in rows {
-                        let Some(target) = root_index(&locked)
-                            .and_then(|i| source.moves.get(i).copied().flatten())
+                        let Some(target) =
+                            root_index(locked).and_then(|i| source.moves.get(i).copied().flatten())
                         else {
-                            return Ok(Err(Failure::proxy(&MoveError::Malformed { table: name })));
+                            return Ok(Err(malformed()));
                         };
                         inserts
                             .entry(target)
                             .or_insert_with(|| vec![Vec::new(); levels])[level + 1]
-                            .push(locked.row);
+                            .push(locked.row.clone());
                     }
                 }
             }
             if !staying.is_empty() {
-                let updated = step!(
-                    source.shard,
-                    movement::update_staying(plan, bind, &staying),
-                    StatementKind::Update
-                );
-                count += updated.tag.as_deref().map_or(0, movement::tag_count);
-                add_returned(&mut answer, updated);
+                movement::update_staying(&mut batch.messages, plan, bind, &staying);
+                batch.expect.push(Expect::Stayed);
             }
         }
-
-        // Deleted at their old place, not yet inserted at the new one: the transaction holds
-        // the only copy, and a crash here must lose nothing.
-        if !inserts.is_empty() {
-            crate::failpoint::fail_point!(
-                self.ctx.failpoints,
-                crate::failpoint::FailPoint::MoveMidFamily
-            );
+        // RETURNING describes its rows even when there are none.
+        if !plan.returning.is_empty() && sources_step.is_empty() {
+            if let Some(&first) = job.sources.first() {
+                let batch = sources_step.entry(first).or_default();
+                movement::update_staying(&mut batch.messages, plan, bind, &[]);
+                batch.expect.push(Expect::Described);
+            }
         }
-
-        // 4. The moved rows on their new shards, each table after its parent.
+        let mut targets_step = Step::new();
         let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
         for (&target, tables) in &inserts {
-            for (level, rows) in tables.iter().enumerate() {
-                if rows.is_empty() {
-                    continue;
-                }
+            let batch = targets_step.entry(target).or_default();
+            for (level, rows) in tables.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
                 // Root rows carry their old key after the new row; descendants their root's
                 // index before it.
                 let (into, skip) = match level {
@@ -346,28 +417,117 @@ impl Session {
                         v
                     })
                     .collect();
-                let inserted = step!(
-                    target,
-                    movement::insert(&into, &values),
-                    StatementKind::Insert
-                );
-                if level == 0 {
-                    add_returned(&mut answer, inserted);
-                }
+                let statements = movement::insert(&mut batch.messages, &into, &values);
+                batch.expect.push(Expect::Inserted {
+                    statements,
+                    root: level == 0,
+                });
             }
         }
 
-        // RETURNING describes its rows even when there are none.
-        if !plan.returning.is_empty() && answer.description.is_none() {
-            if let Some(&first) = job.sources.first() {
-                let described = step!(
-                    first,
-                    movement::update_staying(plan, bind, &[]),
-                    StatementKind::Update
-                );
-                answer.description = described.description;
+        let mut answer = gather::Rows::default();
+        let writers: Vec<ShardId> = sources_step
+            .iter()
+            .chain(&targets_step)
+            .filter(|(_, b)| b.writes())
+            .map(|(s, _)| *s)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let split =
+            !targets_step.is_empty() && self.ctx.failpoints.is_armed(FailPoint::MoveMidFamily);
+        let mut last = if split {
+            // The deletes alone first, then the point: deleted at their old place, not yet
+            // inserted at the new one, the transaction holds the only copy, and a crash here
+            // must lose nothing.
+            let answers = self.send_step(sources_step, implicit).await?;
+            if let Some(error) = step_error(&answers, &mut notices) {
+                return Ok(Err(Failure::shard(&mut notices, error)));
+            }
+            if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
+                return Ok(Err(f));
+            }
+            crate::failpoint::fail_point!(self.ctx.failpoints, FailPoint::MoveMidFamily);
+            targets_step
+        } else {
+            for (shard, part) in targets_step {
+                let batch = sources_step.entry(shard).or_default();
+                batch.messages.extend_from_slice(&part.messages);
+                batch.expect.extend(part.expect);
+            }
+            sources_step
+        };
+        // A fail point between two of the commit's steps needs them apart: the usual commit.
+        let tail = if implicit
+            && !split
+            && !self
+                .ctx
+                .failpoints
+                .is_armed(FailPoint::CommitAfterFirstPrepare)
+        {
+            match self.add_tail(&mut last, &writers) {
+                Ok(tail) => tail,
+                Err(error) => {
+                    return Ok(Err(Failure {
+                        notices,
+                        error,
+                        from_shard: false,
+                    }))
+                }
+            }
+        } else {
+            Tail::None
+        };
+
+        // 5. The last step, and with it the block's end where it could be sent along.
+        let started = Instant::now();
+        let answers = self.send_step(last, implicit).await?;
+        let error = step_error(&answers, &mut notices);
+        let ending = match tail {
+            Tail::Prepare { gid, _in_flight } => {
+                let at = self.parked.positions(&writers);
+                let prepared: Vec<Option<Bytes>> = writers
+                    .iter()
+                    .map(|w| {
+                        answers
+                            .iter()
+                            .find(|(s, ..)| s == w)
+                            .and_then(|(.., r)| r.error.clone())
+                    })
+                    .collect();
+                if error.is_none() {
+                    if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
+                        // Nothing is decided yet: every writer's PREPARE is undone.
+                        self.finish_prepared(&at, &gid, "ROLLBACK").await?;
+                        self.ctx.metrics.distributed_rolled_back.increment(1);
+                        return Ok(Err(f));
+                    }
+                }
+                match self.settle_prepared(&at, &gid, &prepared, started).await? {
+                    Ok(_) => Ending::Committed,
+                    Err(error) => return Ok(Err(Failure::shard(&mut notices, error))),
+                }
+            }
+            tail @ (Tail::Commit | Tail::None) => {
+                if let Some(error) = error {
+                    return Ok(Err(Failure::shard(&mut notices, error)));
+                }
+                if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
+                    return Ok(Err(f));
+                }
+                match tail {
+                    Tail::Commit => Ending::Committed,
+                    _ => Ending::Open,
+                }
+            }
+        };
+        for p in self.parked.iter_mut() {
+            match ending {
+                Ending::Committed => p.wrote = false,
+                Ending::Open => p.wrote |= writers.contains(&p.conn.shard),
             }
         }
+
         answer.notices = notices;
         answer.tag = Some(format!("UPDATE {count}"));
         let metrics = &self.ctx.metrics;
@@ -377,47 +537,214 @@ impl Session {
         } else {
             metrics.key_updates_in_place.increment(1);
         }
-        Ok(Ok(answer))
+        Ok(Ok((answer, ending)))
     }
 
-    /// Runs one step on `shard`'s connection, joining it to the statement's block.
-    async fn on_shard(
-        &mut self,
-        shard: ShardId,
-        messages: BytesMut,
-        kind: StatementKind,
-        implicit: bool,
-    ) -> Result<Combined, SessionError> {
-        let at = self.connections_for(&[shard]).await?;
-        let mut messages = messages;
-        if implicit && at.iter().any(|&i| self.parked[i].tx_status == b'I') {
-            // The statement's own block, opened in the same round trip; its lock waits are
-            // bounded from the start, as it may span shards.
-            let mut begun = super::multi::begin_messages();
-            let bound_waits = self.bound_lock_waits();
-            if !bound_waits.is_empty() {
-                begun.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
-                self.waits_bounded = true;
+    /// Ends the statement's own block in the last step where nothing is left to check after
+    /// it: with PREPARE TRANSACTION on the writers when several write (the decision and COMMIT
+    /// PREPARED follow), with COMMIT when one writes and deletes nothing (a delete's count is
+    /// checked before its block may commit) or none does; the participants that only read
+    /// COMMIT alongside. Otherwise the block stays open for the usual commit.
+    fn add_tail(&self, last: &mut Step, writers: &[ShardId]) -> Result<Tail, Bytes> {
+        let readers: Vec<ShardId> = self
+            .parked
+            .iter()
+            .filter(|p| p.tx_status != b'I' && !writers.contains(&p.conn.shard))
+            .map(|p| p.conn.shard)
+            .collect();
+        let tail = match writers {
+            [] => Tail::Commit,
+            [one]
+                if last.get(one).is_some_and(|b| {
+                    !b.expect.iter().any(|e| matches!(e, Expect::Deleted { .. }))
+                }) =>
+            {
+                if let Some(batch) = last.get_mut(one) {
+                    batch.end_with("COMMIT");
+                }
+                Tail::Commit
             }
-            begun.extend_from_slice(&messages);
-            messages = begun;
-        }
-        let combine = Combine::Union {
-            kind,
-            merge: Default::default(),
-            rows: Vec::new(),
+            [_] => return Ok(Tail::None),
+            _ => {
+                let gid = self.new_gid(writers)?;
+                let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
+                for w in writers {
+                    if let Some(batch) = last.get_mut(w) {
+                        batch.end_with(&prepare);
+                    }
+                }
+                let _in_flight = self.ctx.coordinator.register(&gid, writers);
+                Tail::Prepare { gid, _in_flight }
+            }
         };
-        let combined = self
-            .run_on_shards(&[shard], Work::Batches(&[messages]), &combine)
-            .await?;
-        let changed = matches!(&combined, Combined::Rows(r) if r.tag.as_deref().is_some_and(|t| movement::tag_count(t) > 0));
-        if kind.writes() && changed {
-            for i in self.parked.positions(&[shard]) {
-                self.parked[i].wrote = true;
+        for r in readers {
+            last.entry(r).or_default().end_with("COMMIT");
+        }
+        Ok(tail)
+    }
+
+    /// Sends a step's batches, each ending with one Sync, to their shards at once.
+    async fn send_step(&mut self, step: Step, implicit: bool) -> Result<Answers, SessionError> {
+        let mut batches = Vec::with_capacity(step.len());
+        let mut expects = Vec::with_capacity(step.len());
+        for (shard, mut batch) in step {
+            movement::sync(&mut batch.messages);
+            batches.push((shard, batch.messages));
+            expects.push((shard, batch.expect));
+        }
+        let replies = self.on_shards(batches, implicit).await?;
+        Ok(expects
+            .into_iter()
+            .zip(replies)
+            .map(|((shard, expect), replies)| (shard, expect, replies))
+            .collect())
+    }
+
+    /// Runs each shard's batch on its connection, all at once, joining each shard to the
+    /// statement's own block (opened in the same round trip, its lock waits bounded from the
+    /// start, as it may span shards); each shard's replies in `batches`' order, without those
+    /// of the block's opening.
+    async fn on_shards(
+        &mut self,
+        batches: Vec<(ShardId, BytesMut)>,
+        implicit: bool,
+    ) -> Result<Vec<Replies>, SessionError> {
+        let shards: Vec<ShardId> = batches.iter().map(|(s, _)| *s).collect();
+        let at = self.connections_for(&shards).await?;
+        debug_assert_eq!(at.len(), shards.len(), "one connection per shard of a step");
+        let bound_waits = self.bound_lock_waits();
+        let mut opening = Vec::with_capacity(at.len());
+        let mut messages = Vec::with_capacity(at.len());
+        for (&i, (_, batch)) in at.iter().zip(batches) {
+            if implicit && self.parked[i].tx_status == b'I' {
+                let mut begun = super::multi::begin_messages();
+                let mut statements = 1;
+                if !bound_waits.is_empty() {
+                    begun.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
+                    self.waits_bounded = true;
+                    statements += 1;
+                }
+                begun.extend_from_slice(&batch);
+                messages.push(begun);
+                opening.push(statements);
+            } else {
+                messages.push(batch);
+                opening.push(0);
             }
         }
-        Ok(combined)
+        self.announce_running();
+        let mut conns = self.parked.conns_at(&at);
+        let result = gather::run_batches_each(&mut conns, &messages).await;
+        drop(conns);
+        self.cancel.slot.set_others(Vec::new());
+        match result {
+            Ok(mut replies) => {
+                for ((&i, r), opened) in at.iter().zip(replies.iter_mut()).zip(opening) {
+                    self.parked[i].tx_status = r.status;
+                    r.statements.drain(..opened.min(r.statements.len()));
+                }
+                Ok(replies)
+            }
+            Err(e) => {
+                for &i in &at {
+                    self.parked[i].conn.conn.broken = true;
+                }
+                Err(e.into())
+            }
+        }
     }
+}
+
+/// A step's answers: per shard, what its statements were and what it replied.
+type Answers = Vec<(ShardId, Vec<Expect>, Replies)>;
+
+/// The first error of a step, with every shard's notices collected. A block that only ended
+/// after reading loses nothing of the statement's if its COMMIT fails, so its error is not one.
+fn step_error(answers: &Answers, notices: &mut BytesMut) -> Option<Bytes> {
+    let mut first = None;
+    for (_, expect, replies) in answers {
+        notices.extend_from_slice(&replies.notices);
+        let only_ends = expect.iter().all(|e| matches!(e, Expect::Ends));
+        if first.is_none() && !only_ends {
+            first = replies.error.clone();
+        }
+    }
+    first
+}
+
+/// Reads a step that ran without error as its statements expect: the RETURNING rows into
+/// `answer`, the staying rows into `count`; a failure when a DELETE removed other than the
+/// rows locked.
+fn read_step(
+    table: &str,
+    answers: Answers,
+    answer: &mut gather::Rows,
+    count: &mut u64,
+) -> Option<Failure> {
+    for (_, expect, replies) in answers {
+        let mut replies = replies.statements.into_iter();
+        for e in expect {
+            match e {
+                Expect::Deleted { statements, locked } => {
+                    let deleted: u64 = replies.by_ref().take(statements).map(|r| r.count()).sum();
+                    if deleted != locked as u64 {
+                        return Some(Failure::proxy(&MoveError::RowsChanged {
+                            table: table.to_string(),
+                            locked: locked as u64,
+                            deleted,
+                        }));
+                    }
+                }
+                Expect::Stayed => {
+                    if let Some(r) = replies.next() {
+                        *count += r.count();
+                        add_returned(answer, r);
+                    }
+                }
+                Expect::Inserted { statements, root } => {
+                    for r in replies.by_ref().take(statements) {
+                        if root {
+                            add_returned(answer, r);
+                        }
+                    }
+                }
+                Expect::Described => {
+                    if let Some(r) = replies.next() {
+                        answer.description = r.description;
+                    }
+                }
+                Expect::Ends => {
+                    replies.next();
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The rows of a step's only statement on one shard.
+fn first_rows(answers: &mut Answers, shard: ShardId) -> Vec<Bytes> {
+    answers
+        .iter_mut()
+        .find(|(s, ..)| *s == shard)
+        .and_then(|(.., r)| r.statements.first_mut())
+        .map(|s| std::mem::take(&mut s.rows))
+        .unwrap_or_default()
+}
+
+/// A source's moving root rows with their old and new keys.
+fn movers<'r>(plan: &KeyUpdate, source: &'r SourceRows) -> Vec<Moving<'r>> {
+    (0..source.rows.len())
+        .filter(|&i| source.moves[i].is_some())
+        .map(|i| {
+            let (old_key, new_key) = keys(plan, &source.rows[i]);
+            Moving {
+                index: i,
+                old_key,
+                new_key,
+            }
+        })
+        .collect()
 }
 
 /// A key's values as a row holds them (binary; `None`: NULL).
@@ -453,24 +780,12 @@ fn root_index(row: &Locked) -> Option<usize> {
     std::str::from_utf8(row.value(0)?).ok()?.parse().ok()
 }
 
-/// A failure when a DELETE removed fewer rows than were locked.
-fn check_deleted(table: &str, locked: usize, deleted: &gather::Rows) -> Option<Failure> {
-    let n = deleted.tag.as_deref().map_or(0, movement::tag_count);
-    (n != locked as u64).then(|| {
-        Failure::proxy(&MoveError::RowsChanged {
-            table: table.to_string(),
-            locked: locked as u64,
-            deleted: n,
-        })
-    })
-}
-
-/// Adds a step's RETURNING rows (and its description, the first time) to the answer.
-fn add_returned(answer: &mut gather::Rows, step: gather::Rows) {
+/// Adds a statement's RETURNING rows (and its description, the first time) to the answer.
+fn add_returned(answer: &mut gather::Rows, reply: Reply) {
     if answer.description.is_none() {
-        answer.description = step.description;
+        answer.description = reply.description;
     }
-    answer.rows.extend(step.rows);
+    answer.rows.extend(reply.rows);
 }
 
 /// The message of an ErrorResponse frame.
