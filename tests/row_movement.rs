@@ -653,3 +653,91 @@ async fn thousands_of_rows_move_in_one_statement() {
         .expect("session usable");
     assert_eq!(rows.get::<_, i64>(0), 2500);
 }
+
+/// A move's own statements stay prepared on each backend connection, and are parsed again where
+/// a connection no longer has them: after a move that failed before its later statements were
+/// parsed, and after the client's DEALLOCATE ALL on that connection. One connection per shard,
+/// so every move meets what the one before it left.
+#[tokio::test]
+async fn moves_parse_their_statements_again_where_a_connection_lost_them() {
+    common::use_shards(SHARDS);
+    let proxy = common::TestProxy::start_with(|c| c.pool.size = 1);
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_pc (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO;
+         CREATE SHARDED TABLE mv_pc_orders (order_id bigint NOT NULL, cust_id bigint NOT NULL, \
+           note text, \
+           CONSTRAINT mv_pc_orders_pk PRIMARY KEY (cust_id, order_id), \
+           CONSTRAINT mv_pc_orders_fk FOREIGN KEY (cust_id) REFERENCES mv_pc (cust_id)) \
+         PARTITION BY REFERENCE (mv_pc_orders_fk);
+         ALTER TABLE mv_pc_orders ENABLE ROW MOVEMENT;
+         ALTER TABLE mv_pc ENABLE ROW MOVEMENT",
+    )
+    .await;
+    let (first, _, other, placement) = seeded(&client, "mv_pc").await;
+    let (home, other_home) = (placement[first as usize - 1], placement[other as usize - 1]);
+    exec(
+        &client,
+        &format!("INSERT INTO mv_pc_orders VALUES (1, {first}, 'o1')"),
+    )
+    .await;
+    let move_to =
+        |to: i64, from: i64| format!("UPDATE mv_pc SET cust_id = {to} WHERE cust_id = {from}");
+
+    // The root's INSERT fails on the new shard, so the child's INSERT after it is never parsed.
+    let err = client
+        .simple_query(&move_to(other, first))
+        .await
+        .expect_err("the new key is taken");
+    assert_eq!(code(&err), SqlState::UNIQUE_VIOLATION, "{err}");
+    exec(
+        &client,
+        &format!("DELETE FROM mv_pc WHERE cust_id = {other}"),
+    )
+    .await;
+    let msgs = client
+        .simple_query(&move_to(other, first))
+        .await
+        .expect("the same move with the key free");
+    assert_eq!(tag(&msgs), 1);
+    assert_eq!(
+        shards_of("mv_pc_orders", "cust_id", other).await,
+        vec![other_home]
+    );
+    assert!(shards_of("mv_pc", "cust_id", first).await.is_empty());
+
+    // The client drops every prepared statement of the connection its block holds.
+    for stmt in [
+        "BEGIN".to_string(),
+        format!("SELECT * FROM mv_pc WHERE cust_id = {other}"),
+        "DEALLOCATE ALL".into(),
+        "COMMIT".into(),
+    ] {
+        client.simple_query(&stmt).await.expect(&stmt);
+    }
+    for _ in 0..2 {
+        let msgs = client
+            .simple_query(&move_to(first, other))
+            .await
+            .expect("moved back");
+        assert_eq!(tag(&msgs), 1);
+        let msgs = client
+            .simple_query(&move_to(other, first))
+            .await
+            .expect("moved again");
+        assert_eq!(tag(&msgs), 1);
+    }
+    assert_eq!(shards_of("mv_pc", "cust_id", other).await, vec![other_home]);
+    assert_eq!(
+        shards_of("mv_pc_orders", "cust_id", other).await,
+        vec![other_home]
+    );
+    assert_ne!(home, other_home);
+    assert_eq!(
+        prepared_holding("mv_pc").await,
+        0,
+        "no prepared transaction left"
+    );
+}

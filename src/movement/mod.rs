@@ -42,13 +42,14 @@ pub enum MoveError {
     Malformed { table: String },
 }
 
+mod statements;
+
+pub use statements::{Param, Statements};
+
 /// Parameters per statement at most (the protocol counts them in 16 bits).
 const MAX_PARAMS: usize = 32_767;
 /// Rows per INSERT at most.
 const MAX_ROWS: usize = 1000;
-
-/// One parameter of a statement the proxy sends: format code and value (`None`: NULL).
-pub type Param<'a> = (i16, Option<&'a [u8]>);
 
 /// The client's side of an extended-protocol execution, as the proxy reuses it.
 #[derive(Debug, Clone, Default)]
@@ -96,53 +97,8 @@ impl Locked {
     }
 }
 
-/// Parse, Bind, Describe (when rows come back) and Execute of one statement. The builders below
-/// add statements without a Sync: a step's messages to a shard end with one ([`sync`]), so the
-/// shard answers them with one ReadyForQuery and an error skips the rest of them.
-pub fn statement(
-    out: &mut BytesMut,
-    sql: &str,
-    types: &[u8],
-    params: &[Param<'_>],
-    result_formats: &[u8],
-    describe: bool,
-) {
-    MessageBuilder::new(out, b'P')
-        .cstr(b"")
-        .cstr(sql.as_bytes())
-        .bytes(if types.is_empty() { &[0, 0] } else { types })
-        .finish();
-    let mut bind = BytesMut::new();
-    let mut m = MessageBuilder::new(&mut bind, b'B');
-    m.cstr(b"").cstr(b"").i16(params.len() as i16);
-    for (format, _) in params {
-        m.i16(*format);
-    }
-    m.i16(params.len() as i16);
-    for (_, value) in params {
-        match value {
-            Some(v) => {
-                m.i32(v.len() as i32).bytes(v);
-            }
-            None => {
-                m.i32(-1);
-            }
-        }
-    }
-    m.bytes(if result_formats.is_empty() {
-        &[0, 0]
-    } else {
-        result_formats
-    })
-    .finish();
-    out.extend_from_slice(&bind);
-    if describe {
-        MessageBuilder::new(out, b'D').u8(b'P').cstr(b"").finish();
-    }
-    MessageBuilder::new(out, b'E').cstr(b"").i32(0).finish();
-}
-
-/// The Sync that ends a step.
+/// The Sync that ends a step's statements to a shard, so the shard answers them with one
+/// ReadyForQuery and an error skips the rest of them.
 pub fn sync(out: &mut BytesMut) {
     MessageBuilder::new(out, b'S').finish();
 }
@@ -187,10 +143,9 @@ fn types_with(bind: Option<&ClientBind>, extra: usize) -> Vec<u8> {
 }
 
 /// The root rows the client's statement touches, locked, with their new values.
-pub fn select_root(out: &mut BytesMut, plan: &KeyUpdate, bind: Option<&ClientBind>) {
+pub fn select_root(out: &mut Statements, plan: &KeyUpdate, bind: Option<&ClientBind>) {
     let binary = plan.columns.len() + plan.key_positions.len();
-    statement(
-        out,
+    out.prepared(
         &plan.select_sql,
         &types_with(bind, 0),
         &client_params(bind),
@@ -209,7 +164,7 @@ pub struct Moving<'a> {
 /// The rows of a descendant table whose key is one of the moving roots' old keys, locked, with
 /// the new key in their key columns and the index of their root row after ctid.
 pub fn select_descendant(
-    out: &mut BytesMut,
+    out: &mut Statements,
     d: &Descendant,
     key_types: &[String],
     moving: &[Moving<'_>],
@@ -231,14 +186,14 @@ pub fn select_descendant(
         sql.push(')');
     }
     sql.push_str(&d.select_tail);
-    statement(out, &sql, &[], &params, &formats(3, d.columns.len()), false);
+    out.unnamed(&sql, &[], &params, &formats(3, d.columns.len()), false);
 }
 
 /// DELETE of the locked rows `rows`, a statement per partition holding them (their number is
 /// returned). Naming the leaf partition spares PostgreSQL planning the DELETE over every
 /// partition of the table, which cost more than the rest of a move's statements; the ctid alone
 /// then names each row.
-pub fn delete(out: &mut BytesMut, rows: &[&Locked]) -> usize {
+pub fn delete(out: &mut Statements, rows: &[&Locked]) -> usize {
     let mut by_partition: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for r in rows {
         by_partition
@@ -252,14 +207,14 @@ pub fn delete(out: &mut BytesMut, rows: &[&Locked]) -> usize {
         // needs quotes, so it is the SQL name of that partition and nothing else.
         let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
         let tids = text_array(ctids.into_iter());
-        statement(out, &sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
+        out.prepared(&sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
     }
     statements
 }
 
 /// The client's UPDATE for the rows `rows` that stay where they are.
 pub fn update_staying(
-    out: &mut BytesMut,
+    out: &mut Statements,
     plan: &KeyUpdate,
     bind: Option<&ClientBind>,
     rows: &[&Locked],
@@ -271,8 +226,7 @@ pub fn update_staying(
     params.push((0, Some(tids.as_bytes())));
     params.push((0, Some(pairs.as_bytes())));
     let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
-    statement(
-        out,
+    out.unnamed(
         &plan.stay_sql,
         &types_with(bind, 2),
         &params,
@@ -294,7 +248,7 @@ pub struct Target<'a> {
 
 /// INSERTs of `rows` (each a value per column, binary) in batches of at most [`MAX_ROWS`]; the
 /// number of statements.
-pub fn insert(out: &mut BytesMut, into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> usize {
+pub fn insert(out: &mut Statements, into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> usize {
     let width = into.columns.len().max(1);
     let per_batch = (MAX_PARAMS / width).clamp(1, MAX_ROWS);
     let columns: Vec<String> = into
@@ -327,21 +281,15 @@ pub fn insert(out: &mut BytesMut, into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]
             sql.push(')');
         }
         sql.push_str(into.returning);
-        statement(
-            out,
-            &sql,
-            &[],
-            &params,
-            into.result_formats,
-            !into.returning.is_empty(),
-        );
+        let describe = !into.returning.is_empty();
+        // One row's INSERT repeats with the same text (a text per row count otherwise).
+        if batch.len() == 1 {
+            out.prepared(&sql, &[], &params, into.result_formats, describe);
+        } else {
+            out.unnamed(&sql, &[], &params, into.result_formats, describe);
+        }
     }
     statements
-}
-
-/// A statement of the proxy's own with no parameters (COMMIT, PREPARE TRANSACTION …).
-pub fn plain(out: &mut BytesMut, sql: &str) {
-    statement(out, sql, &[], &[], &[], false);
 }
 
 /// A PostgreSQL array literal of text elements, each quoted.

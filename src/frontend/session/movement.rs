@@ -78,6 +78,10 @@ enum Ending {
 
 /// What a statement of a step's batch is, so its reply is read for what it means.
 enum Expect {
+    /// A SET of the proxy's own.
+    Setting,
+    /// Rows read and locked.
+    Locked,
     /// DELETEs of `locked` rows of one table, over `statements` statements (one per partition).
     Deleted { statements: usize, locked: usize },
     /// The client's UPDATE of the rows that stay: counted, its RETURNING rows answered.
@@ -93,7 +97,7 @@ enum Expect {
 /// One shard's statements in a step, and what each one is.
 #[derive(Default)]
 struct Batch {
-    messages: BytesMut,
+    statements: movement::Statements,
     expect: Vec<Expect>,
 }
 
@@ -107,8 +111,13 @@ impl Batch {
         })
     }
 
+    fn set(&mut self, sql: &str) {
+        self.statements.plain(sql);
+        self.expect.push(Expect::Setting);
+    }
+
     fn end_with(&mut self, sql: &str) {
-        movement::plain(&mut self.messages, sql);
+        self.statements.plain(sql);
         self.expect.push(Expect::Ends);
     }
 }
@@ -209,33 +218,42 @@ impl Session {
             })
         };
 
-        // 1. Read and lock every row the statement touches, with its new values.
+        // 1. Read and lock every row the statement touches, with its new values. In the
+        //    statement's own block the read is planned once per connection, generically: a
+        //    setting of that block alone, which no statement of the client's sees.
         let mut step = Step::new();
         for &shard in &job.sources {
             let batch = step.entry(shard).or_default();
-            movement::select_root(&mut batch.messages, plan, bind);
+            if implicit {
+                batch.set("SET LOCAL plan_cache_mode = force_generic_plan");
+            }
+            movement::select_root(&mut batch.statements, plan, bind);
+            batch.expect.push(Expect::Locked);
+            if implicit {
+                batch.set("SET LOCAL plan_cache_mode TO DEFAULT");
+            }
         }
-        let mut reads = self.send_step(step, implicit).await?;
+        let reads = self.send_step(step, implicit).await?;
         if let Some(error) = step_error(&reads, &mut notices) {
             return Ok(Err(Failure::shard(&mut notices, error)));
         }
         let mut sources = Vec::with_capacity(job.sources.len());
-        for &shard in &job.sources {
-            let rows = first_rows(&mut reads, shard);
+        for (shard, expect, replies) in reads {
+            let rows = locked_rows(&expect, replies).into_iter().flatten();
             let mut seen = HashSet::new();
-            let mut locked_rows = Vec::with_capacity(rows.len());
+            let mut kept = Vec::new();
             for row in rows {
                 let Some(locked) = Locked::read(row) else {
                     return Ok(Err(malformed()));
                 };
                 // UPDATE … FROM updates a row once however many rows it joins.
                 if seen.insert((locked.partition.clone(), locked.ctid.clone())) {
-                    locked_rows.push(locked);
+                    kept.push(locked);
                 }
             }
             sources.push(SourceRows {
                 shard,
-                rows: locked_rows,
+                rows: kept,
                 moves: Vec::new(),
                 family: Vec::new(),
             });
@@ -275,20 +293,20 @@ impl Session {
                 }
                 let batch = step.entry(source.shard).or_default();
                 for d in &plan.descendants {
-                    movement::select_descendant(&mut batch.messages, d, &plan.key_types, &movers);
+                    movement::select_descendant(&mut batch.statements, d, &plan.key_types, &movers);
+                    batch.expect.push(Expect::Locked);
                 }
             }
             let read = self.send_step(step, implicit).await?;
             if let Some(error) = step_error(&read, &mut notices) {
                 return Ok(Err(Failure::shard(&mut notices, error)));
             }
-            for (shard, _, replies) in read {
+            for (shard, expect, replies) in read {
                 let Some(source) = sources.iter_mut().find(|s| s.shard == shard) else {
                     continue;
                 };
-                for reply in replies.statements {
-                    let rows: Option<Vec<Locked>> =
-                        reply.rows.into_iter().map(Locked::read).collect();
+                for level in locked_rows(&expect, replies) {
+                    let rows: Option<Vec<Locked>> = level.into_iter().map(Locked::read).collect();
                     let Some(rows) = rows else {
                         return Ok(Err(malformed()));
                     };
@@ -325,7 +343,7 @@ impl Session {
                 // Children before their parents, so no foreign key is left dangling.
                 for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
                     let refs: Vec<&Locked> = rows.iter().collect();
-                    let statements = movement::delete(&mut batch.messages, &refs);
+                    let statements = movement::delete(&mut batch.statements, &refs);
                     batch.expect.push(Expect::Deleted {
                         statements,
                         locked: rows.len(),
@@ -333,7 +351,7 @@ impl Session {
                     moved_rows += rows.len() as u64;
                 }
                 let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
-                let statements = movement::delete(&mut batch.messages, &roots);
+                let statements = movement::delete(&mut batch.statements, &roots);
                 batch.expect.push(Expect::Deleted {
                     statements,
                     locked: roots.len(),
@@ -362,7 +380,7 @@ impl Session {
                 }
             }
             if !staying.is_empty() {
-                movement::update_staying(&mut batch.messages, plan, bind, &staying);
+                movement::update_staying(&mut batch.statements, plan, bind, &staying);
                 batch.expect.push(Expect::Stayed);
             }
         }
@@ -370,7 +388,7 @@ impl Session {
         if !plan.returning.is_empty() && sources_step.is_empty() {
             if let Some(&first) = job.sources.first() {
                 let batch = sources_step.entry(first).or_default();
-                movement::update_staying(&mut batch.messages, plan, bind, &[]);
+                movement::update_staying(&mut batch.statements, plan, bind, &[]);
                 batch.expect.push(Expect::Described);
             }
         }
@@ -417,7 +435,7 @@ impl Session {
                         v
                     })
                     .collect();
-                let statements = movement::insert(&mut batch.messages, &into, &values);
+                let statements = movement::insert(&mut batch.statements, &into, &values);
                 batch.expect.push(Expect::Inserted {
                     statements,
                     root: level == 0,
@@ -452,7 +470,7 @@ impl Session {
         } else {
             for (shard, part) in targets_step {
                 let batch = sources_step.entry(shard).or_default();
-                batch.messages.extend_from_slice(&part.messages);
+                batch.statements.append(part.statements);
                 batch.expect.extend(part.expect);
             }
             sources_step
@@ -583,13 +601,12 @@ impl Session {
         Ok(tail)
     }
 
-    /// Sends a step's batches, each ending with one Sync, to their shards at once.
+    /// Sends a step's batches to their shards at once.
     async fn send_step(&mut self, step: Step, implicit: bool) -> Result<Answers, SessionError> {
         let mut batches = Vec::with_capacity(step.len());
         let mut expects = Vec::with_capacity(step.len());
-        for (shard, mut batch) in step {
-            movement::sync(&mut batch.messages);
-            batches.push((shard, batch.messages));
+        for (shard, batch) in step {
+            batches.push((shard, batch.statements));
             expects.push((shard, batch.expect));
         }
         let replies = self.on_shards(batches, implicit).await?;
@@ -600,13 +617,13 @@ impl Session {
             .collect())
     }
 
-    /// Runs each shard's batch on its connection, all at once, joining each shard to the
-    /// statement's own block (opened in the same round trip, its lock waits bounded from the
-    /// start, as it may span shards); each shard's replies in `batches`' order, without those
-    /// of the block's opening.
+    /// Runs each shard's statements on its connection, ending with one Sync, all at once,
+    /// joining each shard to the statement's own block (opened in the same round trip, its
+    /// lock waits bounded from the start, as it may span shards); each shard's replies in
+    /// `batches`' order, without those of the block's opening.
     async fn on_shards(
         &mut self,
-        batches: Vec<(ShardId, BytesMut)>,
+        batches: Vec<(ShardId, movement::Statements)>,
         implicit: bool,
     ) -> Result<Vec<Replies>, SessionError> {
         let shards: Vec<ShardId> = batches.iter().map(|(s, _)| *s).collect();
@@ -614,23 +631,26 @@ impl Session {
         debug_assert_eq!(at.len(), shards.len(), "one connection per shard of a step");
         let bound_waits = self.bound_lock_waits();
         let mut opening = Vec::with_capacity(at.len());
+        let mut fresh = Vec::with_capacity(at.len());
         let mut messages = Vec::with_capacity(at.len());
-        for (&i, (_, batch)) in at.iter().zip(batches) {
+        for (&i, (_, statements)) in at.iter().zip(batches) {
+            let mut out = BytesMut::new();
+            let mut opened = 0;
             if implicit && self.parked[i].tx_status == b'I' {
-                let mut begun = super::multi::begin_messages();
-                let mut statements = 1;
+                out = super::multi::begin_messages();
+                opened = 1;
                 if !bound_waits.is_empty() {
-                    begun.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
+                    out.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
                     self.waits_bounded = true;
-                    statements += 1;
+                    opened += 1;
                 }
-                begun.extend_from_slice(&batch);
-                messages.push(begun);
-                opening.push(statements);
-            } else {
-                messages.push(batch);
-                opening.push(0);
             }
+            let mut parsed = Vec::new();
+            statements.assemble(&mut self.parked[i].conn.conn, &mut out, &mut parsed);
+            movement::sync(&mut out);
+            messages.push(out);
+            opening.push(opened);
+            fresh.push(parsed);
         }
         self.announce_running();
         let mut conns = self.parked.conns_at(&at);
@@ -639,9 +659,17 @@ impl Session {
         self.cancel.slot.set_others(Vec::new());
         match result {
             Ok(mut replies) => {
-                for ((&i, r), opened) in at.iter().zip(replies.iter_mut()).zip(opening) {
+                for (((&i, r), opened), parsed) in
+                    at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
+                {
                     self.parked[i].tx_status = r.status;
                     r.statements.drain(..opened.min(r.statements.len()));
+                    if r.error.is_some() {
+                        // Their Parse may have been skipped after the error.
+                        for text in parsed {
+                            self.parked[i].conn.conn.prepared.remove(&text);
+                        }
+                    }
                 }
                 Ok(replies)
             }
@@ -713,7 +741,7 @@ fn read_step(
                         answer.description = r.description;
                     }
                 }
-                Expect::Ends => {
+                Expect::Setting | Expect::Locked | Expect::Ends => {
                     replies.next();
                 }
             }
@@ -722,14 +750,14 @@ fn read_step(
     None
 }
 
-/// The rows of a step's only statement on one shard.
-fn first_rows(answers: &mut Answers, shard: ShardId) -> Vec<Bytes> {
-    answers
-        .iter_mut()
-        .find(|(s, ..)| *s == shard)
-        .and_then(|(.., r)| r.statements.first_mut())
-        .map(|s| std::mem::take(&mut s.rows))
-        .unwrap_or_default()
+/// The rows of each locking read of a shard's batch, in order.
+fn locked_rows(expect: &[Expect], replies: Replies) -> Vec<Vec<Bytes>> {
+    expect
+        .iter()
+        .zip(replies.statements)
+        .filter(|(e, _)| matches!(e, Expect::Locked))
+        .map(|(_, r)| r.rows)
+        .collect()
 }
 
 /// A source's moving root rows with their old and new keys.
