@@ -205,9 +205,16 @@ pub fn delete(out: &mut Statements, rows: &[&Locked]) -> usize {
     for (partition, ctids) in by_partition {
         // The name is PostgreSQL's own regclass output: quoted as an identifier wherever it
         // needs quotes, so it is the SQL name of that partition and nothing else.
-        let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
-        let tids = text_array(ctids.into_iter());
-        out.prepared(&sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
+        // One row by its own comparison: PostgreSQL then keeps one generic plan for the
+        // statement, where for an array parameter it plans every execution anew.
+        if let [ctid] = ctids[..] {
+            let sql = format!("DELETE FROM {partition} WHERE ctid = $1::tid");
+            out.prepared(&sql, &[], &[(0, Some(ctid.as_bytes()))], &[], false);
+        } else {
+            let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
+            let tids = text_array(ctids.into_iter());
+            out.prepared(&sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
+        }
     }
     statements
 }
