@@ -127,18 +127,7 @@ async fn prepared_everywhere() -> Vec<Vec<String>> {
 
 /// Waits until no shard holds a prepared transaction; then each key's value, read on its shard.
 async fn settled(table: &str, keys: &[i64]) -> Vec<String> {
-    let started = Instant::now();
-    loop {
-        let prepared = prepared_everywhere().await;
-        if prepared.iter().all(Vec::is_empty) {
-            break;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "still prepared after {DEADLINE:?}: {prepared:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    none_prepared().await;
     let mut values = Vec::new();
     for (i, key) in keys.iter().enumerate() {
         let value: String = shards()
@@ -245,6 +234,22 @@ async fn an_acknowledged_commit_survives_a_kill_of_the_proxy() {
 
     let _proxy = start_proxy(dir.path(), None).await;
     assert_eq!(settled("crash_acked", &keys).await, vec!["acked"; SHARDS]);
+}
+
+/// Waits until recovery has settled every prepared transaction on every shard.
+async fn none_prepared() {
+    let started = Instant::now();
+    loop {
+        let prepared = prepared_everywhere().await;
+        if prepared.iter().all(Vec::is_empty) {
+            return;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "still prepared after {DEADLINE:?}: {prepared:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Whether shard `i` has `table`.
@@ -570,4 +575,78 @@ async fn alter_table_killed_after_the_decision_leaves_the_table_active_again() {
             .get(0);
         assert_eq!(columns, 2, "{table} on shard {i} has both new columns");
     }
+}
+
+/// A cross-shard move onto the catalog's own shard records its decision in that shard's own
+/// transaction: the proxy killed right after that COMMIT, the restarted proxy's recovery
+/// commits the other shard's prepared part, so the row is on its new shard once.
+#[tokio::test]
+async fn killed_after_a_moves_decision_the_move_completes() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxy = start_proxy(dir.path(), Some("commit.after_decision=kill")).await;
+    let client = proxy.connect().await;
+    let keys = seeded_table(&client, "crash_mv_dec").await;
+    exec(&client, "ALTER TABLE crash_mv_dec ENABLE ROW MOVEMENT").await;
+    // From the second shard to a key of the first, where the catalog is.
+    let (from, to) = (keys[1], keys[0]);
+    exec(
+        &client,
+        &format!("DELETE FROM crash_mv_dec WHERE id = {to}"),
+    )
+    .await;
+    let err = client
+        .simple_query(&format!(
+            "UPDATE crash_mv_dec SET id = {to}, v = 'moved' WHERE id = {from}"
+        ))
+        .await
+        .expect_err("the proxy dies after the decision");
+    assert!(
+        err.as_db_error().is_none(),
+        "the UPDATE was answered: {err}"
+    );
+    proxy.wait_killed().await;
+    assert!(
+        proxy.output().contains("commit.after_decision"),
+        "{}",
+        proxy.output()
+    );
+    // The catalog's shard committed with the decision; the other waits prepared.
+    let waiting: Vec<bool> = prepared_everywhere()
+        .await
+        .iter()
+        .map(|gids| !gids.is_empty())
+        .collect();
+    assert_eq!(waiting, vec![false, true, false]);
+
+    let _proxy = start_proxy(dir.path(), None).await;
+    none_prepared().await;
+    let mut moved = Vec::new();
+    let mut left = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let count = |sql: String| {
+            let c = &c;
+            async move {
+                c.query_one(&sql, &[])
+                    .await
+                    .expect("count")
+                    .get::<_, i64>(0)
+            }
+        };
+        moved.push(
+            count(format!(
+                "SELECT count(*) FROM crash_mv_dec WHERE id = {to} AND v = 'moved'"
+            ))
+            .await,
+        );
+        left.push(
+            count(format!(
+                "SELECT count(*) FROM crash_mv_dec WHERE id = {from}"
+            ))
+            .await,
+        );
+    }
+    assert_eq!(moved, vec![1, 0, 0], "the row on its new shard, once");
+    assert_eq!(left, vec![0, 0, 0], "and gone from its old one");
 }

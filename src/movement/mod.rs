@@ -212,7 +212,7 @@ pub fn delete(out: &mut Statements, rows: &[&Locked]) -> usize {
             out.prepared(&sql, &[], &[(0, Some(ctid.as_bytes()))], &[], false);
         } else {
             let sql = format!("DELETE FROM {partition} WHERE ctid = ANY($1::tid[])");
-            let tids = text_array(ctids.into_iter());
+            let tids = crate::sql::quote::text_array(ctids.into_iter());
             out.prepared(&sql, &[], &[(0, Some(tids.as_bytes()))], &[], false);
         }
     }
@@ -226,9 +226,9 @@ pub fn update_staying(
     bind: Option<&ClientBind>,
     rows: &[&Locked],
 ) {
-    let tids = text_array(rows.iter().map(|r| r.ctid.as_str()));
+    let tids = crate::sql::quote::text_array(rows.iter().map(|r| r.ctid.as_str()));
     let pairs: Vec<String> = rows.iter().map(|r| r.pair()).collect();
-    let pairs = text_array(pairs.iter().map(String::as_str));
+    let pairs = crate::sql::quote::text_array(pairs.iter().map(String::as_str));
     let mut params = client_params(bind);
     params.push((0, Some(tids.as_bytes())));
     params.push((0, Some(pairs.as_bytes())));
@@ -299,26 +299,6 @@ pub fn insert(out: &mut Statements, into: &Target<'_>, rows: &[Vec<Option<&[u8]>
     statements
 }
 
-/// A PostgreSQL array literal of text elements, each quoted.
-fn text_array<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    let mut out = String::from("{");
-    for (i, item) in items.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('"');
-        for c in item.chars() {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
-        }
-        out.push('"');
-    }
-    out.push('}');
-    out
-}
-
 /// The row count of a command tag (`UPDATE 3`, `DELETE 3`, `INSERT 0 3`).
 pub fn tag_count(tag: &str) -> u64 {
     tag.rsplit(' ')
@@ -330,14 +310,6 @@ pub fn tag_count(tag: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arrays_quote_their_elements() {
-        assert_eq!(
-            text_array(["(0,1)", "16384:(0,2)"].into_iter()),
-            "{\"(0,1)\",\"16384:(0,2)\"}"
-        );
-    }
 
     #[test]
     fn counts_come_from_the_tag() {

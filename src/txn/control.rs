@@ -290,6 +290,9 @@ pub struct ShardPool {
 pub struct ControlPools {
     shards: Vec<ShardPool>,
     catalog: ControlPool,
+    /// The shard whose database, reached as the same user, is the catalog's (by default the
+    /// first): its sessions can write a decision record in their own transactions.
+    catalog_shard: Option<ShardId>,
 }
 
 impl ControlPools {
@@ -320,16 +323,20 @@ impl ControlPools {
                 }
             })
             .collect();
+        let catalog = config.catalog_endpoint();
+        let catalog_shard = (0..config.shards.len())
+            .find(|&i| {
+                let shard = config.shard_endpoint(i);
+                (&shard.host, shard.port, &shard.dbname, &shard.user)
+                    == (&catalog.host, catalog.port, &catalog.dbname, &catalog.user)
+            })
+            .map(|i| ShardId(i as u32));
         ControlPools {
             shards,
+            catalog_shard,
             // A commit decision must survive a crash of the catalog server even where that
             // server commits asynchronously by default.
-            catalog: ControlPool::new(
-                &config.catalog_endpoint(),
-                settings,
-                " -c synchronous_commit=on",
-                None,
-            ),
+            catalog: ControlPool::new(&catalog, settings, " -c synchronous_commit=on", None),
         }
     }
 
@@ -350,5 +357,9 @@ impl ControlPools {
 
     pub fn catalog(&self) -> &ControlPool {
         &self.catalog
+    }
+
+    pub fn catalog_shard(&self) -> Option<ShardId> {
+        self.catalog_shard
     }
 }

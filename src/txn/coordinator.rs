@@ -90,6 +90,41 @@ impl Coordinator {
         &self.failpoints
     }
 
+    /// The shard whose sessions can record a commit decision in their own transaction (see
+    /// [`decision_log::COMMIT_RECORD`]).
+    pub fn catalog_shard(&self) -> Option<ShardId> {
+        self.pools.catalog_shard()
+    }
+
+    /// The decision record's statement and its parameters (text) for `gid` over `shards`,
+    /// for a participant on the catalog's shard to run in its own transaction, whose COMMIT
+    /// is then the commit point; None where the gid cannot be recorded.
+    pub fn commit_record(&self, gid: &Gid, shards: &[ShardId]) -> Option<Vec<String>> {
+        let names: Vec<String> = shards
+            .iter()
+            .map(|s| self.pools.shard(*s).label.name.clone())
+            .collect();
+        decision_log::commit_record_params(gid, &names)
+    }
+
+    /// A commit recorded by a participant's own COMMIT: what is left is COMMIT PREPARED.
+    pub fn recorded(&self, gid: &Gid) {
+        self.in_flight.set_phase(gid, Phase::Committing);
+    }
+
+    /// Why a commit record could not be inserted for `gid`: recovery's abort, or this proxy's
+    /// lease gone.
+    pub async fn not_recorded(&self, gid: &Gid) -> TxnError {
+        let found = match self.pools.catalog().get().await {
+            Ok(conn) => decision_log::lookup(&conn, gid).await.ok().flatten(),
+            Err(_) => None,
+        };
+        match found {
+            Some(_) => TxnError::AbortedByRecovery { gid: gid.clone() },
+            None => TxnError::LeaseExpired { gid: gid.clone() },
+        }
+    }
+
     pub fn gids(&self) -> &GidGenerator {
         &self.gids
     }

@@ -92,6 +92,32 @@ pub(crate) enum CommitRecord {
     LeaseExpired,
 }
 
+/// The decision record of a commit: inserted unless a decision for the gid exists or the lease
+/// of the incarnation that made the gid has expired (then no row is). The coordinator runs it
+/// on its own; a participant whose database is the catalog's may run it inside its own
+/// transaction, whose COMMIT is then the commit point: the row becomes visible with that
+/// participant's writes or not at all, and recovery's `abort` for the gid waits on it.
+pub(crate) const COMMIT_RECORD: &str =
+    "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
+     SELECT $1, $2, $3 WHERE EXISTS ( \
+         SELECT 1 FROM shardwire_catalog.proxy_lease \
+         WHERE cluster = $4 AND proxy = $5 AND epoch = $6 \
+           AND expires_at > clock_timestamp()) \
+     ON CONFLICT (gid) DO NOTHING";
+
+/// [`COMMIT_RECORD`]'s parameters as text; None for a gid whose epoch the table cannot hold.
+pub(crate) fn commit_record_params(gid: &Gid, participants: &[String]) -> Option<Vec<String>> {
+    let epoch = i64::try_from(gid.epoch).ok()?;
+    Some(vec![
+        gid.to_string(),
+        Decision::Commit.as_sql().to_string(),
+        crate::sql::quote::text_array(participants.iter().map(String::as_str)),
+        gid.cluster.as_str().to_string(),
+        gid.proxy.as_str().to_string(),
+        epoch.to_string(),
+    ])
+}
+
 /// The decision point: records `commit` unless a decision for `gid` exists or the lease of the
 /// incarnation that made `gid` has expired — one statement, so that no commit can be recorded
 /// once recovery elsewhere may consider the coordinator gone. The expiry is compared with
@@ -105,16 +131,7 @@ pub(crate) async fn record_commit(
     let Ok(epoch) = i64::try_from(gid.epoch) else {
         return Ok(CommitRecord::LeaseExpired);
     };
-    let record = client
-        .prepared(
-            "INSERT INTO shardwire_catalog.txn_decision (gid, decision, participants) \
-             SELECT $1, $2, $3 WHERE EXISTS ( \
-                 SELECT 1 FROM shardwire_catalog.proxy_lease \
-                 WHERE cluster = $4 AND proxy = $5 AND epoch = $6 \
-                   AND expires_at > clock_timestamp()) \
-             ON CONFLICT (gid) DO NOTHING",
-        )
-        .await?;
+    let record = client.prepared(COMMIT_RECORD).await?;
     let inserted = client
         .execute(
             &record,

@@ -58,6 +58,18 @@ pub enum TxnError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The connection to the participant whose COMMIT records the decision (the catalog's own
+    /// shard) failed during that COMMIT.
+    #[error(
+        "the outcome of distributed transaction {gid} is unknown: the connection to {shard}, \
+         whose COMMIT records the commit decision, failed during it ({reason}); recovery will \
+         finish it, check SHOW TRANSACTIONS"
+    )]
+    DecisionUnknown {
+        gid: Gid,
+        shard: ShardLabel,
+        reason: String,
+    },
     /// Recovery decided abort before the coordinator could decide commit.
     #[error(
         "distributed transaction {gid} was rolled back: recovery found it prepared for too long \
@@ -107,9 +119,9 @@ impl TxnError {
                     None => SqlState::CONNECTION_FAILURE,
                 }
             }
-            TxnError::ResolutionUnknown { .. } | TxnError::CommitUnknown { .. } => {
-                SqlState::TRANSACTION_RESOLUTION_UNKNOWN
-            }
+            TxnError::ResolutionUnknown { .. }
+            | TxnError::CommitUnknown { .. }
+            | TxnError::DecisionUnknown { .. } => SqlState::TRANSACTION_RESOLUTION_UNKNOWN,
             TxnError::AbortedByRecovery { .. }
             | TxnError::LeaseExpired { .. }
             | TxnError::PrepareTooSlow { .. } => SqlState::TRANSACTION_ROLLBACK,
@@ -123,7 +135,8 @@ impl TxnError {
             TxnError::Statement { shard, .. }
             | TxnError::ShardUnavailable { shard, .. }
             | TxnError::PreparedTransactionsDisabled { shard }
-            | TxnError::CommitUnknown { shard, .. } => Some(shard),
+            | TxnError::CommitUnknown { shard, .. }
+            | TxnError::DecisionUnknown { shard, .. } => Some(shard),
             TxnError::DecisionLog { .. }
             | TxnError::ResolutionUnknown { .. }
             | TxnError::AbortedByRecovery { .. }

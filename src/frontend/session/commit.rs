@@ -24,6 +24,18 @@ pub(super) struct Answer {
 /// How the block ended, for the client: the tag of its COMMIT, or the error that ended it.
 pub(super) type Ended = Result<&'static str, Bytes>;
 
+/// What the step that asked for PREPARE (and for the decision record) brought back.
+pub(super) struct StepOutcome<'a> {
+    /// Since when the participants were asked to prepare.
+    pub started: Instant,
+    /// The step's first error.
+    pub error: Option<Bytes>,
+    /// Per prepared participant, the error that kept it from preparing.
+    pub prepared: &'a [Option<Bytes>],
+    /// Whether the decision record's row went in.
+    pub recorded: bool,
+}
+
 /// Whether a block-ending statement commits (COMMIT, END; not ROLLBACK or ABORT).
 fn commits(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
@@ -252,21 +264,101 @@ impl Session {
             outcome.increment(1);
             return Ok(Err(error_frame(&e)));
         }
+        self.finish_commit(writers, gid).await?;
+        Ok(Ok("COMMIT"))
+    }
+
+    /// The rest of a two-phase commit whose decision record the participant on the catalog's
+    /// shard (`decider`) inserted in its own transaction, while the others (at `others`) were
+    /// asked to PREPARE: `prepared` holds, per other, the error that kept it from preparing,
+    /// `error` the step's first error, `recorded` whether the record's row went in. The
+    /// decider's COMMIT is the commit point; until it, any failure rolls every other back (the
+    /// decider's block is the caller's to roll back).
+    pub(super) async fn commit_with_record(
+        &mut self,
+        decider: ShardId,
+        others: &[usize],
+        gid: &Gid,
+        step: StepOutcome<'_>,
+    ) -> Result<Result<(), Bytes>, SessionError> {
+        let ctx = self.ctx.clone();
+        let coordinator = &ctx.coordinator;
+        let took = step.started.elapsed();
+        let refusal = if let Some(error) = step.error {
+            Some(error)
+        } else if took >= coordinator.prepare_deadline() {
+            Some(error_frame(&crate::txn::TxnError::PrepareTooSlow {
+                gid: gid.clone(),
+                took,
+                limit: coordinator.prepare_deadline(),
+            }))
+        } else if !step.recorded {
+            Some(error_frame(&coordinator.not_recorded(gid).await))
+        } else {
+            None
+        };
+        if let Some(error) = refusal {
+            let done: Vec<usize> = others
+                .iter()
+                .zip(step.prepared)
+                .filter(|(_, error)| error.is_none())
+                .map(|(i, _)| *i)
+                .collect();
+            self.finish_prepared(&done, gid, "ROLLBACK").await?;
+            self.ctx.metrics.distributed_rolled_back.increment(1);
+            return Ok(Err(error));
+        }
+        let at = self.parked.positions(&[decider]);
+        let committed = self.ask_each(&at, "COMMIT").await.pop();
+        match committed {
+            Some(Ok(answer)) => {
+                if let Some(error) = answer.error {
+                    // The COMMIT itself failed (a deferred constraint, a serialization
+                    // failure): the record went with the rest of that transaction.
+                    self.finish_prepared(others, gid, "ROLLBACK").await?;
+                    self.ctx.metrics.distributed_rolled_back.increment(1);
+                    return Ok(Err(error));
+                }
+            }
+            Some(Err(e)) => {
+                self.ctx.metrics.distributed_unknown.increment(1);
+                tracing::error!(parent: &self.span, %gid, error = %e, "commit decision outcome unknown; recovery will resolve it");
+                let shard = ctx.control.shard(decider).label.clone();
+                return Ok(Err(error_frame(&crate::txn::TxnError::DecisionUnknown {
+                    gid: gid.clone(),
+                    shard,
+                    reason: e.to_string(),
+                })));
+            }
+            None => unreachable!("one participant was asked"),
+        }
+        coordinator.recorded(gid);
+        self.finish_commit(others, gid).await?;
+        Ok(Ok(()))
+    }
+
+    /// After the commit point: COMMIT PREPARED on the prepared participants at `prepared`
+    /// (those that do not confirm it are finished over control connections, or by recovery).
+    pub(super) async fn finish_commit(
+        &mut self,
+        prepared: &[usize],
+        gid: &Gid,
+    ) -> Result<(), SessionError> {
         fail_point!(self.ctx.failpoints, FailPoint::CommitAfterDecision);
         self.ctx.metrics.distributed_committed.increment(1);
         let unconfirmed = self
             .finish_prepared_split(
-                writers,
+                prepared,
                 gid,
                 "COMMIT",
                 FailPoint::CommitBetweenCommitPrepared,
             )
             .await?;
-        let left = coordinator.complete(&unconfirmed, gid).await;
+        let left = self.ctx.coordinator.complete(&unconfirmed, gid).await;
         if !left.is_empty() {
             tracing::warn!(parent: &self.span, %gid, ?left, "COMMIT PREPARED not confirmed; recovery will finish it");
         }
-        Ok(Ok("COMMIT"))
+        Ok(())
     }
 
     /// COMMIT or ROLLBACK PREPARED on the participants' own connections; the shards that did
@@ -389,7 +481,11 @@ impl Session {
 
     /// [`Session::ask`], each connection on its own: a lost one is marked broken and its
     /// error returned in its place, while the others are still asked and read.
-    async fn ask_each(&mut self, at: &[usize], sql: &str) -> Vec<Result<Answer, SessionError>> {
+    pub(super) async fn ask_each(
+        &mut self,
+        at: &[usize],
+        sql: &str,
+    ) -> Vec<Result<Answer, SessionError>> {
         let mut query = BytesMut::new();
         protocol::query(&mut query, sql);
         let order = at.to_vec();

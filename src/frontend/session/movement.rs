@@ -20,6 +20,10 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
+mod steps;
+
+use steps::{locked_rows, read_step, recorded, step_error, Expect, Step, Tail};
+
 /// A sharding-key UPDATE to run: its plan, the shards its rows are on, and for the extended
 /// protocol the client's portal and Bind.
 pub(super) struct KeyUpdateJob {
@@ -74,69 +78,6 @@ enum Ending {
     /// The move's last step committed the statement's own block (with two-phase commit when
     /// several shards wrote).
     Committed,
-}
-
-/// What a statement of a step's batch is, so its reply is read for what it means.
-enum Expect {
-    /// A SET of the proxy's own.
-    Setting,
-    /// Rows read and locked.
-    Locked,
-    /// DELETEs of `locked` rows of one table, over `statements` statements (one per partition).
-    Deleted { statements: usize, locked: usize },
-    /// The client's UPDATE of the rows that stay: counted, its RETURNING rows answered.
-    Stayed,
-    /// INSERTs of moved rows; a root table's RETURNING rows are answered.
-    Inserted { statements: usize, root: bool },
-    /// The RETURNING description, when no row was touched.
-    Described,
-    /// COMMIT or PREPARE TRANSACTION of the statement's own block.
-    Ends,
-}
-
-/// One shard's statements in a step, and what each one is.
-#[derive(Default)]
-struct Batch {
-    statements: movement::Statements,
-    expect: Vec<Expect>,
-}
-
-impl Batch {
-    fn writes(&self) -> bool {
-        self.expect.iter().any(|e| {
-            matches!(
-                e,
-                Expect::Deleted { .. } | Expect::Stayed | Expect::Inserted { .. }
-            )
-        })
-    }
-
-    fn set(&mut self, sql: &str) {
-        self.statements.plain(sql);
-        self.expect.push(Expect::Setting);
-    }
-
-    fn end_with(&mut self, sql: &str) {
-        self.statements.plain(sql);
-        self.expect.push(Expect::Ends);
-    }
-}
-
-/// A step's batches, shard by shard.
-type Step = BTreeMap<ShardId, Batch>;
-
-/// How the statement's own block ends in the move's last step, when it can end there.
-enum Tail {
-    /// The block stays open for [`Session::commit_participants`].
-    None,
-    /// COMMIT on every participant: at most one wrote, and nothing is left to check.
-    Commit,
-    /// PREPARE TRANSACTION on the writers under `gid` (registered as in flight while the
-    /// guard lives), COMMIT on the participants that only read.
-    Prepare {
-        gid: crate::txn::Gid,
-        _in_flight: crate::txn::InFlightGuard,
-    },
 }
 
 impl Session {
@@ -502,9 +443,18 @@ impl Session {
         let answers = self.send_step(last, implicit).await?;
         let error = step_error(&answers, &mut notices);
         let ending = match tail {
-            Tail::Prepare { gid, _in_flight } => {
-                let at = self.parked.positions(&writers);
-                let prepared: Vec<Option<Bytes>> = writers
+            Tail::Prepare {
+                gid,
+                decider,
+                _in_flight,
+            } => {
+                let preparing: Vec<ShardId> = writers
+                    .iter()
+                    .copied()
+                    .filter(|w| Some(*w) != decider)
+                    .collect();
+                let at = self.parked.positions(&preparing);
+                let prepared: Vec<Option<Bytes>> = preparing
                     .iter()
                     .map(|w| {
                         answers
@@ -513,6 +463,7 @@ impl Session {
                             .and_then(|(.., r)| r.error.clone())
                     })
                     .collect();
+                let recorded = decider.is_some_and(|d| recorded(&answers, d));
                 if error.is_none() {
                     if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
                         // Nothing is decided yet: every writer's PREPARE is undone.
@@ -521,8 +472,23 @@ impl Session {
                         return Ok(Err(f));
                     }
                 }
-                match self.settle_prepared(&at, &gid, &prepared, started).await? {
-                    Ok(_) => Ending::Committed,
+                let settled = match decider {
+                    Some(d) => {
+                        let step = super::commit::StepOutcome {
+                            started,
+                            error,
+                            prepared: &prepared,
+                            recorded,
+                        };
+                        self.commit_with_record(d, &at, &gid, step).await?
+                    }
+                    None => self
+                        .settle_prepared(&at, &gid, &prepared, started)
+                        .await?
+                        .map(drop),
+                };
+                match settled {
+                    Ok(()) => Ending::Committed,
                     Err(error) => return Ok(Err(Failure::shard(&mut notices, error))),
                 }
             }
@@ -557,207 +523,6 @@ impl Session {
         }
         Ok(Ok((answer, ending)))
     }
-
-    /// Ends the statement's own block in the last step where nothing is left to check after
-    /// it: with PREPARE TRANSACTION on the writers when several write (the decision and COMMIT
-    /// PREPARED follow), with COMMIT when one writes and deletes nothing (a delete's count is
-    /// checked before its block may commit) or none does; the participants that only read
-    /// COMMIT alongside. Otherwise the block stays open for the usual commit.
-    fn add_tail(&self, last: &mut Step, writers: &[ShardId]) -> Result<Tail, Bytes> {
-        let readers: Vec<ShardId> = self
-            .parked
-            .iter()
-            .filter(|p| p.tx_status != b'I' && !writers.contains(&p.conn.shard))
-            .map(|p| p.conn.shard)
-            .collect();
-        let tail = match writers {
-            [] => Tail::Commit,
-            [one]
-                if last.get(one).is_some_and(|b| {
-                    !b.expect.iter().any(|e| matches!(e, Expect::Deleted { .. }))
-                }) =>
-            {
-                if let Some(batch) = last.get_mut(one) {
-                    batch.end_with("COMMIT");
-                }
-                Tail::Commit
-            }
-            [_] => return Ok(Tail::None),
-            _ => {
-                let gid = self.new_gid(writers)?;
-                let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
-                for w in writers {
-                    if let Some(batch) = last.get_mut(w) {
-                        batch.end_with(&prepare);
-                    }
-                }
-                let _in_flight = self.ctx.coordinator.register(&gid, writers);
-                Tail::Prepare { gid, _in_flight }
-            }
-        };
-        for r in readers {
-            last.entry(r).or_default().end_with("COMMIT");
-        }
-        Ok(tail)
-    }
-
-    /// Sends a step's batches to their shards at once.
-    async fn send_step(&mut self, step: Step, implicit: bool) -> Result<Answers, SessionError> {
-        let mut batches = Vec::with_capacity(step.len());
-        let mut expects = Vec::with_capacity(step.len());
-        for (shard, batch) in step {
-            batches.push((shard, batch.statements));
-            expects.push((shard, batch.expect));
-        }
-        let replies = self.on_shards(batches, implicit).await?;
-        Ok(expects
-            .into_iter()
-            .zip(replies)
-            .map(|((shard, expect), replies)| (shard, expect, replies))
-            .collect())
-    }
-
-    /// Runs each shard's statements on its connection, ending with one Sync, all at once,
-    /// joining each shard to the statement's own block (opened in the same round trip, its
-    /// lock waits bounded from the start, as it may span shards); each shard's replies in
-    /// `batches`' order, without those of the block's opening.
-    async fn on_shards(
-        &mut self,
-        batches: Vec<(ShardId, movement::Statements)>,
-        implicit: bool,
-    ) -> Result<Vec<Replies>, SessionError> {
-        let shards: Vec<ShardId> = batches.iter().map(|(s, _)| *s).collect();
-        let at = self.connections_for(&shards).await?;
-        debug_assert_eq!(at.len(), shards.len(), "one connection per shard of a step");
-        let bound_waits = self.bound_lock_waits();
-        let mut opening = Vec::with_capacity(at.len());
-        let mut fresh = Vec::with_capacity(at.len());
-        let mut messages = Vec::with_capacity(at.len());
-        for (&i, (_, statements)) in at.iter().zip(batches) {
-            let mut out = BytesMut::new();
-            let mut opened = 0;
-            if implicit && self.parked[i].tx_status == b'I' {
-                out = super::multi::begin_messages();
-                opened = 1;
-                if !bound_waits.is_empty() {
-                    out.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
-                    self.waits_bounded = true;
-                    opened += 1;
-                }
-            }
-            let mut parsed = Vec::new();
-            statements.assemble(&mut self.parked[i].conn.conn, &mut out, &mut parsed);
-            movement::sync(&mut out);
-            messages.push(out);
-            opening.push(opened);
-            fresh.push(parsed);
-        }
-        self.announce_running();
-        let mut conns = self.parked.conns_at(&at);
-        let result = gather::run_batches_each(&mut conns, &messages).await;
-        drop(conns);
-        self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok(mut replies) => {
-                for (((&i, r), opened), parsed) in
-                    at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
-                {
-                    self.parked[i].tx_status = r.status;
-                    r.statements.drain(..opened.min(r.statements.len()));
-                    if r.error.is_some() {
-                        // Their Parse may have been skipped after the error.
-                        for text in parsed {
-                            self.parked[i].conn.conn.prepared.remove(&text);
-                        }
-                    }
-                }
-                Ok(replies)
-            }
-            Err(e) => {
-                for &i in &at {
-                    self.parked[i].conn.conn.broken = true;
-                }
-                Err(e.into())
-            }
-        }
-    }
-}
-
-/// A step's answers: per shard, what its statements were and what it replied.
-type Answers = Vec<(ShardId, Vec<Expect>, Replies)>;
-
-/// The first error of a step, with every shard's notices collected. A block that only ended
-/// after reading loses nothing of the statement's if its COMMIT fails, so its error is not one.
-fn step_error(answers: &Answers, notices: &mut BytesMut) -> Option<Bytes> {
-    let mut first = None;
-    for (_, expect, replies) in answers {
-        notices.extend_from_slice(&replies.notices);
-        let only_ends = expect.iter().all(|e| matches!(e, Expect::Ends));
-        if first.is_none() && !only_ends {
-            first = replies.error.clone();
-        }
-    }
-    first
-}
-
-/// Reads a step that ran without error as its statements expect: the RETURNING rows into
-/// `answer`, the staying rows into `count`; a failure when a DELETE removed other than the
-/// rows locked.
-fn read_step(
-    table: &str,
-    answers: Answers,
-    answer: &mut gather::Rows,
-    count: &mut u64,
-) -> Option<Failure> {
-    for (_, expect, replies) in answers {
-        let mut replies = replies.statements.into_iter();
-        for e in expect {
-            match e {
-                Expect::Deleted { statements, locked } => {
-                    let deleted: u64 = replies.by_ref().take(statements).map(|r| r.count()).sum();
-                    if deleted != locked as u64 {
-                        return Some(Failure::proxy(&MoveError::RowsChanged {
-                            table: table.to_string(),
-                            locked: locked as u64,
-                            deleted,
-                        }));
-                    }
-                }
-                Expect::Stayed => {
-                    if let Some(r) = replies.next() {
-                        *count += r.count();
-                        add_returned(answer, r);
-                    }
-                }
-                Expect::Inserted { statements, root } => {
-                    for r in replies.by_ref().take(statements) {
-                        if root {
-                            add_returned(answer, r);
-                        }
-                    }
-                }
-                Expect::Described => {
-                    if let Some(r) = replies.next() {
-                        answer.description = r.description;
-                    }
-                }
-                Expect::Setting | Expect::Locked | Expect::Ends => {
-                    replies.next();
-                }
-            }
-        }
-    }
-    None
-}
-
-/// The rows of each locking read of a shard's batch, in order.
-fn locked_rows(expect: &[Expect], replies: Replies) -> Vec<Vec<Bytes>> {
-    expect
-        .iter()
-        .zip(replies.statements)
-        .filter(|(e, _)| matches!(e, Expect::Locked))
-        .map(|(_, r)| r.rows)
-        .collect()
 }
 
 /// A source's moving root rows with their old and new keys.
