@@ -47,7 +47,7 @@ impl Statements {
         MessageBuilder::new(out, b'P')
             .cstr(b"")
             .cstr(sql.as_bytes())
-            .bytes(param_types(types))
+            .bytes(counted(types))
             .finish();
         MessageBuilder::new(out, b'B')
             .cstr(b"")
@@ -68,7 +68,7 @@ impl Statements {
     ) {
         let text = Arc::new(StatementText {
             query: sql.as_bytes().into(),
-            param_types: param_types(types).into(),
+            param_types: counted(types).into(),
         });
         self.parts.push(Part::Prepared {
             text,
@@ -141,11 +141,11 @@ impl Statements {
 
 /// A count-prefixed list as given, or an empty one (Parse's parameter types, Bind's result
 /// formats).
-fn param_types(types: &[u8]) -> &[u8] {
-    if types.is_empty() {
+fn counted(list: &[u8]) -> &[u8] {
+    if list.is_empty() {
         &[0, 0]
     } else {
-        types
+        list
     }
 }
 
@@ -166,7 +166,7 @@ fn bind_tail(params: &[Param<'_>], result_formats: &[u8]) -> BytesMut {
             None => out.extend_from_slice(&(-1i32).to_be_bytes()),
         }
     }
-    out.extend_from_slice(param_types(result_formats));
+    out.extend_from_slice(counted(result_formats));
     out
 }
 

@@ -36,6 +36,24 @@ pub(super) struct StepOutcome<'a> {
     pub recorded: bool,
 }
 
+/// The participants at `at` whose PREPARE went through (`prepared`: each one's error).
+fn prepared_ones(at: &[usize], prepared: &[Option<Bytes>]) -> Vec<usize> {
+    at.iter()
+        .zip(prepared)
+        .filter(|(_, error)| error.is_none())
+        .map(|(i, _)| *i)
+        .collect()
+}
+
+/// The error of a commit whose PREPAREs took `took`, longer than recovery waits for.
+fn too_slow(coordinator: &crate::txn::Coordinator, gid: &Gid, took: std::time::Duration) -> Bytes {
+    error_frame(&crate::txn::TxnError::PrepareTooSlow {
+        gid: gid.clone(),
+        took,
+        limit: coordinator.prepare_deadline(),
+    })
+}
+
 /// Whether a block-ending statement commits (COMMIT, END; not ROLLBACK or ABORT).
 fn commits(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
@@ -236,21 +254,12 @@ impl Session {
         let took = started.elapsed();
         if failed.is_some() || took >= coordinator.prepare_deadline() {
             // A failed PREPARE rolled its own participant back; the others are undone here.
-            let done: Vec<usize> = writers
-                .iter()
-                .zip(prepared)
-                .filter(|(_, error)| error.is_none())
-                .map(|(i, _)| *i)
-                .collect();
-            self.finish_prepared(&done, gid, "ROLLBACK").await?;
+            self.finish_prepared(&prepared_ones(writers, prepared), gid, "ROLLBACK")
+                .await?;
             self.ctx.metrics.distributed_rolled_back.increment(1);
             return Ok(Err(match failed {
                 Some(error) => error,
-                None => error_frame(&crate::txn::TxnError::PrepareTooSlow {
-                    gid: gid.clone(),
-                    took,
-                    limit: coordinator.prepare_deadline(),
-                }),
+                None => too_slow(coordinator, gid, took),
             }));
         }
         // The commit point.
@@ -287,24 +296,15 @@ impl Session {
         let refusal = if let Some(error) = step.error {
             Some(error)
         } else if took >= coordinator.prepare_deadline() {
-            Some(error_frame(&crate::txn::TxnError::PrepareTooSlow {
-                gid: gid.clone(),
-                took,
-                limit: coordinator.prepare_deadline(),
-            }))
+            Some(too_slow(coordinator, gid, took))
         } else if !step.recorded {
             Some(error_frame(&coordinator.not_recorded(gid).await))
         } else {
             None
         };
         if let Some(error) = refusal {
-            let done: Vec<usize> = others
-                .iter()
-                .zip(step.prepared)
-                .filter(|(_, error)| error.is_none())
-                .map(|(i, _)| *i)
-                .collect();
-            self.finish_prepared(&done, gid, "ROLLBACK").await?;
+            self.finish_prepared(&prepared_ones(others, step.prepared), gid, "ROLLBACK")
+                .await?;
             self.ctx.metrics.distributed_rolled_back.increment(1);
             return Ok(Err(error));
         }

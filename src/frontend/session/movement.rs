@@ -4,9 +4,10 @@
 //! several shards wrote) before the client hears the answer.
 //!
 //! Order: every source shard's rows are read and locked first, so a refusal (row movement
-//! disabled) changes nothing; then the moving rows (and their descendants, deepest first) are
-//! deleted and the staying rows updated on their shards; last the moved rows are inserted where
-//! their new keys live (root first), so no statement of the move sees a row twice.
+//! disabled) changes nothing; then, in one batch per shard, the moving rows (and their
+//! descendants, deepest first) are deleted and the staying rows updated, and after them the
+//! moved rows inserted where their new keys live (root first), so no statement of the move sees
+//! a row twice. Each step goes to all its shards at once (`steps`).
 
 use super::*;
 use crate::catalog::{RowMovement, Snapshot};
