@@ -252,6 +252,31 @@ async fn none_prepared() {
     }
 }
 
+/// `count_sql`'s count on each shard, in shard order.
+async fn count_on_each_shard(count_sql: &str) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        counts.push(c.query_one(count_sql, &[]).await.expect("count").get(0));
+    }
+    counts
+}
+
+/// Runs `sql`, during which the proxy dies by `point`'s kill without answering.
+async fn dies_at(proxy: &mut Proxy, client: &Client, sql: &str, point: &str) {
+    let err = client
+        .simple_query(sql)
+        .await
+        .expect_err("the proxy dies in the statement");
+    assert!(err.as_db_error().is_none(), "{sql} was answered: {err}");
+    proxy.wait_killed().await;
+    assert!(
+        proxy.output().contains(point),
+        "the kill was not {point}'s:\n{}",
+        proxy.output()
+    );
+}
+
 /// Whether shard `i` has `table`.
 async fn has_table(i: usize, table: &str) -> bool {
     shards()
@@ -453,55 +478,31 @@ async fn killed_mid_family_move_loses_nothing() {
         )
         .await;
     }
-    let err = client
-        .simple_query(&format!(
-            "UPDATE crash_mv_acc SET id = {to} WHERE id = {from}"
-        ))
-        .await
-        .expect_err("the proxy dies mid-move");
-    assert!(
-        err.as_db_error().is_none(),
-        "the UPDATE was answered: {err}"
-    );
-    proxy.wait_killed().await;
-    assert!(
-        proxy.output().contains("move.mid_family"),
-        "{}",
-        proxy.output()
-    );
+    dies_at(
+        &mut proxy,
+        &client,
+        &format!("UPDATE crash_mv_acc SET id = {to} WHERE id = {from}"),
+        "move.mid_family",
+    )
+    .await;
 
     let _proxy = start_proxy(dir.path(), None).await;
-    let mut accounts = Vec::new();
-    let mut orders = Vec::new();
-    for i in 0..SHARDS {
-        let c = shards().connect(i).await;
-        let count = |sql: String| {
-            let c = &c;
-            async move {
-                c.query_one(&sql, &[])
-                    .await
-                    .expect("count")
-                    .get::<_, i64>(0)
-            }
-        };
-        accounts.push(
-            count(format!(
-                "SELECT count(*) FROM crash_mv_acc WHERE id = {from}"
-            ))
-            .await,
-        );
-        orders.push(
-            count(format!(
-                "SELECT count(*) FROM crash_mv_ord WHERE id = {from}"
-            ))
-            .await,
-        );
-        assert_eq!(
-            count(format!("SELECT count(*) FROM crash_mv_acc WHERE id = {to}")).await,
-            0,
-            "shard {i} has the half-moved row"
-        );
-    }
+    let accounts = count_on_each_shard(&format!(
+        "SELECT count(*) FROM crash_mv_acc WHERE id = {from}"
+    ))
+    .await;
+    let orders = count_on_each_shard(&format!(
+        "SELECT count(*) FROM crash_mv_ord WHERE id = {from}"
+    ))
+    .await;
+    assert_eq!(
+        count_on_each_shard(&format!(
+            "SELECT count(*) FROM crash_mv_acc WHERE id = {to}"
+        ))
+        .await,
+        vec![0; SHARDS],
+        "a shard has the half-moved row"
+    );
     assert_eq!(
         accounts,
         vec![1, 0, 0],
@@ -595,22 +596,13 @@ async fn killed_after_a_moves_decision_the_move_completes() {
         &format!("DELETE FROM crash_mv_dec WHERE id = {to}"),
     )
     .await;
-    let err = client
-        .simple_query(&format!(
-            "UPDATE crash_mv_dec SET id = {to}, v = 'moved' WHERE id = {from}"
-        ))
-        .await
-        .expect_err("the proxy dies after the decision");
-    assert!(
-        err.as_db_error().is_none(),
-        "the UPDATE was answered: {err}"
-    );
-    proxy.wait_killed().await;
-    assert!(
-        proxy.output().contains("commit.after_decision"),
-        "{}",
-        proxy.output()
-    );
+    dies_at(
+        &mut proxy,
+        &client,
+        &format!("UPDATE crash_mv_dec SET id = {to}, v = 'moved' WHERE id = {from}"),
+        "commit.after_decision",
+    )
+    .await;
     // The catalog's shard committed with the decision; the other waits prepared.
     let waiting: Vec<bool> = prepared_everywhere()
         .await
@@ -621,32 +613,14 @@ async fn killed_after_a_moves_decision_the_move_completes() {
 
     let _proxy = start_proxy(dir.path(), None).await;
     none_prepared().await;
-    let mut moved = Vec::new();
-    let mut left = Vec::new();
-    for i in 0..SHARDS {
-        let c = shards().connect(i).await;
-        let count = |sql: String| {
-            let c = &c;
-            async move {
-                c.query_one(&sql, &[])
-                    .await
-                    .expect("count")
-                    .get::<_, i64>(0)
-            }
-        };
-        moved.push(
-            count(format!(
-                "SELECT count(*) FROM crash_mv_dec WHERE id = {to} AND v = 'moved'"
-            ))
-            .await,
-        );
-        left.push(
-            count(format!(
-                "SELECT count(*) FROM crash_mv_dec WHERE id = {from}"
-            ))
-            .await,
-        );
-    }
+    let moved = count_on_each_shard(&format!(
+        "SELECT count(*) FROM crash_mv_dec WHERE id = {to} AND v = 'moved'"
+    ))
+    .await;
+    let left = count_on_each_shard(&format!(
+        "SELECT count(*) FROM crash_mv_dec WHERE id = {from}"
+    ))
+    .await;
     assert_eq!(moved, vec![1, 0, 0], "the row on its new shard, once");
     assert_eq!(left, vec![0, 0, 0], "and gone from its old one");
 }
