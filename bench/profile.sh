@@ -42,6 +42,6 @@ if [ -n "${CG_ATOMICS:-}" ]; then
 elif [ -n "${CG_LINES:-}" ]; then
     python3 bench/cg_lines.py "$OUT" "$((CLIENTS * TX))" 60
 else
-    python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))"
+    python3 bench/cg_functions.py "$OUT" "$((CLIENTS * TX))" "${CG_TOP:-40}"
 fi
 [ -n "${CG_KEEP:-}" ] && cp "$OUT" "$CG_KEEP"

@@ -11,6 +11,8 @@
 # median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
 # proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
 # SYSCALLS=1 also counts each proxy's system calls per transaction, by kind (perf tracepoints).
+# PERF=1 also samples each proxy with `perf record -e cpu-clock` during its runs and prints, per
+# run, the symbols with the most samples per transaction ([k] kernel, [.] user space).
 # UNSHARDED=1 also runs shardwire on PgBouncer's plain table (unsharded, on the first shard):
 # the same proxy and catalog, one shard's server, to tell the second server's cost from routing's.
 set -euo pipefail
@@ -70,21 +72,32 @@ SQL
 
 parses() { { curl -s "http://127.0.0.1:$METRICS/metrics" || true; } | awk '/^shardwire_statement_parses_total / {print $2} END {}' | head -1; }
 cpu_ticks() { awk '{print $14, $14 + $15}' "/proc/$1/stat"; }
+# Voluntary and involuntary context switches of a process's threads so far.
+switches() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {v+=$2} /^nonvoluntary_ctxt_switches/ {n+=$2} END {print v, n}'; }
 TICK=$(getconf CLK_TCK)
 per_tx() { awk -v b="$1" -v a="$2" -v t="$3" -v k="$TICK" 'BEGIN {printf "%.2f", (a-b)/k/t*1e6}'; }
 
-declare -A TPS CPU USR
+declare -A TPS CPU USR VCS NCS
 run() { # target mode port script pid
     local target=$1 mode=$2 port=$3 script=$4 pid=$5 before after out tx tps
-    before=$(cpu_ticks "$pid")
+    before=$(cpu_ticks "$pid"); read -r bv bn <<<"$(switches "$pid")"
     if [ -n "${SYSCALLS:-}" ]; then
         perf stat -x, -e 'syscalls:sys_enter_*' -p "$pid" -o "$WORK/sys.$target.$mode" &
         PERFPID=$!
     fi
+    if [ -n "${PERF:-}" ]; then
+        perf record -q -e cpu-clock -F 4999 -p "$pid" -o "$WORK/perf.$target.$mode" >/dev/null 2>&1 &
+        PERFREC=$!
+    fi
     out=$(PGPASSWORD=app pgbench -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
     tx=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
     tps=$(awk '/^tps = / {print $3}' <<<"$out")
-    after=$(cpu_ticks "$pid")
+    after=$(cpu_ticks "$pid"); read -r av an <<<"$(switches "$pid")"
+    if [ -n "${PERF:-}" ]; then
+        kill -INT "$PERFREC"; wait "$PERFREC" || true
+        perf report -i "$WORK/perf.$target.$mode" --no-children --sort sym --stdio -F overhead,sample,sym </dev/null 2>/dev/null |
+            grep -E '^ +[0-9.]+%' | sort -k2 -nr | awk -v who="$target $mode" -v tx="$tx" '/^ +[0-9.]+%/ {if (++rows <= 15) printf "%s: %8.4f samples/tx %s\n", who, $2 / tx, $0}' >&2
+    fi
     if [ -n "${SYSCALLS:-}" ]; then
         kill -INT "$PERFPID"; wait "$PERFPID" || true
         awk -F, -v tx="$tx" -v who="$target $mode" '$1 ~ /^[0-9]+$/ && $1 > 0 {sub("syscalls:sys_enter_", "", $3); printf "%s %s: %.2f per tx\n", who, $3, $1 / tx}' "$WORK/sys.$target.$mode" >&2
@@ -93,6 +106,8 @@ run() { # target mode port script pid
     TPS[$target.$mode]+="$tps "
     CPU[$target.$mode]+="$(per_tx "$bc" "$ac" "$tx") "
     USR[$target.$mode]+="$(per_tx "$bu" "$au" "$tx") "
+    VCS[$target.$mode]+="$(awk -v d=$((av - bv)) -v t="$tx" 'BEGIN {printf "%.3f", d/t}') "
+    NCS[$target.$mode]+="$(awk -v d=$((an - bn)) -v t="$tx" 'BEGIN {printf "%.3f", d/t}') "
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
@@ -109,11 +124,12 @@ for r in $(seq "$ROUNDS"); do
 done
 parses_after=$(parses)
 
-printf '\n%-10s %-9s %12s %12s %12s\n' target mode "median TPS" "CPU µs/tx" "user µs/tx"
+printf '\n%-10s %-9s %12s %12s %12s %14s\n' target mode "median TPS" "CPU µs/tx" "user µs/tx" "switches/tx v/i"
 for mode in simple extended; do
     for target in shardwire ${UNSHARDED:+unsharded} pgbouncer; do
-        printf '%-10s %-9s %12s %12s %12s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" \
-            "$(median <<<"${CPU[$target.$mode]}")" "$(median <<<"${USR[$target.$mode]}")"
+        printf '%-10s %-9s %12s %12s %12s %14s\n' "$target" "$mode" "$(median <<<"${TPS[$target.$mode]}")" \
+            "$(median <<<"${CPU[$target.$mode]}")" "$(median <<<"${USR[$target.$mode]}")" \
+            "$(median <<<"${VCS[$target.$mode]}")/$(median <<<"${NCS[$target.$mode]}")"
     done
     awk -v s="$(median <<<"${TPS[shardwire.$mode]}")" -v p="$(median <<<"${TPS[pgbouncer.$mode]}")" \
         -v sc="$(median <<<"${CPU[shardwire.$mode]}")" -v pc="$(median <<<"${CPU[pgbouncer.$mode]}")" \

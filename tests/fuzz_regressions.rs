@@ -201,12 +201,15 @@ fn query_ending_inside_a_string_is_planned_without_sharing() {
     assert!(normalize(sql).is_none());
     assert!(normalize(b"SELECT 'it''").is_none());
     let cache = PlanCache::new(16);
+    let mut memo = shardwire::router::SimpleMemo::default();
+    let literals = memo.normalise(sql);
     assert!(cache
         .plan_simple(
             sql,
+            literals,
             &Snapshot::default(),
             &metrics::Counter::noop(),
-            &mut Default::default()
+            &mut memo
         )
         .is_ok());
     // A closed literal is still shared.

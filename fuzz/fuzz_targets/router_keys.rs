@@ -129,7 +129,9 @@ fuzz_target!(|data: &[u8]| {
         route_plan(&snapshot, &plan, &params, &sql, Some(&bound));
     } else {
         let mut memo = SimpleMemo::default();
-        let Ok((plan, literals)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter, &mut memo)
+        let normalised = memo.normalise(sql.as_bytes());
+        let Ok((plan, literals)) =
+            cache.plan_simple(sql.as_bytes(), normalised, &snapshot, &counter, &mut memo)
         else {
             return;
         };
@@ -137,7 +139,9 @@ fuzz_target!(|data: &[u8]| {
         let routed = route_plan(&snapshot, &plan, &shared, &sql, None);
         // The shared plan again, from the session's memo and from the shared cache.
         for memo in [&mut memo, &mut SimpleMemo::default()] {
-            if let Ok((cached, again)) = cache.plan_simple(sql.as_bytes(), &snapshot, &counter, memo)
+            let normalised = memo.normalise(sql.as_bytes());
+            if let Ok((cached, again)) =
+                cache.plan_simple(sql.as_bytes(), normalised, &snapshot, &counter, memo)
             {
                 assert!(*cached == *plan, "the cached shared plan differs");
                 assert_eq!(again, literals);

@@ -29,7 +29,9 @@ use crate::error::ClientError;
 use crate::executor::ddl;
 use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity};
 use crate::router::route::Route;
-use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, LastEffect};
+use crate::sql::classify::{
+    first_keyword, keyword, may_start_with, session_effect, LastEffect, SessionEffect,
+};
 pub use crate::sql::quote::{quote_ident, quote_literal};
 use tokio_postgres::error::SqlState;
 
@@ -57,9 +59,10 @@ mod signal;
 mod timeouts;
 mod watch;
 
+use crate::router::normalize::Literals;
 use dest::Dest;
 use link::{ParkedLinks, ShardLink};
-use local::{local_candidate, local_kind, LocalKind};
+use local::{local_candidate, local_kind, LocalKind, TextFacts};
 use multi::{ClientSink, Portals};
 use settings::settings_sql;
 
@@ -138,6 +141,8 @@ pub struct Session {
     not_local: Vec<u8>,
     /// The normalising buffer and last shared plan of the session's simple queries.
     simple_memo: crate::router::SimpleMemo,
+    /// What the last normalised simple query's words say.
+    simple_facts: local::FactsMemo,
     pinned: bool,
     /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
     /// it may commit on one shard only.
@@ -232,6 +237,7 @@ impl Session {
             parse_effect: LastEffect::default(),
             not_local: Vec::new(),
             simple_memo: Default::default(),
+            simple_facts: Default::default(),
             pinned: false,
             unpreparable_block: false,
             waits_bounded: false,
@@ -533,12 +539,45 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync
-            || self.copy.is_some()
-            || local_candidate(frame)?.is_some()
-            || self.with_nested_names(frame)?.is_some()
-            || self.may_set_row_ttl(frame)
-        {
+        if self.skip_until_sync || self.copy.is_some() {
+            return Ok(false);
+        }
+        if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
+            return self.route_simple_now(frame);
+        }
+        if local_candidate(frame)?.is_some() {
+            return Ok(false);
+        }
+        self.place_now(frame, None, None)
+    }
+
+    /// [`Session::forward_now`] of a simple query to be routed: normalised once, for the plan
+    /// cache and for what its words say.
+    fn route_simple_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
+        let sql = statements::query_text(frame)?;
+        let mut literals = self.simple_memo.normalise(sql);
+        let facts = match literals {
+            Some(_) => self.simple_facts.of_normalised(self.simple_memo.key()),
+            None => TextFacts::of(sql),
+        };
+        if facts.local.is_some() {
+            return Ok(false);
+        }
+        self.place_now(frame, Some(&mut literals), Some(facts.effect))
+    }
+
+    /// The rest of [`Session::forward_now`], for a frame the proxy does not answer itself; a
+    /// simple query comes with its literals (taken from there) and its effect on the session.
+    /// Inlined into both callers: a call per frame costs the extended protocol's frames more
+    /// than the copy of the code does.
+    #[inline(always)]
+    fn place_now<'q>(
+        &mut self,
+        frame: &Frame<&'q [u8]>,
+        literals: Option<&mut Option<Literals<'q>>>,
+        effect: Option<SessionEffect>,
+    ) -> Result<bool, SessionError> {
+        if self.with_nested_names(frame)?.is_some() || self.may_set_row_ttl(frame) {
             return Ok(false);
         }
         // A session holding connections on several shards takes the general path: Syncs and
@@ -549,7 +588,7 @@ impl Session {
             return Ok(false);
         }
         let parsed = ClientFrame::parse(frame)?;
-        let shard = match self.decide(frame, parsed)? {
+        let shard = match self.decide(frame, parsed, literals)? {
             Dest::Here => match self.current_shard() {
                 Some(_) => None,
                 None => Some(ShardId(0)),
@@ -574,7 +613,7 @@ impl Session {
                 self.note_savepoint(&op);
             }
         }
-        self.forward(frame, parsed)?;
+        self.forward(frame, parsed, effect)?;
         Ok(true)
     }
 
@@ -607,11 +646,13 @@ impl Session {
         }
     }
 
-    /// Sends a client frame to the held backend connection, noting what it does to the session.
+    /// Sends a client frame to the held backend connection, noting what it does to the session
+    /// (`effect`: a simple query's, when known already).
     fn forward(
         &mut self,
         frame: &Frame<&[u8]>,
         parsed: ClientFrame<'_>,
+        effect: Option<SessionEffect>,
     ) -> Result<(), SessionError> {
         let Some(link) = self.current.as_mut() else {
             return Ok(());
@@ -647,7 +688,7 @@ impl Session {
         };
         let conn = &mut link.conn.conn;
         let effect = match parsed {
-            ClientFrame::Query(sql) => Some(session_effect(sql)),
+            ClientFrame::Query(sql) => Some(effect.unwrap_or_else(|| session_effect(sql))),
             ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
             _ => None,
         };

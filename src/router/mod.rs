@@ -47,6 +47,19 @@ pub struct SimpleMemo {
     last: Option<(i64, Arc<SharedPlan>)>,
 }
 
+impl SimpleMemo {
+    /// Normalises `sql` into the session's key buffer ([`SimpleMemo::key`]): its literals, or
+    /// `None` when the text cannot be normalised (the buffer then holds no key).
+    pub fn normalise<'q>(&mut self, sql: &'q [u8]) -> Option<normalize::Literals<'q>> {
+        normalize::normalize_into(sql, &mut self.key)
+    }
+
+    /// The normalised text of the query [`SimpleMemo::normalise`] read last.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
 /// A simple query's literal values, in the order routing reads them.
 pub type LiteralValues<'q> = smallvec::SmallVec<[std::borrow::Cow<'q, str>; 4]>;
 
@@ -127,15 +140,17 @@ impl PlanCache {
     /// The plan of a simple query, shared with every query that differs from it in plain
     /// literals only where the plan does not depend on them; with the query's literals, which
     /// routing reads through [`plan::Operand::Literal`]. `memo` is the session's: a hit there
-    /// does not count as a use in the shared cache's eviction order.
+    /// does not count as a use in the shared cache's eviction order. `literals`: what
+    /// [`SimpleMemo::normalise`] made of `sql` just before.
     pub fn plan_simple<'q>(
         &self,
         sql: &'q [u8],
+        literals: Option<normalize::Literals<'q>>,
         snapshot: &Snapshot,
         parses: &metrics::Counter,
         memo: &mut SimpleMemo,
     ) -> Result<(Arc<Plan>, LiteralValues<'q>), TableId> {
-        let Some(literals) = normalize::normalize_into(sql, &mut memo.key) else {
+        let Some(literals) = literals else {
             return self
                 .plan(sql, snapshot, parses)
                 .map(|p| (p, LiteralValues::new()));

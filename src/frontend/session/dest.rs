@@ -8,6 +8,7 @@ use super::*;
 use crate::catalog::{Snapshot, TableId};
 use crate::error::ClientError;
 use crate::executor::gather::Combine;
+use crate::router::normalize::Literals;
 use crate::router::plan::Plan;
 use crate::router::route::{self as routing, Params};
 
@@ -140,11 +141,15 @@ pub(super) enum Source<'a> {
 
 impl Session {
     /// Where `frame` goes. Cheap when the catalog records no table (everything goes where it
-    /// always went) and when the statement's plan is cached.
-    pub(super) fn decide(
+    /// always went) and when the statement's plan is cached. `normalised`: a simple query's
+    /// literals (taken from there), when the caller normalised it already
+    /// ([`crate::router::SimpleMemo`]); a reference, so that the extended protocol's frames do
+    /// not copy an empty list of them around.
+    pub(super) fn decide<'q>(
         &mut self,
-        frame: &Frame<&[u8]>,
-        parsed: ClientFrame<'_>,
+        frame: &Frame<&'q [u8]>,
+        parsed: ClientFrame<'q>,
+        normalised: Option<&mut Option<Literals<'q>>>,
     ) -> Result<Dest, SessionError> {
         if !self.portals.is_empty() && self.names_a_portal(frame, parsed) {
             return Ok(Dest::Portal);
@@ -168,10 +173,15 @@ impl Session {
         let parses = &self.ctx.metrics.statement_parses;
         match parsed {
             ClientFrame::Query(sql) => {
-                let shared =
-                    self.ctx
-                        .plans
-                        .plan_simple(sql, snapshot, parses, &mut self.simple_memo);
+                let literals = match normalised {
+                    Some(literals) => literals.take(),
+                    None => self.simple_memo.normalise(sql),
+                };
+                let memo = &mut self.simple_memo;
+                let shared = self
+                    .ctx
+                    .plans
+                    .plan_simple(sql, literals, snapshot, parses, memo);
                 let (plan, literals) = match shared {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),

@@ -92,7 +92,7 @@ impl Session {
         let mut fetches = 0;
         let parsed = ClientFrame::parse(&frame)?;
         let dest = loop {
-            match self.decide(&frame, parsed)? {
+            match self.decide(&frame, parsed, None)? {
                 Dest::NeedColumns(table) if fetches < 32 => {
                     fetches += 1;
                     if let Err(e) = self.fetch_columns(table).await {
@@ -221,7 +221,7 @@ impl Session {
             self.savepoint_everywhere(&text).await?;
             self.note_savepoint(&op);
         }
-        self.forward(&frame, parsed)
+        self.forward(&frame, parsed, None)
     }
 
     /// Closes every multi-shard portal (their transaction, or batch, ended).
