@@ -52,34 +52,38 @@ fn is_ident_byte(c: u8) -> bool {
     IDENT_BYTES[c as usize]
 }
 
-/// What the scanner's loop makes of a byte where a token may start, by table: most bytes of a
-/// query start a word or are plain punctuation and whitespace, and pass with one look-up.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Start {
-    /// A letter, `_` or non-ASCII byte: a word, which no literal is part of.
-    Word,
-    /// Nothing the scanner looks for.
-    Plain,
-    /// Digits, `.`, quotes, `$`, and the starts of comments: the loop's `match` decides.
-    Other,
+/// Whether a byte may start what the scanner looks for: digits, `.`, quotes, `$`, `-` and `/`
+/// (comments) all lie in `"`..=`9`; the few other bytes in that range (`#%&()*+,`) are looked
+/// at and passed.
+fn may_start_token(c: u8) -> bool {
+    (b'"'..=b'9').contains(&c)
 }
 
-const STARTS: [Start; 256] = {
-    let mut table = [Start::Plain; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        table[c] = if b.is_ascii_digit() || matches!(b, b'.' | b'\'' | b'"' | b'$' | b'-' | b'/') {
-            Start::Other
-        } else if IDENT_BYTES[c] {
-            Start::Word
-        } else {
-            Start::Plain
-        };
-        c += 1;
+/// The first position from `i` on whose byte [`may_start_token`], eight bytes at a time: most
+/// of a query is words, spaces and punctuation the scanner passes.
+fn next_candidate(b: &[u8], i: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = ONES * 0x80;
+    const LO: u64 = ONES * b'"' as u64;
+    const ABOVE_HI: u64 = ONES * (b'9' + 1) as u64;
+    let (eights, rest) = b[i..].as_chunks::<8>();
+    for (n, eight) in eights.iter().enumerate() {
+        let x = u64::from_le_bytes(*eight);
+        // Per byte, with its high bit set first so that no subtraction borrows from the next
+        // byte: the first difference keeps the high bit when the low seven bits are >= `"`,
+        // the second when they are > `9`; bytes with the high bit set (non-ASCII) are neither.
+        let mask = (x | HIGH).wrapping_sub(LO) & !(x | HIGH).wrapping_sub(ABOVE_HI) & !x & HIGH;
+        if mask != 0 {
+            let at = i + 8 * n + (mask.trailing_zeros() / 8) as usize;
+            debug_assert!(may_start_token(b[at]) && b[i..at].iter().all(|&c| !may_start_token(c)));
+            return at;
+        }
     }
-    table
-};
+    let tail = b.len() - rest.len();
+    rest.iter()
+        .position(|&c| may_start_token(c))
+        .map_or(b.len(), |p| tail + p)
+}
 
 /// The end of the word starting at `i`.
 fn word_end(b: &[u8], mut i: usize) -> usize {
@@ -124,20 +128,20 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
     // the current run starts.
     let mut copied = 0;
     let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match STARTS[c as usize] {
-            Start::Word => {
-                i = word_end(b, i + 1);
-                continue;
-            }
-            Start::Plain => {
-                i += 1;
-                continue;
-            }
-            Start::Other => {}
-        }
+    // Where the last token the match below read ended: a byte there starts the next token
+    // whatever comes before it (`$1$$` or `$$a$$5` are read on after the parameter or string).
+    let mut token_end = 0;
+    loop {
+        i = next_candidate(b, i);
+        let Some(&c) = b.get(i) else {
+            break;
+        };
         let prev = if i == 0 { b' ' } else { b[i - 1] };
+        if is_ident_byte(prev) && is_ident_byte(c) && i != token_end {
+            // A digit or `$` inside a word (`t1`, `a$b`), which no literal is part of.
+            i = word_end(b, i + 1);
+            continue;
+        }
         match c {
             b'-' if b.get(i + 1) == Some(&b'-') => {
                 i = b[i..]
@@ -233,10 +237,11 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
                     i = end;
                 }
             }
-            // A digit after a word's byte, as after `$q$…$q$`.
+            // A digit or `$` that starts a word: `1e`, `0x1F` and `123abc` pass above.
             _ if is_ident_byte(c) => i = word_end(b, i),
             _ => i += 1,
         }
+        token_end = i;
     }
     key.extend_from_slice(&b[copied..]);
     Some(literals)
