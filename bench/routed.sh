@@ -13,6 +13,8 @@
 # SYSCALLS=1 also counts each proxy's system calls per transaction, by kind (perf tracepoints).
 # PERF=1 also samples each proxy with `perf record -e cpu-clock` during its runs and prints, per
 # run, the symbols with the most samples per transaction ([k] kernel, [.] user space).
+# WHO=1 also prints the CPU time per transaction of every process on the machine during each run,
+# by kind (each PostgreSQL server, the proxies; bench/cpu_by_process.py).
 # UNSHARDED=1 also runs shardwire on PgBouncer's plain table (unsharded, on the first shard):
 # the same proxy and catalog, one shard's server, to tell the second server's cost from routing's.
 set -euo pipefail
@@ -89,10 +91,15 @@ run() { # target mode port script pid
         perf record -q -e cpu-clock -F 4999 -p "$pid" -o "$WORK/perf.$target.$mode" >/dev/null 2>&1 &
         PERFREC=$!
     fi
+    [ -n "${WHO:-}" ] && python3 bench/cpu_by_process.py snapshot >"$WORK/who.before"
     out=$(PGPASSWORD=app pgbench -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
     tx=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
     tps=$(awk '/^tps = / {print $3}' <<<"$out")
     after=$(cpu_ticks "$pid"); read -r av an <<<"$(switches "$pid")"
+    if [ -n "${WHO:-}" ]; then
+        python3 bench/cpu_by_process.py snapshot >"$WORK/who.after"
+        echo "$target $mode, µs per transaction: $(python3 bench/cpu_by_process.py per-tx "$WORK/who.before" "$WORK/who.after" "$tx")" >&2
+    fi
     if [ -n "${PERF:-}" ]; then
         kill -INT "$PERFREC"; wait "$PERFREC" || true
         perf report -i "$WORK/perf.$target.$mode" --no-children --sort sym --stdio -F overhead,sample,sym </dev/null 2>/dev/null |
