@@ -38,6 +38,21 @@ fn starts_block(sql: &[u8]) -> bool {
 }
 
 impl Session {
+    /// Takes a backend connection for the route and brings its settings in line with the
+    /// client's.
+    async fn acquire(&mut self, shard: ShardId) -> Result<(), BackendError> {
+        match self.ctx.pools.shard(shard).get().await {
+            Ok(b) => {
+                self.adopt(b);
+                Ok(())
+            }
+            Err(e) => {
+                self.ctx.metrics.backend_error(shard);
+                Err(e)
+            }
+        }
+    }
+
     /// A CancelRequest for the client reaches every shard connection the session holds while
     /// a statement runs on several of them (an idle one ignores it).
     pub(super) fn announce_running(&self) {

@@ -4,6 +4,17 @@
 use super::*;
 
 impl Session {
+    /// Whether the client should be sent what is queued for it now. The proxy's own
+    /// ParseComplete for a held Parse waits for the backend's answers to the rest of the batch,
+    /// so the client gets them in one write, as PostgreSQL sends a batch's answers (it flushes
+    /// at Sync): an extra write and wake-up per transaction would cost more than routing.
+    fn client_output_due(&self) -> bool {
+        let only_held_parses = self.cout.len() == self.deferred_parse_len
+            && self.current.is_some()
+            && !self.pipeline.is_empty();
+        !self.cout.is_empty() && !only_held_parses
+    }
+
     /// Waits for the first socket that can make progress. Fixed order: writes first, so data
     /// never waits behind a read. Written by hand rather than with `select!`, which builds and
     /// drops a future per branch on every turn of the loop.

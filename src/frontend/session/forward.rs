@@ -1,0 +1,212 @@
+//! Client frames on their way to the backend connection: the hot path that places a frame
+//! without an await (a simple query normalised once, then routed from the plan cache), the
+//! session effects noted as a frame goes out, and the answer to a frame that can go nowhere.
+
+use super::*;
+
+impl Session {
+    /// The common case, without an await: the frame is not one the proxy may answer itself,
+    /// and a backend connection is held or one just given back by another client is there to
+    /// take. Returns false when the frame needs the general path.
+    pub(super) fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
+        if self.skip_until_sync || self.copy.is_some() {
+            return Ok(false);
+        }
+        if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
+            return self.route_simple_now(frame);
+        }
+        if local_candidate(frame)?.is_some() {
+            return Ok(false);
+        }
+        self.place_now(frame, None, None)
+    }
+
+    /// [`Session::forward_now`] of a simple query to be routed: normalised once, for the plan
+    /// cache and for what its words say.
+    fn route_simple_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
+        let sql = statements::query_text(frame)?;
+        let mut literals = self.simple_memo.normalise(sql);
+        let facts = match literals {
+            Some(_) => self.simple_facts.of_normalised(self.simple_memo.key()),
+            None => TextFacts::of(sql),
+        };
+        if facts.local.is_some() {
+            return Ok(false);
+        }
+        self.place_now(frame, Some(&mut literals), Some(facts.effect))
+    }
+
+    /// The rest of [`Session::forward_now`], for a frame the proxy does not answer itself; a
+    /// simple query comes with its literals (taken from there) and its effect on the session.
+    /// Inlined into both callers: a call per frame costs the extended protocol's frames more
+    /// than the copy of the code does.
+    #[inline(always)]
+    fn place_now<'q>(
+        &mut self,
+        frame: &Frame<&'q [u8]>,
+        literals: Option<&mut Option<Literals<'q>>>,
+        effect: Option<SessionEffect>,
+    ) -> Result<bool, SessionError> {
+        if self.with_nested_names(frame)?.is_some() || self.may_set_row_ttl(frame) {
+            return Ok(false);
+        }
+        // A session holding connections on several shards takes the general path: Syncs and
+        // transaction ends must reach them all.
+        if !self.parked.is_empty()
+            || (self.current.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
+        {
+            return Ok(false);
+        }
+        let parsed = ClientFrame::parse(frame)?;
+        let shard = match self.decide(frame, parsed, literals)? {
+            Dest::Here => match self.current_shard() {
+                Some(_) => None,
+                None => Some(ShardId(0)),
+            },
+            Dest::Shard(s) if self.current_shard() == Some(s) => None,
+            Dest::Shard(s) if self.current.is_none() => Some(s),
+            // Needs no connection at all.
+            Dest::Hold => {
+                self.hold_parse(parsed);
+                return Ok(true);
+            }
+            _ => return Ok(false),
+        };
+        if let Some(shard) = shard {
+            match self.ctx.pools.shard(shard).get_now() {
+                Some(b) => self.adopt(b),
+                None => return Ok(false),
+            }
+        }
+        if self.tx_status() != b'I' {
+            if let Some((op, _)) = self.savepoint_of(parsed) {
+                self.note_savepoint(&op);
+            }
+        }
+        self.forward(frame, parsed, effect)?;
+        Ok(true)
+    }
+
+    /// Records a Parse whose shard its Bind will decide, answering it in its turn.
+    pub(super) fn hold_parse(&mut self, parsed: ClientFrame<'_>) {
+        if let ClientFrame::Parse { name, query, types } = parsed {
+            let only_held = self.cout.len() == self.deferred_parse_len;
+            let held = self
+                .statements
+                .hold(name, query, types, &mut self.pipeline, &mut self.cout);
+            // Only answers of held Parses in the buffer: they may wait (client_output_due).
+            self.deferred_parse_len = if only_held { self.cout.len() } else { 0 };
+            if held.is_err() {
+                self.skip_until_sync = true;
+            }
+            if let Some(link) = self.current.as_mut() {
+                link.unsynced = true;
+            }
+        }
+    }
+
+    /// Sends a client frame to the held backend connection, noting what it does to the session
+    /// (`effect`: a simple query's, when known already).
+    pub(super) fn forward(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+        effect: Option<SessionEffect>,
+    ) -> Result<(), SessionError> {
+        let Some(link) = self.current.as_mut() else {
+            return Ok(());
+        };
+        match frame.tag {
+            b'S' => {
+                link.unsynced = false;
+                link.batch_sent = false;
+                // This Sync ends the batch, also when its failure arrived only while the
+                // Sync itself was on its way (the general path waits for other shards first).
+                self.skip_until_sync = false;
+            }
+            b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => {
+                link.unsynced = true;
+                link.batch_sent = true;
+            }
+            _ => {}
+        }
+        if statements::goes_unchanged(frame.raw) {
+            statements::send_unchanged(
+                frame.raw,
+                &mut self.pipeline,
+                &mut link.out,
+                &mut self.cout,
+            );
+            return Ok(());
+        }
+        if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
+            self.note_block_start(&parsed);
+        }
+        let Some(link) = self.current.as_mut() else {
+            return Ok(());
+        };
+        let conn = &mut link.conn.conn;
+        let effect = match parsed {
+            ClientFrame::Query(sql) => Some(effect.unwrap_or_else(|| session_effect(sql))),
+            ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
+            _ => None,
+        };
+        if let Some(effect) = effect {
+            if effect.pins && !self.pinned {
+                self.pinned = true;
+                self.ctx.metrics.pinned_sessions.increment(1);
+            }
+            if effect.pins {
+                const SET: u128 = keyword(b"set");
+                const RESET: u128 = keyword(b"reset");
+                let sql = match parsed {
+                    ClientFrame::Query(sql) | ClientFrame::Parse { query: sql, .. } => sql,
+                    _ => &[][..],
+                };
+                self.settings_changed |= matches!(first_keyword(sql), SET | RESET)
+                    || memchr::memmem::find(sql, b"set_config").is_some();
+            }
+            self.unpreparable_block |= effect.unpreparable;
+            if effect.resets {
+                conn.prepared.clear();
+                conn.unnamed = None;
+                conn.applied = Settings::default();
+            }
+        }
+        if frame.tag == b'Q' {
+            // A simple query replaces the unnamed statement, on the backend and for the client.
+            conn.unnamed = None;
+            self.statements.forget_unnamed();
+        }
+        let forwarded = self.statements.forward(
+            parsed,
+            frame,
+            conn,
+            &mut self.pipeline,
+            &mut link.out,
+            &mut self.cout,
+        );
+        if forwarded.is_err() {
+            self.skip_until_sync = true;
+        }
+        Ok(())
+    }
+
+    /// The client's message cannot be sent anywhere: answer it as PostgreSQL answers a failed
+    /// message, and keep the session usable.
+    pub(super) fn refuse(&mut self, frame: &Frame<&[u8]>, code: &SqlState, message: &str) {
+        protocol::error_response(&mut self.cout, Severity::Error, code, message);
+        match frame.tag {
+            b'Q' | b'F' | b'S' => {
+                let status = self.session_status();
+                protocol::ready_for_query(&mut self.cout, status)
+            }
+            _ => {
+                self.skip_until_sync = true;
+                // Whether a block is open is known only then: a BEGIN earlier in the same
+                // batch (JDBC sends one with a block's first statement) has had no answer yet.
+                self.fail_block_at_sync = Some(message.to_string());
+            }
+        }
+    }
+}
