@@ -395,7 +395,9 @@ async fn a_large_failing_batch_leaves_the_session_usable() {
     // Every kind of statement still runs on this connection: plain, keyed, admin, DDL.
     let r = raw.query("SELECT 1").round_trip().await;
     assert!(r.contains(&Reply::Row(vec![Some("1".into())])), "{r:?}");
-    // (Key 1 shares a shard with the failed row, whose implicit transaction rolled it back.)
+    // The batch is one transaction, as on PostgreSQL: the rows before the failed one are
+    // gone on every shard.
+    assert_eq!(counts("batch_cust").await.iter().sum::<i64>(), 0);
     let r = raw
         .query("SELECT name FROM batch_cust WHERE cust_id = 1")
         .round_trip()

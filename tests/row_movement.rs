@@ -741,3 +741,73 @@ async fn moves_parse_their_statements_again_where_a_connection_lost_them() {
         "no prepared transaction left"
     );
 }
+
+/// A key UPDATE bound through the extended protocol is part of its batch, one transaction up to
+/// the Sync on PostgreSQL: a later failure in the batch puts the moved row back; without one,
+/// the move commits with the batch's other writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_move_commits_or_rolls_back_with_its_batch() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let client = proxy.connect().await;
+    exec(
+        &client,
+        "CREATE SHARDED TABLE mv_batch (cust_id bigint PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO ENABLE ROW MOVEMENT",
+    )
+    .await;
+    let (first, same, other, placement) = seeded(&client, "mv_batch").await;
+    let (home, other_home) = (placement[0], placement[other as usize - 1]);
+    exec(
+        &client,
+        &format!("DELETE FROM mv_batch WHERE cust_id = {other}"),
+    )
+    .await;
+    let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+        .await
+        .expect("login");
+    raw.parse("mv", "UPDATE mv_batch SET cust_id = $1 WHERE cust_id = $2")
+        .parse("ins", "INSERT INTO mv_batch VALUES ($1, 'batch')");
+    let replies = raw.sync().round_trip().await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    let (first_key, other_key, same_key) = (first.to_string(), other.to_string(), same.to_string());
+
+    // The INSERT after the move fails (`same` exists): the row stays where it was.
+    raw.bind("", "mv", &[&other_key, &first_key])
+        .execute("")
+        .bind("", "ins", &[&same_key])
+        .execute("")
+        .sync();
+    let replies = raw.round_trip().await;
+    assert!(
+        replies.contains(&Reply::Complete("UPDATE 1".into())),
+        "{replies:?}"
+    );
+    assert!(
+        replies.contains(&Reply::Error(SqlState::UNIQUE_VIOLATION)),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    assert_eq!(shards_of("mv_batch", "cust_id", first).await, vec![home]);
+    assert!(shards_of("mv_batch", "cust_id", other).await.is_empty());
+
+    // Without the failure the move and the INSERT commit together.
+    raw.bind("", "mv", &[&other_key, &first_key])
+        .execute("")
+        .bind("", "ins", &["1000"])
+        .execute("")
+        .sync();
+    let replies = raw.round_trip().await;
+    assert!(
+        !replies.iter().any(|r| matches!(r, Reply::Error(_))),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    assert!(shards_of("mv_batch", "cust_id", first).await.is_empty());
+    assert_eq!(
+        shards_of("mv_batch", "cust_id", other).await,
+        vec![other_home]
+    );
+    assert_eq!(shards_of("mv_batch", "cust_id", 1000).await.len(), 1);
+    raw.terminate().await;
+}

@@ -431,3 +431,122 @@ async fn an_extended_statement_for_a_healthy_shard_of_a_failed_block_is_refused(
         .sum();
     assert_eq!(lost, 0);
 }
+
+/// An extended-protocol batch outside a block is one transaction on PostgreSQL, up to its Sync
+/// (psycopg's `executemany`, a JDBC batch in autocommit): spread over several shards it commits
+/// everywhere or nowhere. A failing row undoes the rows before it on every shard, the statements
+/// after it run nowhere, and the client sees no answer after the error but the ReadyForQuery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_batch_over_several_shards_is_one_transaction() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let client = proxy.connect().await;
+    let other = seeded(&client, "batchx").await;
+    let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+        .await
+        .expect("login");
+    raw.parse("ins", "INSERT INTO batchx (cust_id, v) VALUES ($1, $2)");
+    let replies = within(raw.sync().round_trip()).await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    let batch = |raw: &mut RawClient, keys: &[i64], v: &str| {
+        for k in keys {
+            raw.bind("", "ins", &[&k.to_string(), v]).execute("");
+        }
+        raw.sync();
+    };
+    let written =
+        |v: &'static str| async move { counts_where("batchx", &format!("WHERE v = '{v}'")).await };
+
+    // Every row of a batch over every shard commits.
+    let keys: Vec<i64> = (101..=140).collect();
+    batch(&mut raw, &keys, "whole");
+    let replies = within(raw.round_trip()).await;
+    let inserted = replies
+        .iter()
+        .filter(|r| **r == Reply::Complete("INSERT 0 1".into()))
+        .count();
+    assert_eq!(inserted, 40, "{replies:?}");
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    let whole = written("whole").await;
+    assert_eq!(whole.iter().sum::<i64>(), 40);
+    assert!(
+        whole.iter().filter(|&&n| n > 0).count() > 1,
+        "the batch reached one shard only: {whole:?}"
+    );
+
+    // The last row fails: the rows before it, on every shard, are gone with it.
+    let mut keys: Vec<i64> = (201..=239).collect();
+    keys.push(101);
+    batch(&mut raw, &keys, "late");
+    let replies = within(raw.round_trip()).await;
+    assert!(
+        replies.contains(&Reply::Error(SqlState::UNIQUE_VIOLATION)),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    assert_eq!(
+        written("late").await,
+        vec![0; SHARDS],
+        "rows of a failed batch stayed"
+    );
+
+    // The first row fails on key 1's shard: the rows after it, on `other`'s shard first, run
+    // nowhere, and nothing answers for them.
+    batch(&mut raw, &[1, other, 301, 302, 303, 304], "early");
+    let replies = within(raw.round_trip()).await;
+    assert_eq!(
+        replies,
+        vec![
+            Reply::BindComplete,
+            Reply::Error(SqlState::UNIQUE_VIOLATION),
+            Reply::Ready(b'I')
+        ]
+    );
+    assert_eq!(
+        written("early").await,
+        vec![0; SHARDS],
+        "rows after the error ran"
+    );
+
+    // A write over several shards and keyed rows in one batch: one failure undoes both.
+    raw.parse("", "UPDATE batchx SET v = 'mixed' WHERE cust_id <= 40")
+        .bind("", "", &[])
+        .execute("");
+    batch(&mut raw, &[401, 402, 403, other], "mixed");
+    let replies = within(raw.round_trip()).await;
+    assert!(
+        replies.contains(&Reply::Error(SqlState::UNIQUE_VIOLATION)),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    assert_eq!(written("mixed").await, vec![0; SHARDS]);
+    assert_eq!(written("seed").await.iter().sum::<i64>(), 40);
+
+    // A BEGIN in the batch opens the client's block with what ran before it, on every shard.
+    for k in 501..=504 {
+        raw.bind("", "ins", &[&k.to_string(), "begun"]).execute("");
+    }
+    raw.parse("", "BEGIN").bind("", "", &[]).execute("");
+    batch(&mut raw, &[505, 506, 507, 508], "begun");
+    let replies = within(raw.round_trip()).await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'T')), "{replies:?}");
+    let replies = within(raw.query("ROLLBACK").round_trip()).await;
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    assert_eq!(
+        written("begun").await,
+        vec![0; SHARDS],
+        "rows before BEGIN stayed"
+    );
+
+    // The session goes on, and a batch's rows are read back through it.
+    raw.parse("", "SELECT v FROM batchx WHERE cust_id = $1")
+        .bind("", "", &[&other.to_string()])
+        .execute("");
+    let replies = within(raw.sync().round_trip()).await;
+    assert!(
+        replies.contains(&Reply::Row(vec![Some("seed".into())])),
+        "{replies:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Ready(b'I')), "{replies:?}");
+    raw.terminate().await;
+}

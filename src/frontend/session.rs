@@ -166,9 +166,12 @@ pub struct Session {
     begin_sql: Option<String>,
     /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
     savepoints: Vec<String>,
-    /// Shards whose part of the current extended-protocol batch runs in a block the proxy
-    /// opened for a multi-shard write, to commit together at the client's Sync.
-    atomic_batch: Vec<ShardId>,
+    /// The current extended-protocol batch, outside a transaction block, wrote on several
+    /// shards (a multi-shard write, a row move) or ran statements on more than one: on
+    /// PostgreSQL a batch is one transaction up to its Sync, so every shard's part turns into
+    /// a block before the Sync reaches it, and the parts commit together (or roll back
+    /// together, if the batch failed).
+    atomic_batch: bool,
     /// Spreads reads of duplicated tables over their shards.
     round_robin: usize,
     /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
@@ -250,7 +253,7 @@ impl Session {
             parked: ParkedLinks::default(),
             begin_sql: None,
             savepoints: Vec::new(),
-            atomic_batch: Vec::new(),
+            atomic_batch: false,
             round_robin: 0,
             portals: Portals::default(),
             pending_keys: Vec::new(),

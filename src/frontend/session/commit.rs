@@ -124,22 +124,34 @@ impl Session {
         Ok(true)
     }
 
-    /// At the client's Sync after a batch whose multi-shard writes ran in blocks of the proxy's
-    /// ([`Session::run_multi_portal`]): every shard of the batch ends its part, then they commit
-    /// together (or roll back, if the batch failed). A commit that fails is the batch's error.
-    pub(super) async fn end_atomic_batch(&mut self) -> Result<(), SessionError> {
-        if self.atomic_batch.is_empty() {
-            return Ok(());
+    /// At the client's Sync after a batch that is one transaction over several shards
+    /// (`atomic_batch`): every shard's part is held open in a block by the Sync, then they
+    /// commit together, or roll back together when any statement of the batch failed. A
+    /// commit that fails is the batch's error. True when the Sync is answered.
+    pub(super) async fn end_atomic_batch(&mut self) -> Result<bool, SessionError> {
+        if !std::mem::take(&mut self.atomic_batch) {
+            return Ok(false);
         }
-        self.atomic_batch.clear();
+        // The answers still owed may hold the batch's failure.
         self.drain_current().await?;
         self.park_current();
-        self.sync_parked().await?;
-        if let Err(error) = self.commit_participants().await? {
+        self.sync_parked_then(super::links::Ending::Hold).await?;
+        if self.begin_sql.is_some() {
+            // The client opened a block in the batch: what ran before its BEGIN is part of
+            // the block, as on PostgreSQL, and the Sync is answered as in any block.
+            return Ok(false);
+        }
+        if std::mem::take(&mut self.skip_until_sync) {
+            self.end_every_participant("ROLLBACK").await?;
+        } else if let Err(error) = self.commit_participants().await? {
             self.cout.extend_from_slice(&error);
         }
+        self.fail_block_at_sync = None;
+        self.drop_portals().await?;
         self.release_parked_if_idle();
-        Ok(())
+        let status = self.session_status();
+        protocol::ready_for_query(&mut self.cout, status);
+        Ok(true)
     }
 
     /// Opens a block on the parked connections at `at`, for a statement that must commit on

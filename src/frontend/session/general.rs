@@ -32,8 +32,8 @@ impl Session {
                 }
             }
         }
-        if frame.tag == b'S' {
-            self.end_atomic_batch().await?;
+        if frame.tag == b'S' && self.end_atomic_batch().await? {
+            return Ok(());
         }
         if self.skip_until_sync {
             if frame.tag != b'S' {
@@ -153,29 +153,39 @@ impl Session {
             }
             Dest::LocalDescribe(sql) => return self.describe_local(&sql).await,
             Dest::InsertSelect(plan) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 self.run_insert_select(plan).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::Explain(answer) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 return self.answer_explain(*answer);
             }
             Dest::Aggregate(job) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 self.run_aggregate(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::Combining(job) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 self.run_combining(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::KeyUpdate(job) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 return self.run_key_update(*job).await;
             }
             Dest::Copy(job) => {
@@ -183,7 +193,9 @@ impl Session {
                 return Ok(());
             }
             Dest::Sequence(answer) => {
-                self.drain_current().await?;
+                if !self.drained_live().await? {
+                    return Ok(());
+                }
                 return self.answer_sequence(*answer, &frame).await;
             }
             Dest::NeedColumns(_) | Dest::NeedKeys(_) => unreachable!("resolved above"),
@@ -203,6 +215,11 @@ impl Session {
                 }
                 other => return Err(other),
             }
+        }
+        if self.skip_until_sync && frame.tag != b'S' {
+            // An earlier statement of the batch failed on the shard just left: the rest of
+            // the batch runs nowhere, as PostgreSQL skips it.
+            return Ok(());
         }
         if frame.tag == b'S' {
             if self.session_status() != b'T' {
@@ -224,8 +241,16 @@ impl Session {
         self.forward(&frame, parsed, None)
     }
 
+    /// Reads every answer the current connection still owes before the frame's work starts
+    /// elsewhere; false when one of them failed the frame's batch (the frame then runs
+    /// nowhere: PostgreSQL skips the rest of a failed batch up to its Sync).
+    async fn drained_live(&mut self) -> Result<bool, SessionError> {
+        self.drain_current().await?;
+        Ok(!self.skip_until_sync)
+    }
+
     /// Closes every multi-shard portal (their transaction, or batch, ended).
-    async fn drop_portals(&mut self) -> Result<(), SessionError> {
+    pub(super) async fn drop_portals(&mut self) -> Result<(), SessionError> {
         if let Some(name) = self.portals.on_shards().map(<[u8]>::to_vec) {
             self.drop_portal(&name).await?;
         }

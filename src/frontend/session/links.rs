@@ -13,6 +13,15 @@ use super::*;
 use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// What the Sync that ends a batch does to each shard's part of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// Commits it (or rolls it back, if it failed), as the client's Sync does.
+    Commit,
+    /// Leaves it open in a block, for the proxy to commit with the batch's other parts.
+    Hold,
+}
+
 /// How a statement ends a transaction block, by its leading words.
 pub(super) fn ends_block(sql: &[u8]) -> bool {
     const COMMIT: u128 = keyword(b"commit");
@@ -72,6 +81,16 @@ impl Session {
         }
         if self.current_shard() == Some(shard) {
             return Ok(());
+        }
+        // A batch that ran something on another shard and now goes on here: one transaction,
+        // as PostgreSQL's batch is (committed at its Sync, `end_atomic_batch`).
+        let batch_elsewhere = self
+            .current
+            .iter()
+            .chain(self.parked.iter())
+            .any(|link| link.batch_sent && link.shard() != shard);
+        if batch_elsewhere && self.session_status() == b'I' {
+            self.atomic_batch = true;
         }
         if self.current.is_some() {
             if self.current_is_idle() && self.parked.is_empty() {
@@ -254,19 +273,33 @@ impl Session {
     /// Before the client's Sync reaches the current connection: the parked connections of
     /// the batch end it too.
     pub(super) async fn sync_parked(&mut self) -> Result<(), SessionError> {
+        self.sync_parked_then(Ending::Commit).await
+    }
+
+    /// [`Session::sync_parked`], each connection's part of the batch either ending with the
+    /// Sync or, with [`Ending::Hold`], held open in a block (BEGIN turns an implicit
+    /// transaction into a block with what it did so far; a part that failed skips it).
+    pub(super) async fn sync_parked_then(&mut self, ending: Ending) -> Result<(), SessionError> {
         if !self.parked.iter().any(|p| p.unsynced) {
             return Ok(());
         }
         self.drain_current().await?;
         let mut sync = BytesMut::new();
         MessageBuilder::new(&mut sync, b'S').finish();
+        let mut held = super::multi::begin_messages();
+        held.extend_from_slice(&sync);
         for i in 0..self.parked.len() {
             if !self.parked[i].unsynced {
                 continue;
             }
+            let hold = ending == Ending::Hold && self.parked[i].batch_sent;
             let conn = &mut self.parked[i].conn.conn;
+            if hold {
+                conn.unnamed = None;
+            }
+            let messages = if hold { &held } else { &sync };
             let answer = async {
-                conn.stream.write_all(&sync).await?;
+                conn.stream.write_all(messages).await?;
                 loop {
                     let f = conn.read_frame().await?;
                     match f.tag {

@@ -84,23 +84,29 @@ enum Ending {
 impl Session {
     pub(super) async fn run_key_update(&mut self, job: KeyUpdateJob) -> Result<(), SessionError> {
         let implicit = self.session_status() == b'I';
+        // A bound statement belongs to its batch, one transaction up to the client's Sync:
+        // the move's own block stays open and ends with the batch's other work.
+        let ends_here = implicit && job.bound.is_none();
+        if implicit && !ends_here {
+            self.atomic_batch = true;
+        }
         let moved = self.move_rows(&job, implicit).await?;
         let answer = match moved {
-            Ok((rows, Ending::Open)) if implicit => match self.commit_participants().await? {
+            Ok((rows, Ending::Open)) if ends_here => match self.commit_participants().await? {
                 Ok(_) => Ok(rows),
                 Err(error) => Err((BytesMut::new(), error)),
             },
             Ok((rows, _)) => Ok(rows),
             Err(f) => {
-                if implicit {
+                if ends_here {
                     self.end_every_participant("ROLLBACK").await?;
-                } else if !f.from_shard {
+                } else if !implicit && !f.from_shard {
                     self.fail_block(&error_message(&f.error)).await?;
                 }
                 Err((f.notices, f.error))
             }
         };
-        if implicit {
+        if ends_here {
             self.release_parked_if_idle();
         }
         let mut out = BytesMut::new();
@@ -134,9 +140,10 @@ impl Session {
     }
 
     /// Every step of the move, each on all its shards at once; the rows and tag for the client
-    /// and how the block stands, or why the move failed. Outside a client's block the last
-    /// step also ends the statement's own block where it can (PREPARE TRANSACTION or COMMIT
-    /// sent with each shard's last statements), which spares every shard a round trip.
+    /// and how the block stands, or why the move failed. For a simple query outside a client's
+    /// block the last step also ends the statement's own block where it can (PREPARE
+    /// TRANSACTION or COMMIT sent with each shard's last statements), which spares every shard
+    /// a round trip; a bound statement's block ends with its batch.
     async fn move_rows(
         &mut self,
         job: &KeyUpdateJob,
@@ -419,6 +426,7 @@ impl Session {
         };
         // A fail point between two of the commit's steps needs them apart: the usual commit.
         let tail = if implicit
+            && job.bound.is_none()
             && !split
             && !self
                 .ctx

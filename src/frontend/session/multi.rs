@@ -333,22 +333,21 @@ impl Session {
     /// rows ([`Session::answer_portal`]).
     pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
         let order = self.connections_for(&m.shards).await?;
-        // A write over several shards outside a block is one transaction: each shard's part
-        // of the batch runs in a block, committed together at the client's Sync.
-        let atomic = self.session_status() == b'I' && writes(&m.combine);
+        if self.skip_until_sync {
+            // An earlier statement of the batch failed on a shard left for this one.
+            return Ok(());
+        }
+        // A write over several shards outside a block is one transaction, committed at the
+        // client's Sync.
+        if self.session_status() == b'I' && writes(&m.combine) {
+            self.atomic_batch = true;
+        }
         self.announce_running();
-        let mut messages = m.messages;
-        for (&i, messages) in order.iter().zip(messages.iter_mut()) {
+        let messages = m.messages;
+        for &i in &order {
             // The shard's part of the batch stays open until the client's Sync.
             self.parked[i].unsynced = true;
             self.parked[i].batch_sent = true;
-            let shard = self.parked[i].conn.shard;
-            if atomic && !self.atomic_batch.contains(&shard) {
-                self.atomic_batch.push(shard);
-                let mut begun = begin_messages();
-                begun.extend_from_slice(messages);
-                *messages = begun;
-            }
         }
         let mut conns = self.parked.conns_at(&order);
         let result = gather::describe_portal(&mut conns, &messages).await;
