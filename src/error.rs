@@ -241,7 +241,6 @@ impl ClientError for crate::frontend::FrontendError {
             F::Combine(_) => SqlState::INTERNAL_ERROR,
             F::UnpreparableAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
-            F::CopyCommit(_) => SqlState::TRANSACTION_ROLLBACK,
         }
     }
 

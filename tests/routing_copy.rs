@@ -392,6 +392,67 @@ async fn a_row_that_cannot_be_placed_aborts_the_copy_and_leaves_no_rows() {
         .expect("drop");
 }
 
+/// The shards' COPYs end as one distributed transaction: a constraint that fails only at commit
+/// on one shard (a deferred unique constraint) undoes every shard's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_whose_commit_fails_on_one_shard_leaves_no_rows() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    client
+        .batch_execute(
+            "CREATE SHARDED TABLE cpdef (cust_id bigint, n int, tag text, \
+             PRIMARY KEY (cust_id, n)) PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+        )
+        .await
+        .expect("create");
+    for i in 0..SHARDS {
+        shards()
+            .connect(i)
+            .await
+            .batch_execute(
+                "ALTER TABLE cpdef ADD CONSTRAINT cpdef_tag UNIQUE (cust_id, tag) \
+                 DEFERRABLE INITIALLY DEFERRED",
+            )
+            .await
+            .expect("deferred constraint");
+    }
+    // Every shard takes rows; key 1's shard also takes two rows that break the deferred
+    // constraint, first and last, so it is neither the first nor the last shard to end.
+    let mut data = b"1\t100\tdup\n".to_vec();
+    for k in 1..=200 {
+        data.extend_from_slice(format!("{k}\t1\tt{k}\n").as_bytes());
+    }
+    data.extend_from_slice(b"1\t101\tdup\n");
+    let e = copy_in(&client, "COPY cpdef FROM STDIN", &data)
+        .await
+        .expect_err("the deferred constraint fails the commit");
+    assert_eq!(code(&e), SqlState::UNIQUE_VIOLATION, "{e}");
+    assert_eq!(
+        counts("cpdef").await,
+        vec![0; SHARDS],
+        "rows of a failed COPY stayed"
+    );
+    assert_session_usable(&client).await;
+
+    // Without the broken rows every shard's part commits.
+    let data: Vec<u8> = (1..=200)
+        .flat_map(|k| format!("{k}\t1\tt{k}\n").into_bytes())
+        .collect();
+    assert_eq!(
+        copy_in(&client, "COPY cpdef FROM STDIN", &data)
+            .await
+            .expect("copy"),
+        200
+    );
+    let placed = counts("cpdef").await;
+    assert_eq!(placed.iter().sum::<i64>(), 200);
+    assert!(placed.iter().all(|&n| n > 0), "{placed:?}");
+    client
+        .batch_execute("DROP TABLE cpdef")
+        .await
+        .expect("drop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_from_places_list_and_range_rows_on_their_partitions_shard() {
     let proxy = start();

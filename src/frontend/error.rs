@@ -145,7 +145,4 @@ pub enum FrontendError {
     CopyFailed(String),
     #[error("unexpected message type 0x{0:02X} during COPY from stdin")]
     CopyUnexpectedMessage(u8),
-    /// A shard's COMMIT of its part of the COPY failed.
-    #[error("{0}")]
-    CopyCommit(String),
 }

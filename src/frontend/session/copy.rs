@@ -15,7 +15,6 @@ use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::catalog::Snapshot;
-use crate::error::ClientError;
 use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRouter, RowSplitter};
 use crate::router::plan::CopyPlan;
 use crate::router::route::{self as routing, Params};
@@ -617,8 +616,7 @@ impl Session {
                 }
             }
         }
-        let error = st.outs.iter().find_map(|o| o.error.clone());
-        let mut commit_error: Option<String> = None;
+        let mut error = st.outs.iter().find_map(|o| o.error.clone());
         for out in st.outs.iter().filter(|o| o.started) {
             let Some(p) = self.parked.get_mut(out.shard) else {
                 continue;
@@ -626,44 +624,21 @@ impl Session {
             p.unsynced = false;
             p.batch_sent = false;
             p.tx_status = out.ready.unwrap_or(b'I');
-            if st.in_block {
-                continue;
-            }
-            let end = if error.is_some() {
-                "ROLLBACK"
-            } else {
-                "COMMIT"
-            };
-            match p.conn.conn.run_internal(end).await {
-                Ok(Ok(())) => {}
-                Ok(Err(message)) => {
-                    commit_error.get_or_insert(format!(
-                        "COMMIT of the COPY failed on shard {}: {message}; the rows of shards \
-                         that committed before it stay (distributed transactions are not \
-                         there yet)",
-                        out.shard
-                    ));
-                }
-                Err(e) => {
-                    p.conn.conn.broken = true;
-                    return Err(self.copy_lost(e.into()));
-                }
-            }
-            p.tx_status = b'I';
+            p.wrote |= out.count > 0;
         }
-        let failed = error.is_some() || commit_error.is_some();
-        match (error, commit_error) {
-            (Some(e), _) => self.cout.extend_from_slice(&e),
-            (None, Some(message)) => {
-                let e = FrontendError::CopyCommit(message);
-                protocol::error_response(
-                    &mut self.cout,
-                    Severity::Error,
-                    &e.sqlstate(),
-                    &e.client_message(),
-                )
+        if !st.in_block {
+            // The COPY's own blocks end together: committed as one distributed transaction
+            // once every shard took its rows, else rolled back everywhere.
+            if error.is_some() {
+                self.end_every_participant("ROLLBACK").await?;
+            } else if let Err(e) = self.commit_participants().await? {
+                error = Some(e);
             }
-            (None, None) => {
+        }
+        let failed = error.is_some();
+        match error {
+            Some(e) => self.cout.extend_from_slice(&e),
+            None => {
                 let mut counts = st.outs.iter().filter(|o| o.started).map(|o| o.count);
                 // The copies of a duplicated table take the same rows: the client hears one.
                 let total: u64 = if st.plan.duplicated {
