@@ -172,7 +172,9 @@ impl ClientError for crate::executor::copy::CopyError {
         use crate::router::place::PlaceError;
         match self {
             C::BadOption(_) => SqlState::INVALID_PARAMETER_VALUE,
-            C::MissingData { .. } | C::UnterminatedCsv { .. } => SqlState::BAD_COPY_FILE_FORMAT,
+            C::MissingData { .. } | C::UnterminatedCsv { .. } | C::Binary(_) => {
+                SqlState::BAD_COPY_FILE_FORMAT
+            }
             C::NotUtf8 { .. } => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
             C::Place { source, .. } => match source {
                 PlaceError::Hash(h) => h.sqlstate(),

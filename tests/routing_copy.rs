@@ -453,6 +453,119 @@ async fn a_copy_whose_commit_fails_on_one_shard_leaves_no_rows() {
         .expect("drop");
 }
 
+/// `COPY … (FORMAT binary) FROM STDIN`, as tokio-postgres's `BinaryCopyInWriter`, pgx's
+/// `CopyFrom` and asyncpg's `copy_records_to_table` send it: each tuple lands on its chunk's shard
+/// (whose partition would refuse it anywhere else), values and NULLs intact; binary data
+/// PostgreSQL would refuse is refused with `22P04`, nothing written and the session usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_copy_from_places_each_tuple_on_its_shard() {
+    use tokio_postgres::binary_copy::BinaryCopyInWriter;
+    use tokio_postgres::types::{ToSql, Type};
+    let proxy = start();
+    let client = proxy.connect().await;
+    for ddl in [
+        "CREATE SHARDED TABLE cpbin (cust_id bigint PRIMARY KEY, name text, score int) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+        "CREATE SHARDED TABLE cpbin_code (code varchar(20) PRIMARY KEY, n int) \
+         PARTITION BY CONSISTENT HASH (code) PARTITIONS AUTO",
+    ] {
+        client.batch_execute(ddl).await.expect("create");
+    }
+    let copy = async {
+        let sink = client
+            .copy_in("COPY cpbin (cust_id, name, score) FROM STDIN (FORMAT binary)")
+            .await?;
+        let writer = BinaryCopyInWriter::new(sink, &[Type::INT8, Type::TEXT, Type::INT4]);
+        let mut writer = pin!(writer);
+        for k in 1..=20_000i64 {
+            let name = (k % 7 != 0).then(|| format!("name {k}"));
+            let score = (k % 1000) as i32;
+            let row: [&(dyn ToSql + Sync); 3] = [&k, &name, &score];
+            writer.as_mut().write(&row).await?;
+        }
+        writer.finish().await
+    };
+    let copied = tokio::time::timeout(LIMIT, copy)
+        .await
+        .expect("binary COPY answers")
+        .expect("binary COPY");
+    assert_eq!(copied, 20_000);
+    let placed = counts("cpbin").await;
+    assert_eq!(placed.iter().sum::<i64>(), 20_000);
+    assert!(placed.iter().all(|&n| n > 0), "{placed:?}");
+    for k in [1i64, 7, 12_345, 20_000] {
+        let row = client
+            .query_one("SELECT name, score FROM cpbin WHERE cust_id = $1", &[&k])
+            .await
+            .expect("keyed read");
+        let name: Option<String> = row.get(0);
+        let score: i32 = row.get(1);
+        assert_eq!(name, (k % 7 != 0).then(|| format!("name {k}")));
+        assert_eq!(score, (k % 1000) as i32);
+    }
+
+    // A text key, hashed as PostgreSQL hashes the varchar.
+    let copy = async {
+        let sink = client
+            .copy_in("COPY cpbin_code FROM STDIN (FORMAT binary)")
+            .await?;
+        let writer = BinaryCopyInWriter::new(sink, &[Type::VARCHAR, Type::INT4]);
+        let mut writer = pin!(writer);
+        for n in 0..2_000i32 {
+            let code = format!("code-{n}");
+            let row: [&(dyn ToSql + Sync); 2] = [&code, &n];
+            writer.as_mut().write(&row).await?;
+        }
+        writer.finish().await
+    };
+    assert_eq!(
+        tokio::time::timeout(LIMIT, copy)
+            .await
+            .expect("binary COPY answers")
+            .expect("binary COPY of text keys"),
+        2_000
+    );
+    let placed = counts("cpbin_code").await;
+    assert_eq!(placed.iter().sum::<i64>(), 2_000);
+    assert!(placed.iter().all(|&n| n > 0), "{placed:?}");
+
+    // Data PostgreSQL refuses: a wrong signature; a tuple after the trailer.
+    let mut valid = b"PGCOPY\n\xff\r\n\0".to_vec();
+    valid.extend_from_slice(&[0; 8]);
+    let tuple = |k: i64| {
+        let mut t = 3i16.to_be_bytes().to_vec();
+        t.extend_from_slice(&8i32.to_be_bytes());
+        t.extend_from_slice(&k.to_be_bytes());
+        t.extend_from_slice(&(-1i32).to_be_bytes());
+        t.extend_from_slice(&(-1i32).to_be_bytes());
+        t
+    };
+    let mut wrong_signature = valid.clone();
+    wrong_signature[6] = b'\r';
+    wrong_signature.extend(tuple(100_001));
+    let after_trailer = [
+        valid.clone(),
+        tuple(100_002),
+        vec![0xff, 0xff],
+        tuple(100_003),
+    ]
+    .concat();
+    for data in [wrong_signature, after_trailer] {
+        let e = copy_in(&client, "COPY cpbin FROM STDIN (FORMAT binary)", &data)
+            .await
+            .expect_err("bad binary data");
+        assert_eq!(code(&e), SqlState::BAD_COPY_FILE_FORMAT, "{e}");
+        assert_session_usable(&client).await;
+        assert_eq!(counts("cpbin").await.iter().sum::<i64>(), 20_000);
+    }
+    for table in ["cpbin", "cpbin_code"] {
+        client
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .expect("drop");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_from_places_list_and_range_rows_on_their_partitions_shard() {
     let proxy = start();

@@ -1,7 +1,8 @@
 //! COPY FROM STDIN into a sharded table, the parts without I/O: the options as PostgreSQL reads
 //! them, the client's byte stream cut into rows (rows may span CopyData messages, and CSV rows
-//! may hold newlines inside quotes), and each row's sharding-key fields decoded as PostgreSQL's
-//! COPY would decode them, so the row can be placed before it is sent on, unchanged.
+//! may hold newlines inside quotes; the binary format's tuples are cut in `binary`), and each
+//! row's sharding-key fields decoded as PostgreSQL's COPY would decode them, so the row can be
+//! placed before it is sent on, unchanged.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -10,6 +11,10 @@ use crate::catalog::{ShardId, Snapshot, TableId};
 use crate::router::hash::KeyValue;
 use crate::router::place::{self, PlaceError};
 use crate::router::plan::{CopyArg, CopyOption};
+
+mod binary;
+
+pub use binary::{BinaryError, BinarySplitter};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CopyError {
@@ -23,6 +28,8 @@ pub enum CopyError {
     },
     #[error("COPY {table}, line {line}: unterminated CSV quoted field")]
     UnterminatedCsv { table: String, line: u64 },
+    #[error(transparent)]
+    Binary(#[from] BinaryError),
     #[error("COPY {table}, line {line}, column {column}: the value is not valid UTF-8")]
     NotUtf8 {
         table: String,
@@ -323,6 +330,54 @@ impl RowSplitter {
     }
 }
 
+/// Cuts a COPY's data into rows by its format.
+#[derive(Debug)]
+pub enum Splitter {
+    Rows(RowSplitter),
+    Binary(BinarySplitter),
+}
+
+impl Splitter {
+    pub fn new(format: &CopyFormat) -> Splitter {
+        if format.binary {
+            Splitter::Binary(BinarySplitter::default())
+        } else {
+            Splitter::Rows(RowSplitter::new(format))
+        }
+    }
+
+    /// Calls `row` with each row that `data` completes: a text or CSV row with its line
+    /// ending, or the binary header and then each binary tuple.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        row: impl FnMut(&[u8]) -> Result<(), CopyError>,
+    ) -> Result<(), CopyError> {
+        match self {
+            Splitter::Rows(s) => s.feed(data, row),
+            Splitter::Binary(s) => s.feed(data, row),
+        }
+    }
+
+    /// At the end of the data: the last text row when it has no newline, or why the data
+    /// cannot end here (`table` and `line` name where, for messages).
+    pub fn finish(&mut self, table: &str, line: u64) -> Result<Option<Vec<u8>>, CopyError> {
+        match self {
+            Splitter::Rows(s) => match s.finish() {
+                (_, true) => Err(CopyError::UnterminatedCsv {
+                    table: table.to_string(),
+                    line,
+                }),
+                (last, false) => Ok(last),
+            },
+            Splitter::Binary(s) => match s.finish() {
+                true => Err(BinaryError::UnexpectedEof.into()),
+                false => Ok(None),
+            },
+        }
+    }
+}
+
 /// A row without its line ending (`\n` or `\r\n`).
 pub fn line_content(row: &[u8]) -> &[u8] {
     let row = row.strip_suffix(b"\n").unwrap_or(row);
@@ -572,7 +627,13 @@ impl RowRouter {
             column: k.name.clone(),
         };
         let mut out = Vec::with_capacity(self.keys.len());
-        if self.format.csv {
+        if self.format.binary {
+            let fields = binary::fields(row, self.upto);
+            for k in &self.keys {
+                let field = *fields.get(k.position).ok_or_else(|| missing(k))?;
+                out.push(field.map_or(Field::Null, |v| Field::Value(Cow::Borrowed(v))));
+            }
+        } else if self.format.csv {
             let mut fields = csv_fields(content, &self.format, self.upto).map_err(|OpenQuote| {
                 CopyError::UnterminatedCsv {
                     table: self.table_name.clone(),
@@ -606,11 +667,19 @@ impl RowRouter {
 
     /// The shard that takes `row`.
     pub fn shard_of(&self, row: &[u8], line: u64) -> Result<ShardId, CopyError> {
+        // The binary header counts among the lines; PostgreSQL numbers binary tuples from 1.
+        let line = if self.format.binary {
+            line.saturating_sub(1)
+        } else {
+            line
+        };
         let fields = self.key_fields(row, line)?;
         let mut values = Vec::with_capacity(fields.len());
         for (f, k) in fields.iter().zip(&self.keys) {
             values.push(match f {
                 Field::Null => KeyValue::Null,
+                // A binary field is the column type's `*send` encoding, as a binary parameter.
+                Field::Value(v) if self.format.binary => KeyValue::Binary(v),
                 Field::Value(v) => {
                     KeyValue::Text(std::str::from_utf8(v).map_err(|_| CopyError::NotUtf8 {
                         table: self.table_name.clone(),

@@ -130,7 +130,7 @@ pub enum FrontendError {
     )]
     CopyOrdered,
     #[error(
-        "COPY … (FORMAT binary) of \"{table}\", which spans several shards, is not \
+        "COPY … TO STDOUT (FORMAT binary) of \"{table}\", which spans several shards, is not \
          supported yet: use FORMAT text or csv"
     )]
     CopyBinaryAcrossShards { table: String },

@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::catalog::Snapshot;
-use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRouter, RowSplitter};
+use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRouter, Splitter};
 use crate::router::plan::CopyPlan;
 use crate::router::route::{self as routing, Params};
 
@@ -57,9 +57,10 @@ pub(super) struct CopyIn {
     sql: String,
     /// `None` for a duplicated table, whose every copy takes the client's data as it comes.
     router: Option<RowRouter>,
-    splitter: RowSplitter,
+    splitter: Splitter,
     header: Header,
-    /// The header line when every shard must see it (HEADER MATCH).
+    /// The header line when every shard must see it (HEADER MATCH, and the binary format's
+    /// header).
     header_line: Option<Vec<u8>>,
     header_seen: bool,
     /// The end-of-data marker `\.` came: the rest is ignored, as PostgreSQL ignores it.
@@ -154,7 +155,7 @@ impl Session {
         if let ([one], false) = (shards.as_slice(), rewritten) {
             return Dest::Shard(*one);
         }
-        if plan.binary() && shards.len() > 1 {
+        if plan.binary() && !plan.from && shards.len() > 1 {
             return Dest::refuse(&FrontendError::CopyBinaryAcrossShards { table: name() });
         }
         Dest::Copy(Box::new(CopyJob {
@@ -244,10 +245,11 @@ impl Session {
                         job.plan.root_key,
                     )
                 }),
-                RowSplitter::new(f),
-                f.header,
+                Splitter::new(f),
+                // Every shard's binary data opens with the client's header.
+                if f.binary { Header::Match } else { f.header },
             ),
-            Err(_) => (None, RowSplitter::new(&CopyFormat::text()), Header::None),
+            Err(_) => (None, Splitter::new(&CopyFormat::text()), Header::None),
         };
         // A shard the block already uses opens first, so a failure fails the block there.
         let mut shards = job.shards.clone();
@@ -554,27 +556,26 @@ impl Session {
     /// CopyDone from the client: the last rows out, every shard's COPY ended, the blocks
     /// committed when every shard took its rows, `COPY n` to the client.
     async fn copy_done(&mut self, mut st: CopyIn) -> Result<(), SessionError> {
-        let (last, open_quote) = st.splitter.finish();
-        let mut step = Ok(());
-        if open_quote {
-            let e = CopyError::UnterminatedCsv {
-                table: self.copy_table_name(&st),
-                line: st.line + 1,
-            };
-            step = Err(Stop::Fail(copy_error(&e)));
-        } else if let Some(row) = last {
-            let CopyIn {
-                router,
-                header,
-                header_line,
-                header_seen,
-                ended,
-                line,
-                outs,
-                ..
-            } = &mut st;
-            if router.is_some() {
-                step = take_row(
+        // A duplicated table's data went out as it came: nothing was cut.
+        let finished = match st.router {
+            Some(_) => st.splitter.finish(&self.copy_table_name(&st), st.line + 1),
+            None => Ok(None),
+        };
+        let mut step = match finished {
+            Err(e) => Err(Stop::Fail(copy_error(&e))),
+            Ok(None) => Ok(()),
+            Ok(Some(row)) => {
+                let CopyIn {
+                    router,
+                    header,
+                    header_line,
+                    header_seen,
+                    ended,
+                    line,
+                    outs,
+                    ..
+                } = &mut st;
+                take_row(
                     &row,
                     router.as_ref(),
                     *header,
@@ -584,9 +585,9 @@ impl Session {
                     line,
                     outs,
                 )
-                .map_err(|e| Stop::Fail(copy_error(&e)));
+                .map_err(|e| Stop::Fail(copy_error(&e)))
             }
-        }
+        };
         if step.is_ok() {
             step = self.send_rows(&mut st, true).await;
         }

@@ -40,9 +40,10 @@ pub(super) fn take_row(
     let i = match outs.iter().position(|o| o.shard == shard) {
         Some(i) => i,
         None => {
+            // Its COPY, when opened, is sent the header line first.
             outs.push(Out {
                 shard,
-                buf: header_line.clone().unwrap_or_default(),
+                buf: Vec::new(),
                 rows: 0,
                 started: false,
                 ready: None,
