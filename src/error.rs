@@ -210,8 +210,7 @@ impl ClientError for crate::frontend::FrontendError {
             | F::SplitInsert(_)
             | F::GeneratedKey(_)
             | F::ColumnsUnknown
-            | F::CopyOrdered
-            | F::CopyBinaryAcrossShards { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            | F::CopyOrdered => SqlState::FEATURE_NOT_SUPPORTED,
             F::NoUserName | F::UnknownRole { .. } => SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
             F::UnknownDatabase { .. } => SqlState::UNDEFINED_DATABASE,
             F::WrongPassword { .. } => SqlState::INVALID_PASSWORD,

@@ -129,11 +129,6 @@ pub enum FrontendError {
          supported yet: give the full sharding key, or sort the output yourself"
     )]
     CopyOrdered,
-    #[error(
-        "COPY … TO STDOUT (FORMAT binary) of \"{table}\", which spans several shards, is not \
-         supported yet: use FORMAT text or csv"
-    )]
-    CopyBinaryAcrossShards { table: String },
     #[error("no connection to the shard for the COPY")]
     CopyNoConnection,
     /// A shard refused the BEGIN that holds its part of the COPY (the shard's text).

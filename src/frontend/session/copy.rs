@@ -125,12 +125,6 @@ impl Session {
         snapshot: &Snapshot,
         params: &Params<'_>,
     ) -> Dest {
-        let name = || {
-            snapshot
-                .table(plan.table)
-                .map(|t| t.qualified_name())
-                .unwrap_or_default()
-        };
         let mut shards = plan.shards.clone();
         if let Some(select) = &plan.select {
             match routing::route(snapshot, select, params) {
@@ -154,9 +148,6 @@ impl Session {
         let rewritten = !plan.from && plan.select.is_none();
         if let ([one], false) = (shards.as_slice(), rewritten) {
             return Dest::Shard(*one);
-        }
-        if plan.binary() && !plan.from && shards.len() > 1 {
-            return Dest::refuse(&FrontendError::CopyBinaryAcrossShards { table: name() });
         }
         Dest::Copy(Box::new(CopyJob {
             plan: plan.clone(),
