@@ -17,6 +17,9 @@
 # by kind (each PostgreSQL server, the proxies; bench/cpu_by_process.py).
 # UNSHARDED=1 also runs shardwire on PgBouncer's plain table (unsharded, on the first shard):
 # the same proxy and catalog, one shard's server, to tell the second server's cost from routing's.
+# PIN=1 keeps the proxies on the last CPU and everything else (both PostgreSQL servers with their
+# backends, pgbench) on the others, so that neither proxy shares a core's caches and run queue
+# with the servers' work: each proxy's own cost, not what the servers' load does to it.
 set -euo pipefail
 
 SECS=${1:-10}
@@ -56,6 +59,17 @@ TOML
 
 start_proxies
 
+PGBENCH=(pgbench)
+if [ -n "${PIN:-}" ]; then
+    last=$(($(nproc) - 1))
+    [ "$last" -gt 0 ] || { echo "PIN=1 needs two CPUs or more" >&2; exit 1; }
+    taskset -acp "$last" "$SWPID" >/dev/null
+    taskset -acp "$last" "$BPID" >/dev/null
+    # Backends forked later inherit the postmasters' CPUs.
+    for p in $(pgrep -x postgres); do taskset -acp "0-$((last - 1))" "$p" >/dev/null; done
+    PGBENCH=(taskset -c "0-$((last - 1))" pgbench)
+fi
+
 sw() { PGPASSWORD=app psql -qX -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$SWPORT" -U app app "$@"; }
 sw -c "CREATE SHARDED TABLE bench_accounts (aid int PRIMARY KEY, bid int, abalance int,
        filler char(84)) PARTITION BY CONSISTENT HASH (aid) PARTITIONS AUTO"
@@ -92,7 +106,7 @@ run() { # target mode port script pid
         PERFREC=$!
     fi
     [ -n "${WHO:-}" ] && python3 bench/cpu_by_process.py snapshot >"$WORK/who.before"
-    out=$(PGPASSWORD=app pgbench -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
+    out=$(PGPASSWORD=app "${PGBENCH[@]}" -n -f "$script" -M "$mode" -c "$CLIENTS" -j 2 -T "$SECS" -h 127.0.0.1 -p "$port" -U app app 2>&1)
     tx=$(awk '/number of transactions actually processed/ {print $NF}' <<<"$out" | cut -d/ -f1)
     tps=$(awk '/^tps = / {print $3}' <<<"$out")
     after=$(cpu_ticks "$pid"); read -r av an <<<"$(switches "$pid")"
