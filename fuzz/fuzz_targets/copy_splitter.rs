@@ -5,16 +5,17 @@
 //! placed on a shard.
 //!
 //! Input: the COPY statement up to the first NUL, then a byte giving the size of the CopyData
-//! messages the data arrives in, then the data. Binary COPY is never split (the session sends
-//! it to a table's one shard, or refuses it), so it stops at the plan.
+//! messages the data arrives in, then the data. Text and CSV rows, and the binary format's
+//! header and tuples, are cut the same way.
 //!
-//! The rows a chunked stream is cut into must be the rows the whole stream at once is cut into,
-//! and together be the data, byte for byte: the session forwards them unchanged.
+//! The rows a chunked stream is cut into, and where it fails, must be those of the whole stream
+//! at once; text and CSV rows together must be the data, byte for byte, and binary pieces the
+//! start of it: the session forwards them unchanged.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shardwire::executor::copy::{self, CopyFormat, Header, RowRouter, RowSplitter};
+use shardwire::executor::copy::{CopyError, CopyFormat, RowReader, RowRouter, Splitter};
 use shardwire::router::plan::{self, Plan, Planned};
 use shardwire_fuzz::{snapshot, Columns};
 
@@ -30,45 +31,41 @@ fuzz_target!(|data: &[u8]| {
     let Planned::Plan(Plan::Copy(plan)) = plan::plan(&statement, &snapshot, &Columns) else {
         return;
     };
-    if !plan.from || plan.binary() {
+    if !plan.from {
         return;
     }
     let Ok(format) = CopyFormat::from_options(&plan.options) else {
         return;
     };
-    let router = (!plan.duplicated).then(|| {
-        RowRouter::new(
-            snapshot.clone(),
-            plan.table,
-            format.clone(),
-            &plan.columns,
-            &plan.key_positions,
-            plan.root_key,
-        )
-    });
-
     let whole = split(&format, [stream].into_iter());
     let chunked = split(&format, stream.chunks(usize::from(chunk) + 1));
     assert_eq!(whole, chunked, "the rows depend on how the data was cut");
-    assert_eq!(
-        whole.rows.concat(),
-        stream,
-        "the rows are not the data as sent"
-    );
-    for row in &whole.rows[..whole.rows.len().saturating_sub(1)] {
-        assert!(
-            row.ends_with(b"\n"),
-            "a row but the last ends without its newline"
-        );
+    let pieces = whole.rows.concat();
+    if format.binary {
+        assert!(stream.starts_with(&pieces), "the pieces are not the data as sent");
+    } else if whole.failed.is_none() {
+        assert_eq!(pieces, stream, "the rows are not the data as sent");
+        for row in &whole.rows[..whole.rows.len().saturating_sub(1)] {
+            assert!(
+                row.ends_with(b"\n"),
+                "a row but the last ends without its newline"
+            );
+        }
     }
-    if let Some(router) = router {
-        if !whole.open_quote {
-            let mut reader = RowReader::new(format.header);
-            for row in &whole.rows {
-                if reader.take(row, &router).is_err() {
-                    break;
-                }
-            }
+    if plan.duplicated || whole.failed.is_some() {
+        return;
+    }
+    let mut reader = RowReader::new(RowRouter::new(
+        snapshot.clone(),
+        plan.table,
+        format,
+        &plan.columns,
+        &plan.key_positions,
+        plan.root_key,
+    ));
+    for row in &whole.rows {
+        if reader.take(row).is_err() {
+            break;
         }
     }
 });
@@ -76,58 +73,34 @@ fuzz_target!(|data: &[u8]| {
 #[derive(Debug, PartialEq, Eq)]
 struct Split {
     rows: Vec<Vec<u8>>,
-    open_quote: bool,
+    /// Why the data could not be cut (or end where it did).
+    failed: Option<CopyError>,
 }
 
 /// The rows `messages` are cut into, the last one (without its newline) included.
 fn split<'a>(format: &CopyFormat, messages: impl Iterator<Item = &'a [u8]>) -> Split {
-    let mut splitter = RowSplitter::new(format);
+    let mut splitter = Splitter::new(format);
     let mut rows = Vec::new();
     for message in messages {
-        splitter
-            .feed(message, |row| {
-                rows.push(row.to_vec());
-                Ok::<(), ()>(())
-            })
-            .expect("collecting rows does not fail");
-    }
-    let (last, open_quote) = splitter.finish();
-    rows.extend(last);
-    Split { rows, open_quote }
-}
-
-/// The session's reading of the rows of one COPY FROM (its `take_row`): a header line is
-/// skipped, nothing after the end marker `\.` is read, every other row is placed.
-struct RowReader {
-    header: Header,
-    header_seen: bool,
-    ended: bool,
-    line: u64,
-}
-
-impl RowReader {
-    fn new(header: Header) -> RowReader {
-        RowReader {
-            header,
-            header_seen: false,
-            ended: false,
-            line: 0,
+        let fed = splitter.feed(message, |row| {
+            rows.push(row.to_vec());
+            Ok(())
+        });
+        if let Err(e) = fed {
+            return Split {
+                rows,
+                failed: Some(e),
+            };
         }
     }
-
-    fn take(&mut self, row: &[u8], router: &RowRouter) -> Result<(), copy::CopyError> {
-        self.line += 1;
-        if self.ended {
-            return Ok(());
+    match splitter.finish("t", 0) {
+        Ok(last) => {
+            rows.extend(last);
+            Split { rows, failed: None }
         }
-        if self.header != Header::None && !self.header_seen {
-            self.header_seen = true;
-            return Ok(());
-        }
-        if copy::is_end_marker(row) {
-            self.ended = true;
-            return Ok(());
-        }
-        router.shard_of(row, self.line).map(|_| ())
+        Err(e) => Split {
+            rows,
+            failed: Some(e),
+        },
     }
 }

@@ -555,6 +555,74 @@ pub fn csv_fields<'a>(
     }
 }
 
+/// What one row of the client's data is to a COPY FROM.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// A row no shard is sent: a skipped header line, the end marker `\.` or what follows it.
+    Skipped,
+    /// A header every shard's COPY must see first (HEADER MATCH, the binary format's header).
+    Header,
+    /// A row for this shard.
+    Row(ShardId),
+}
+
+/// Reads the rows of one COPY FROM in order, as PostgreSQL's COPY does: a header first, when
+/// there is one; nothing after the end marker `\.`; every other row placed on its shard.
+pub struct RowReader {
+    router: RowRouter,
+    header: Header,
+    header_seen: bool,
+    ended: bool,
+    /// Rows read so far, the header included, for messages.
+    line: u64,
+}
+
+impl RowReader {
+    pub fn new(router: RowRouter) -> RowReader {
+        let header = match router.format.binary {
+            true => Header::Match,
+            false => router.format.header,
+        };
+        RowReader {
+            router,
+            header,
+            header_seen: false,
+            ended: false,
+            line: 0,
+        }
+    }
+
+    pub fn take(&mut self, row: &[u8]) -> Result<Taken, CopyError> {
+        self.line += 1;
+        if self.ended {
+            return Ok(Taken::Skipped);
+        }
+        if self.header != Header::None && !self.header_seen {
+            self.header_seen = true;
+            return Ok(match self.header {
+                Header::Match => Taken::Header,
+                Header::Skip | Header::None => Taken::Skipped,
+            });
+        }
+        // A binary tuple is never the end marker: its field count alone would ask for more.
+        if !self.router.format.binary && is_end_marker(row) {
+            self.ended = true;
+            return Ok(Taken::Skipped);
+        }
+        self.router.shard_of(row, self.line).map(Taken::Row)
+    }
+
+    /// Whether the end marker came: the rest of the data is not read.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The line number of the next row, for messages.
+    pub fn next_line(&self) -> u64 {
+        self.line + 1
+    }
+}
+
 /// Where each row of one COPY FROM goes: the table, the positions of its sharding-key columns
 /// in the rows, and the format to read them in.
 pub struct RowRouter {

@@ -153,14 +153,12 @@ impl BinarySplitter {
         mut piece: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         while !self.carry.is_empty() && !data.is_empty() {
-            match self.next(&self.carry)? {
-                Piece::Whole(_) => unreachable!("a whole piece is never carried"),
-                Piece::AtLeast(n) => {
-                    let more = (n - self.carry.len()).min(data.len());
-                    self.carry.extend_from_slice(&data[..more]);
-                    data = &data[more..];
-                }
-            }
+            let need = match self.next(&self.carry)? {
+                Piece::Whole(n) | Piece::AtLeast(n) => n,
+            };
+            let more = need.saturating_sub(self.carry.len()).min(data.len());
+            self.carry.extend_from_slice(&data[..more]);
+            data = &data[more..];
             if let Piece::Whole(n) = self.next(&self.carry)? {
                 debug_assert_eq!(n, self.carry.len(), "only what the piece needs was added");
                 let whole = std::mem::take(&mut self.carry);

@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::catalog::Snapshot;
-use crate::executor::copy::{self as rows, CopyError, CopyFormat, Header, RowRouter, Splitter};
+use crate::executor::copy::{CopyError, CopyFormat, Header, RowReader, RowRouter, Splitter, Taken};
 use crate::router::plan::CopyPlan;
 use crate::router::route::{self as routing, Params};
 
@@ -56,17 +56,11 @@ pub(super) struct CopyIn {
     plan: Arc<CopyPlan>,
     sql: String,
     /// `None` for a duplicated table, whose every copy takes the client's data as it comes.
-    router: Option<RowRouter>,
+    reader: Option<RowReader>,
     splitter: Splitter,
-    header: Header,
     /// The header line when every shard must see it (HEADER MATCH, and the binary format's
     /// header).
     header_line: Option<Vec<u8>>,
-    header_seen: bool,
-    /// The end-of-data marker `\.` came: the rest is ignored, as PostgreSQL ignores it.
-    ended: bool,
-    /// Rows read so far, for messages.
-    line: u64,
     in_block: bool,
     outs: Vec<Out>,
 }
@@ -224,23 +218,21 @@ impl Session {
         }
         let snapshot = self.ctx.catalog.snapshot();
         let format = CopyFormat::from_options(&job.plan.options);
-        let (router, splitter, header) = match &format {
+        let (reader, splitter) = match &format {
             Ok(f) => (
                 (!job.plan.duplicated).then(|| {
-                    RowRouter::new(
+                    RowReader::new(RowRouter::new(
                         snapshot.clone(),
                         job.plan.table,
                         f.clone(),
                         &job.plan.columns,
                         &job.plan.key_positions,
                         job.plan.root_key,
-                    )
+                    ))
                 }),
                 Splitter::new(f),
-                // Every shard's binary data opens with the client's header.
-                if f.binary { Header::Match } else { f.header },
             ),
-            Err(_) => (None, Splitter::new(&CopyFormat::text()), Header::None),
+            Err(_) => (None, Splitter::new(&CopyFormat::text())),
         };
         // A shard the block already uses opens first, so a failure fails the block there.
         let mut shards = job.shards.clone();
@@ -255,13 +247,9 @@ impl Session {
             extended,
             plan: job.plan.clone(),
             sql: job.sql,
-            router,
+            reader,
             splitter,
-            header,
             header_line: None,
-            header_seen: false,
-            ended: false,
-            line: 0,
             in_block,
             outs: shards
                 .iter()
@@ -469,40 +457,24 @@ impl Session {
 
     /// Cuts the client's data into rows, each to its shard's buffer; sends the full buffers.
     async fn copy_data(&mut self, st: &mut CopyIn, data: &[u8]) -> Result<(), Stop> {
-        if st.ended {
-            return Ok(());
-        }
-        if st.router.is_none() {
-            for out in &mut st.outs {
-                out.buf.extend_from_slice(data);
+        let CopyIn {
+            reader,
+            splitter,
+            header_line,
+            outs,
+            ..
+        } = st;
+        match reader {
+            Some(reader) if !reader.ended() => splitter
+                .feed(data, |row| take_row(row, reader, header_line, outs))
+                .map_err(|e| Stop::Fail(copy_error(&e)))?,
+            // The rest of the data after the end marker, which PostgreSQL ignores too.
+            Some(_) => return Ok(()),
+            None => {
+                for out in outs.iter_mut() {
+                    out.buf.extend_from_slice(data);
+                }
             }
-        } else {
-            let CopyIn {
-                splitter,
-                router,
-                header,
-                header_line,
-                header_seen,
-                ended,
-                line,
-                outs,
-                ..
-            } = st;
-            let mut take = |row: &[u8]| {
-                take_row(
-                    row,
-                    router.as_ref(),
-                    *header,
-                    header_line,
-                    header_seen,
-                    ended,
-                    line,
-                    outs,
-                )
-            };
-            splitter
-                .feed(data, &mut take)
-                .map_err(|e| Stop::Fail(copy_error(&e)))?;
         }
         self.send_rows(st, false).await
     }
@@ -547,38 +519,26 @@ impl Session {
     /// CopyDone from the client: the last rows out, every shard's COPY ended, the blocks
     /// committed when every shard took its rows, `COPY n` to the client.
     async fn copy_done(&mut self, mut st: CopyIn) -> Result<(), SessionError> {
+        let table = self.copy_table_name(&st);
+        let CopyIn {
+            reader,
+            splitter,
+            header_line,
+            outs,
+            ..
+        } = &mut st;
         // A duplicated table's data went out as it came: nothing was cut.
-        let finished = match st.router {
-            Some(_) => st.splitter.finish(&self.copy_table_name(&st), st.line + 1),
-            None => Ok(None),
-        };
-        let mut step = match finished {
-            Err(e) => Err(Stop::Fail(copy_error(&e))),
-            Ok(None) => Ok(()),
-            Ok(Some(row)) => {
-                let CopyIn {
-                    router,
-                    header,
-                    header_line,
-                    header_seen,
-                    ended,
-                    line,
-                    outs,
-                    ..
-                } = &mut st;
-                take_row(
-                    &row,
-                    router.as_ref(),
-                    *header,
-                    header_line,
-                    header_seen,
-                    ended,
-                    line,
-                    outs,
-                )
-                .map_err(|e| Stop::Fail(copy_error(&e)))
-            }
-        };
+        let last =
+            match reader {
+                Some(reader) => splitter
+                    .finish(&table, reader.next_line())
+                    .and_then(|last| match last {
+                        Some(row) => take_row(&row, reader, header_line, outs),
+                        None => Ok(()),
+                    }),
+                None => Ok(()),
+            };
+        let mut step = last.map_err(|e| Stop::Fail(copy_error(&e)));
         if step.is_ok() {
             step = self.send_rows(&mut st, true).await;
         }

@@ -3,44 +3,29 @@
 
 use super::*;
 
-/// One row of a COPY FROM into a sharded table, to its shard's buffer.
-#[allow(clippy::too_many_arguments)]
+/// One row of a COPY FROM into a sharded table, to its shard's buffer (a header to every
+/// shard's).
 pub(super) fn take_row(
     row: &[u8],
-    router: Option<&RowRouter>,
-    header: Header,
+    reader: &mut RowReader,
     header_line: &mut Option<Vec<u8>>,
-    header_seen: &mut bool,
-    ended: &mut bool,
-    line: &mut u64,
     outs: &mut Vec<Out>,
 ) -> Result<(), CopyError> {
-    *line += 1;
-    if *ended {
-        return Ok(());
-    }
-    if header != Header::None && !*header_seen {
-        *header_seen = true;
-        if header == Header::Match {
+    let shard = match reader.take(row)? {
+        Taken::Skipped => return Ok(()),
+        Taken::Header => {
+            // Shards whose COPY opens later are sent it then.
             for out in outs.iter_mut().filter(|o| o.started) {
                 out.buf.extend_from_slice(row);
             }
             *header_line = Some(row.to_vec());
+            return Ok(());
         }
-        return Ok(());
-    }
-    if rows::is_end_marker(row) {
-        *ended = true;
-        return Ok(());
-    }
-    let Some(router) = router else {
-        return Ok(());
+        Taken::Row(shard) => shard,
     };
-    let shard = router.shard_of(row, *line)?;
     let i = match outs.iter().position(|o| o.shard == shard) {
         Some(i) => i,
         None => {
-            // Its COPY, when opened, is sent the header line first.
             outs.push(Out {
                 shard,
                 buf: Vec::new(),
