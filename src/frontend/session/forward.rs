@@ -120,6 +120,8 @@ impl Session {
             b'S' => {
                 link.unsynced = false;
                 link.batch_sent = false;
+                // Whatever spanned shards in the batch was ended before the Sync came here.
+                self.atomic_batch = false;
                 // This Sync ends the batch, also when its failure arrived only while the
                 // Sync itself was on its way (the general path waits for other shards first).
                 self.skip_until_sync = false;
