@@ -327,7 +327,8 @@ pub async fn transactions(
             Ok(conn) => conn
                 .query(
                     "SELECT gid, extract(epoch FROM now() - prepared)::bigint \
-                     FROM pg_catalog.pg_prepared_xacts ORDER BY prepared",
+                     FROM pg_catalog.pg_prepared_xacts \
+                     WHERE database = current_database() ORDER BY prepared",
                     &[],
                 )
                 .await
@@ -337,7 +338,7 @@ pub async fn transactions(
         match rows {
             Ok(rows) => {
                 for row in rows {
-                    let Ok(gid) = row.get::<_, &str>(0).parse::<Gid>() else {
+                    let Ok(gid) = Gid::of_prepared(row.get(0)) else {
                         continue;
                     };
                     let age: i64 = row.get(1);

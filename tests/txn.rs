@@ -372,8 +372,10 @@ async fn an_expired_lease_means_no_commit_decision() {
 async fn recovery_rolls_back_a_transaction_prepared_without_decision() {
     let f = Fixture::new("trollback").await;
     let gid = f.gid(1).to_string();
-    for i in 0..2 {
-        f.prepare_by_hand(i, "CREATE TABLE txn_undecided (id int)", &gid)
+    // The second shard's name carries its number, as on a shard that shares its server.
+    let names = [gid.clone(), format!("{gid}_1")];
+    for (i, name) in names.iter().enumerate() {
+        f.prepare_by_hand(i, "CREATE TABLE txn_undecided (id int)", name)
             .await;
     }
     // Within the grace period its coordinator may still decide: hands off.
@@ -383,6 +385,7 @@ async fn recovery_rolls_back_a_transaction_prepared_without_decision() {
         "{report:?}"
     );
     assert_eq!(f.prepared(0).await, vec![gid.clone()]);
+    assert_eq!(f.prepared(1).await, vec![names[1].clone()]);
 
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let report = f.recovery.run_once().await.expect("recovery pass");

@@ -14,7 +14,7 @@ use bb8_postgres::PostgresConnectionManager;
 use tokio_postgres::error::{DbError, SqlState};
 use tokio_postgres::{Client, Statement};
 
-use super::TxnSettings;
+use super::{Gid, TxnSettings};
 use crate::config::{Config, Endpoint};
 use crate::model::ShardId;
 use crate::tls::PostgresTls;
@@ -284,6 +284,16 @@ pub struct ShardPool {
     pub label: ShardLabel,
     pub pool: ControlPool,
     pub prepared_capacity: Arc<PreparedCapacity>,
+    /// Another configured shard is a database of the same server (host and port): the
+    /// shard's prepared transactions need names of their own there.
+    pub shares_server: bool,
+}
+
+impl ShardPool {
+    /// The name `gid` is prepared under on this shard.
+    pub fn prepared_name(&self, gid: &Gid) -> String {
+        gid.prepared_name(self.label.id, self.shares_server)
+    }
 }
 
 /// The control pools of every configured shard and of the catalog.
@@ -320,6 +330,10 @@ impl ControlPools {
                         Some(Box::new(read)),
                     ),
                     prepared_capacity: capacity,
+                    shares_server: (0..config.shards.len()).any(|j| {
+                        let (a, b) = (config.shard_endpoint(i), config.shard_endpoint(j));
+                        j != i && a.host.eq_ignore_ascii_case(&b.host) && a.port == b.port
+                    }),
                 }
             })
             .collect();

@@ -438,7 +438,7 @@ impl Coordinator {
         for attempt in 1..=self.settings.commit_attempts {
             // A gid already gone was committed by recovery: under a commit record nobody rolls
             // back.
-            match finish_prepared(shard, gid, Decision::Commit).await {
+            match finish_prepared(shard, &shard.prepared_name(gid), Decision::Commit).await {
                 Ok(()) => return true,
                 Err(e) => {
                     tracing::warn!(%gid, shard = %shard.label, attempt, error = %e, "COMMIT PREPARED failed")
@@ -458,7 +458,7 @@ impl Coordinator {
     async fn roll_back_prepared(&self, shards: &[&ShardPool], gid: &Gid) {
         self.in_flight.set_phase(gid, Phase::RollingBack);
         join_all(shards.iter().map(|shard| async move {
-            if let Err(e) = finish_prepared(shard, gid, Decision::Abort).await {
+            if let Err(e) = finish_prepared(shard, &shard.prepared_name(gid), Decision::Abort).await {
                 tracing::warn!(%gid, shard = %shard.label, error = %e, "ROLLBACK PREPARED failed; recovery will finish it");
             }
         }))
@@ -484,18 +484,19 @@ async fn forget_all(pools: &ControlPools, gids: &[Gid]) {
     }
 }
 
-/// COMMIT or ROLLBACK PREPARED on a session of its own. A gid that is not (or no longer)
-/// prepared counts as done: someone else finished it, or it never got prepared.
+/// COMMIT or ROLLBACK PREPARED of the transaction prepared as `name`, on a session of its own.
+/// A name that is not (or no longer) prepared counts as done: someone else finished it, or it
+/// never got prepared.
 pub(crate) async fn finish_prepared(
     shard: &ShardPool,
-    gid: &Gid,
+    name: &str,
     decision: Decision,
 ) -> Result<(), ConnectError> {
     let verb = match decision {
         Decision::Commit => "COMMIT",
         Decision::Abort => "ROLLBACK",
     };
-    let sql = format!("{verb} PREPARED {}", gid.sql_literal());
+    let sql = format!("{verb} PREPARED {}", super::gid::quoted(name));
     match shard.pool.batch_execute(&sql).await {
         Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(e),
         _ => Ok(()),
@@ -519,7 +520,10 @@ async fn prepare(
         .map_err(|e| fail(e, false))?;
     let sent_at = Instant::now();
     match conn
-        .batch_execute(&format!("PREPARE TRANSACTION {}", gid.sql_literal()))
+        .batch_execute(&format!(
+            "PREPARE TRANSACTION {}",
+            super::gid::quoted(&shard.prepared_name(gid))
+        ))
         .await
     {
         Ok(()) => Ok((rows, sent_at)),

@@ -3,6 +3,10 @@
 //! The prefix and the cluster tag let recovery pick out exactly the prepared transactions of its
 //! own shardwire cluster (a shard may hold other software's prepared transactions too); the proxy
 //! id, start time and counter make every gid unique without any coordination between proxies.
+//!
+//! A participant prepares under the gid itself, unless its shard shares a PostgreSQL server with
+//! another configured shard: prepared-transaction names are the server's, so there the name is
+//! `<gid>_<shard number>` ([`Gid::prepared_name`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rand::Rng;
 
 use crate::config::Endpoint;
+use crate::model::ShardId;
 
 const PREFIX: &str = "sw";
 const PROXY_ID_LEN: usize = 8;
@@ -125,11 +130,38 @@ impl Gid {
         })
     }
 
-    /// The gid as an SQL string literal, for `PREPARE TRANSACTION` and `COMMIT PREPARED`, which
-    /// take no parameters. Safe because a `Gid` holds only `[a-z0-9_]`.
-    pub fn sql_literal(&self) -> String {
-        format!("'{self}'")
+    /// The name the transaction is prepared under on `shard`: the gid, followed by the shard's
+    /// number where the shard `shares_server` with another configured shard.
+    pub fn prepared_name(&self, shard: ShardId, shares_server: bool) -> String {
+        match shares_server {
+            true => format!("{self}_{}", shard.0),
+            false => self.to_string(),
+        }
     }
+
+    /// The gid of a prepared transaction's name, in either form.
+    pub fn of_prepared(name: &str) -> Result<Gid, GidParseError> {
+        let numbered = name.rsplit_once('_').and_then(|(gid, shard)| {
+            let shard_number = !shard.is_empty() && shard.bytes().all(|b| b.is_ascii_digit());
+            shard_number.then(|| Gid::parse(gid).ok()).flatten()
+        });
+        match numbered {
+            Some(gid) => Ok(gid),
+            None => Gid::parse(name),
+        }
+    }
+}
+
+/// A prepared transaction's name as an SQL string literal, for `PREPARE TRANSACTION` and
+/// `COMMIT PREPARED`, which take no parameters. Safe for the names of [`Gid::prepared_name`]
+/// and of listings that [`Gid::of_prepared`] read: `[a-z0-9_]` only.
+pub fn quoted(name: &str) -> String {
+    debug_assert!(
+        name.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "{name:?} is not a shardwire prepared name"
+    );
+    format!("'{name}'")
 }
 
 impl fmt::Display for Gid {
@@ -217,6 +249,25 @@ mod tests {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
         assert_eq!(Gid::parse(&text), Ok(gid.clone()));
         assert_ne!(generator.next_gid(), gid);
+    }
+
+    #[test]
+    fn a_prepared_name_carries_the_shard_only_on_a_shared_server() {
+        let gid = GidGenerator::new(ClusterTag::new("c0ffee").unwrap()).next_gid();
+        assert_eq!(gid.prepared_name(ShardId(3), false), gid.to_string());
+        let numbered = gid.prepared_name(ShardId(3), true);
+        assert_eq!(numbered, format!("{gid}_3"));
+        for name in [gid.to_string(), numbered] {
+            assert_eq!(Gid::of_prepared(&name), Ok(gid.clone()), "{name}");
+        }
+        for name in [
+            "sw_a_b_1_2_",
+            "sw_a_b_1_2_x",
+            "sw_a_b_1_2_3_4",
+            "xw_a_b_1_2_3",
+        ] {
+            assert!(Gid::of_prepared(name).is_err(), "{name:?} read");
+        }
     }
 
     #[test]

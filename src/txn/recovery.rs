@@ -52,6 +52,8 @@ pub struct RecoveryReport {
 /// A prepared transaction of ours on one shard.
 struct Prepared {
     gid: Gid,
+    /// The name it is prepared under ([`Gid::prepared_name`]).
+    name: String,
     past_grace: bool,
 }
 
@@ -159,7 +161,7 @@ impl Recovery {
                 let Some(at) = listing.iter().position(|p| p.gid == gid && p.past_grace) else {
                     continue;
                 };
-                match finish_prepared(shard, &gid, decision).await {
+                match finish_prepared(shard, &listing[at].name, decision).await {
                     Ok(()) => {
                         listing.remove(at);
                         let done = (gid.clone(), shard.label.id);
@@ -282,9 +284,11 @@ impl Recovery {
         Ok(rows
             .iter()
             .filter_map(|row| {
-                let gid = Gid::parse(row.get(0)).ok()?;
+                let name: String = row.get(0);
+                let gid = Gid::of_prepared(&name).ok()?;
                 (gid.cluster == self.cluster).then(|| Prepared {
                     gid,
+                    name,
                     past_grace: row.get(1),
                 })
             })

@@ -230,7 +230,11 @@ impl Session {
         let ctx = self.ctx.clone();
         let _in_flight = ctx.coordinator.register(&gid, &shards);
         let started = Instant::now();
-        let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
+        let control = ctx.control.clone();
+        let prepare = |shard| {
+            let name = control.shard(shard).prepared_name(&gid);
+            format!("PREPARE TRANSACTION {}", crate::txn::gid::quoted(&name))
+        };
         let prepared = self
             .ask_split(writers, &prepare, FailPoint::CommitAfterFirstPrepare)
             .await?;
@@ -381,8 +385,12 @@ impl Session {
         gid: &Gid,
         verb: &str,
     ) -> Result<Vec<ShardId>, SessionError> {
-        let sql = format!("{verb} PREPARED {}", gid.sql_literal());
-        let answers = self.ask_each(participants, &sql).await;
+        let control = self.ctx.control.clone();
+        let finish = |shard| {
+            let name = control.shard(shard).prepared_name(gid);
+            format!("{verb} PREPARED {}", crate::txn::gid::quoted(&name))
+        };
+        let answers = self.ask_each_with(participants, &finish).await;
         let mut unconfirmed = Vec::new();
         for (&i, answer) in participants.iter().zip(answers) {
             let confirmed = match answer {
@@ -417,7 +425,16 @@ impl Session {
         at: &[usize],
         sql: &str,
     ) -> Result<Vec<Answer>, SessionError> {
-        let answers = self.ask_each(at, sql).await;
+        self.ask_with(at, &|_| sql.to_owned()).await
+    }
+
+    /// [`Session::ask`], each shard sent the statement `sql_of` gives for it.
+    pub(super) async fn ask_with(
+        &mut self,
+        at: &[usize],
+        sql_of: &(dyn Fn(ShardId) -> String + Sync),
+    ) -> Result<Vec<Answer>, SessionError> {
+        let answers = self.ask_each_with(at, sql_of).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {
             out.push(answer?);
@@ -498,12 +515,22 @@ impl Session {
         at: &[usize],
         sql: &str,
     ) -> Vec<Result<Answer, SessionError>> {
-        let mut query = BytesMut::new();
-        protocol::query(&mut query, sql);
+        self.ask_each_with(at, &|_| sql.to_owned()).await
+    }
+
+    /// [`Session::ask_each`], each shard sent the statement `sql_of` gives for it.
+    pub(super) async fn ask_each_with(
+        &mut self,
+        at: &[usize],
+        sql_of: &(dyn Fn(ShardId) -> String + Sync),
+    ) -> Vec<Result<Answer, SessionError>> {
         let order = at.to_vec();
+        let shards: Vec<ShardId> = order.iter().map(|&i| self.parked[i].conn.shard).collect();
         let mut conns = self.parked.conns_at(&order);
         let mut sent = Vec::with_capacity(conns.len());
-        for conn in conns.iter_mut() {
+        for (conn, &shard) in conns.iter_mut().zip(&shards) {
+            let mut query = BytesMut::new();
+            protocol::query(&mut query, &sql_of(shard));
             // A simple query drops the backend's unnamed statement.
             conn.unnamed = None;
             sent.push(tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query).await);

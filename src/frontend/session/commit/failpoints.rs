@@ -12,16 +12,16 @@ impl Session {
     pub(super) async fn ask_split(
         &mut self,
         at: &[usize],
-        sql: &str,
+        sql_of: &(dyn Fn(ShardId) -> String + Sync),
         point: FailPoint,
     ) -> Result<Vec<Answer>, SessionError> {
         if at.len() > 1 && self.ctx.failpoints.is_armed(point) {
-            let mut answers = self.ask(&at[..1], sql).await?;
+            let mut answers = self.ask_with(&at[..1], sql_of).await?;
             crate::failpoint::fail_point!(self.ctx.failpoints, point);
-            answers.extend(self.ask(&at[1..], sql).await?);
+            answers.extend(self.ask_with(&at[1..], sql_of).await?);
             return Ok(answers);
         }
-        self.ask(at, sql).await
+        self.ask_with(at, sql_of).await
     }
 
     /// [`Session::finish_prepared`] over `participants`, split around `point`.

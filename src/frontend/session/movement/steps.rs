@@ -121,7 +121,6 @@ impl Session {
                     .catalog_shard()
                     .filter(|c| writers.contains(c))
                     .zip(coordinator.commit_record(&gid, writers));
-                let prepare = format!("PREPARE TRANSACTION {}", gid.sql_literal());
                 for w in writers {
                     let Some(batch) = last.get_mut(w) else {
                         continue;
@@ -142,7 +141,13 @@ impl Session {
                             );
                             batch.expect.push(Expect::Decided);
                         }
-                        _ => batch.end_with(&prepare),
+                        _ => {
+                            let name = self.ctx.control.shard(*w).prepared_name(&gid);
+                            batch.end_with(&format!(
+                                "PREPARE TRANSACTION {}",
+                                crate::txn::gid::quoted(&name)
+                            ))
+                        }
                     }
                 }
                 let _in_flight = coordinator.register(&gid, writers);
