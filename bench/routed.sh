@@ -5,8 +5,8 @@
 #
 #   bench/routed.sh [seconds-per-run] [rounds] [clients]
 #
-# The second shard is a second PostgreSQL cluster on this machine (two databases of one cluster
-# cannot both take part in a two-phase commit under one gid, which CREATE SHARDED TABLE uses).
+# The second shard is a second PostgreSQL cluster on this machine, as shards usually are servers of
+# their own.
 # PgBouncer's table lives on the first. Prints
 # median TPS and each proxy's CPU time per transaction, as bench/pgbench.sh does, and the
 # proxy's parse count (plan cache misses) over the whole run. Needs what bench/pgbench.sh needs.
