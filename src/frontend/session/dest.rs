@@ -66,6 +66,20 @@ pub(super) struct KeysNeeded {
 }
 
 impl Dest {
+    /// Work the proxy runs itself, over connections of its own choosing: it starts once the
+    /// current connection has answered everything owed.
+    pub(super) fn runs_apart(&self) -> bool {
+        matches!(
+            self,
+            Dest::InsertSelect(_)
+                | Dest::Explain(_)
+                | Dest::Aggregate(_)
+                | Dest::Combining(_)
+                | Dest::KeyUpdate(_)
+                | Dest::Sequence(_)
+        )
+    }
+
     #[cold]
     pub(super) fn refuse(e: &impl ClientError) -> Dest {
         Dest::Refuse(Box::new((e.sqlstate(), e.client_message())))

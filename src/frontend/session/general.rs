@@ -123,6 +123,9 @@ impl Session {
                 dest => break dest,
             }
         };
+        if dest.runs_apart() && !self.drained_live().await? {
+            return Ok(());
+        }
         let shard = match dest {
             // A Sync after a multi-shard batch goes to one of the shards that took part.
             Dest::Here => self
@@ -153,39 +156,24 @@ impl Session {
             }
             Dest::LocalDescribe(sql) => return self.describe_local(&sql).await,
             Dest::InsertSelect(plan) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 self.run_insert_select(plan).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::Explain(answer) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 return self.answer_explain(*answer);
             }
             Dest::Aggregate(job) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 self.run_aggregate(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::Combining(job) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 self.run_combining(*job, client).await?;
                 self.release_parked_if_idle();
                 return Ok(());
             }
             Dest::KeyUpdate(job) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 return self.run_key_update(*job).await;
             }
             Dest::Copy(job) => {
@@ -193,9 +181,6 @@ impl Session {
                 return Ok(());
             }
             Dest::Sequence(answer) => {
-                if !self.drained_live().await? {
-                    return Ok(());
-                }
                 return self.answer_sequence(*answer, &frame).await;
             }
             Dest::NeedColumns(_) | Dest::NeedKeys(_) => unreachable!("resolved above"),
