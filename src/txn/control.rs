@@ -294,6 +294,14 @@ impl ShardPool {
     pub fn prepared_name(&self, gid: &Gid) -> String {
         gid.prepared_name(self.label.id, self.shares_server)
     }
+
+    /// `PREPARE TRANSACTION` of `gid` on this shard.
+    pub fn prepare_transaction(&self, gid: &Gid) -> String {
+        format!(
+            "PREPARE TRANSACTION {}",
+            super::gid::quoted(&self.prepared_name(gid))
+        )
+    }
 }
 
 /// The control pools of every configured shard and of the catalog.

@@ -519,13 +519,7 @@ async fn prepare(
         .await
         .map_err(|e| fail(e, false))?;
     let sent_at = Instant::now();
-    match conn
-        .batch_execute(&format!(
-            "PREPARE TRANSACTION {}",
-            super::gid::quoted(&shard.prepared_name(gid))
-        ))
-        .await
-    {
+    match conn.batch_execute(&shard.prepare_transaction(gid)).await {
         Ok(()) => Ok((rows, sent_at)),
         Err(e) => {
             let answered = e.as_db_error().is_some();

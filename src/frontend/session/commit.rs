@@ -135,7 +135,7 @@ impl Session {
         // The answers still owed may hold the batch's failure.
         self.drain_current().await?;
         self.park_current();
-        self.sync_parked_then(super::links::Ending::Hold).await?;
+        self.sync_parked_then(super::links::AtSync::Hold).await?;
         if self.begin_sql.is_some() {
             // The client opened a block in the batch: what ran before its BEGIN is part of
             // the block, as on PostgreSQL, and the Sync is answered as in any block.
@@ -231,10 +231,7 @@ impl Session {
         let _in_flight = ctx.coordinator.register(&gid, &shards);
         let started = Instant::now();
         let control = ctx.control.clone();
-        let prepare = |shard| {
-            let name = control.shard(shard).prepared_name(&gid);
-            format!("PREPARE TRANSACTION {}", crate::txn::gid::quoted(&name))
-        };
+        let prepare = |shard| control.shard(shard).prepare_transaction(&gid);
         let prepared = self
             .ask_split(writers, &prepare, FailPoint::CommitAfterFirstPrepare)
             .await?;

@@ -123,8 +123,13 @@ impl Session {
                 dest => break dest,
             }
         };
-        if dest.runs_apart() && !self.drained_live().await? {
-            return Ok(());
+        if dest.runs_apart() {
+            self.drain_current().await?;
+            if self.skip_until_sync {
+                // One of the answers failed the frame's batch: PostgreSQL skips the rest of
+                // it up to its Sync.
+                return Ok(());
+            }
         }
         let shard = match dest {
             // A Sync after a multi-shard batch goes to one of the shards that took part.
@@ -224,14 +229,6 @@ impl Session {
             self.note_savepoint(&op);
         }
         self.forward(&frame, parsed, None)
-    }
-
-    /// Reads every answer the current connection still owes before the frame's work starts
-    /// elsewhere; false when one of them failed the frame's batch (the frame then runs
-    /// nowhere: PostgreSQL skips the rest of a failed batch up to its Sync).
-    async fn drained_live(&mut self) -> Result<bool, SessionError> {
-        self.drain_current().await?;
-        Ok(!self.skip_until_sync)
     }
 
     /// Closes every multi-shard portal (their transaction, or batch, ended).

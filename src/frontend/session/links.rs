@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the Sync that ends a batch does to each shard's part of it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ending {
+pub(super) enum AtSync {
     /// Commits it (or rolls it back, if it failed), as the client's Sync does.
     Commit,
     /// Leaves it open in a block, for the proxy to commit with the batch's other parts.
@@ -273,13 +273,13 @@ impl Session {
     /// Before the client's Sync reaches the current connection: the parked connections of
     /// the batch end it too.
     pub(super) async fn sync_parked(&mut self) -> Result<(), SessionError> {
-        self.sync_parked_then(Ending::Commit).await
+        self.sync_parked_then(AtSync::Commit).await
     }
 
     /// [`Session::sync_parked`], each connection's part of the batch either ending with the
-    /// Sync or, with [`Ending::Hold`], held open in a block (BEGIN turns an implicit
+    /// Sync or, with [`AtSync::Hold`], held open in a block (BEGIN turns an implicit
     /// transaction into a block with what it did so far; a part that failed skips it).
-    pub(super) async fn sync_parked_then(&mut self, ending: Ending) -> Result<(), SessionError> {
+    pub(super) async fn sync_parked_then(&mut self, at_sync: AtSync) -> Result<(), SessionError> {
         if !self.parked.iter().any(|p| p.unsynced) {
             return Ok(());
         }
@@ -292,7 +292,7 @@ impl Session {
             if !self.parked[i].unsynced {
                 continue;
             }
-            let hold = ending == Ending::Hold && self.parked[i].batch_sent;
+            let hold = at_sync == AtSync::Hold && self.parked[i].batch_sent;
             let conn = &mut self.parked[i].conn.conn;
             if hold {
                 conn.unnamed = None;

@@ -141,13 +141,7 @@ impl Session {
                             );
                             batch.expect.push(Expect::Decided);
                         }
-                        _ => {
-                            let name = self.ctx.control.shard(*w).prepared_name(&gid);
-                            batch.end_with(&format!(
-                                "PREPARE TRANSACTION {}",
-                                crate::txn::gid::quoted(&name)
-                            ))
-                        }
+                        _ => batch.end_with(&self.ctx.control.shard(*w).prepare_transaction(&gid)),
                     }
                 }
                 let _in_flight = coordinator.register(&gid, writers);
