@@ -40,6 +40,9 @@ pub enum Combine {
     },
     /// Copies of a duplicated table: every copy is written alike, the client hears one.
     Copies,
+    /// Maintenance (VACUUM, ANALYZE, …) each shard runs on its own: no write of the proxy's to
+    /// make atomic; the client hears one answer.
+    Each,
 }
 
 /// Where the answers come from: the shards, in the order of the connections, and their control
@@ -399,7 +402,7 @@ async fn read_answer(conn: &mut BackendConn, until: Until) -> Result<Answer, Bac
 
 fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, String> {
     let (kind, merge, row_shards) = match combine {
-        Combine::Copies => {
+        Combine::Copies | Combine::Each => {
             let first = answers.first_mut().ok_or("no shard answered")?;
             return Ok(Rows {
                 description: first.description.take(),

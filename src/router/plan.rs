@@ -26,6 +26,7 @@ mod key_update;
 mod partial;
 mod select;
 mod sequence;
+mod utility;
 mod walk;
 
 pub use aggregate::{AggregateMerge, ColumnMerge};
@@ -38,6 +39,7 @@ pub use key_update::{Descendant, KeyUpdate};
 pub use partial::{PartialPlan, PARTIAL_TABLE};
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
+pub use utility::{UtilityKind, UtilityPlan};
 use walk::*;
 
 /// Where a value in the statement comes from.
@@ -230,6 +232,9 @@ pub enum Plan {
     Combine(Arc<CombinePlan>),
     /// EXPLAIN of a statement over recorded tables: the plan of the statement explained.
     Explain(Arc<ExplainPlan>),
+    /// A utility statement on recorded tables (TRUNCATE, LOCK, GRANT, VACUUM, …) that every
+    /// shard holding them runs.
+    Utility(Arc<UtilityPlan>),
 }
 
 /// EXPLAIN: one shard explains a statement it runs alone; the proxy describes one it runs on
@@ -305,6 +310,7 @@ impl Plan {
             | Plan::Fixed(_)
             | Plan::AnyOf(_)
             | Plan::Every(_)
+            | Plan::Utility(_)
             | Plan::Refused(_)
                 if !calls_sequences =>
             {
@@ -314,6 +320,7 @@ impl Plan {
             | Plan::Fixed(_)
             | Plan::AnyOf(_)
             | Plan::Every(_)
+            | Plan::Utility(_)
             | Plan::Refused(_)
             | Plan::Sequence(_) => return used,
             // The statements each shard runs are built from the text, values included.
@@ -539,6 +546,9 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
                 t.qualified_name()
             )));
         }
+    }
+    if let Some(plan) = utility::plan_utility(node, snapshot) {
+        return Planned::Plan(plan);
     }
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();

@@ -505,6 +505,7 @@ impl Session {
             Plan::Fixed(s) => Ok(vec![*s]),
             Plan::Anywhere
             | Plan::Every(_)
+            | Plan::Utility(_)
             | Plan::Copy(_)
             | Plan::Refused(_)
             | Plan::Sequence(_)

@@ -9,7 +9,7 @@ use crate::catalog::{Snapshot, TableId};
 use crate::error::ClientError;
 use crate::executor::gather::Combine;
 use crate::router::normalize::Literals;
-use crate::router::plan::Plan;
+use crate::router::plan::{Plan, UtilityKind};
 use crate::router::route::{self as routing, Params};
 
 /// Where a client frame goes. Kept two words wide, the rare destinations' data boxed: the
@@ -221,6 +221,7 @@ impl Session {
                     | Plan::Combine(_)
                     | Plan::Explain(_)
                     | Plan::Every(_)
+                    | Plan::Utility(_)
                     | Plan::AnyOf(_)
                     | Plan::Copy(_)
                     | Plan::Sequence(_) => Dest::Hold,
@@ -313,6 +314,7 @@ impl Session {
         let shards = match &*plan {
             Plan::Sharded(p) => p.shards.clone(),
             Plan::Every(s) | Plan::AnyOf(s) => s.clone(),
+            Plan::Utility(u) => u.shards.clone(),
             Plan::Fixed(s) => vec![*s],
             Plan::Copy(c) => c.shards.clone(),
             Plan::Combine(_) | Plan::Explain(_) => vec![ShardId(0)],
@@ -399,6 +401,39 @@ impl Session {
         }
     }
 
+    /// A statement every one of `shards` runs alike, the client hearing one answer.
+    fn every_dest(&mut self, shards: &[ShardId], combine: Combine, source: Source<'_>) -> Dest {
+        match (shards, source) {
+            ([one], _) => Dest::Shard(*one),
+            (_, Source::Simple(sql)) => {
+                self.ctx.metrics.routed_multi.increment(1);
+                Dest::Multi(Box::new(Multi {
+                    shards: shards.to_vec(),
+                    sql: vec![String::from_utf8_lossy(sql).into_owned(); shards.len()],
+                    combine,
+                }))
+            }
+            (
+                _,
+                Source::Bind {
+                    portal,
+                    statement,
+                    rest,
+                },
+            ) => {
+                self.ctx.metrics.routed_multi.increment(1);
+                let one = portal_messages(&statement.query, &statement.param_types, rest, (0, 0));
+                Dest::MultiPortal(Box::new(MultiPortal {
+                    shards: shards.to_vec(),
+                    portal: portal.into(),
+                    messages: vec![one; shards.len()],
+                    combine,
+                }))
+            }
+            (_, Source::Placement) => Dest::Shard(shards[0]),
+        }
+    }
+
     /// Where a plan other than a plain sharded statement goes.
     #[inline(never)]
     fn special_dest(
@@ -418,35 +453,13 @@ impl Session {
                     Dest::Shard(shards[self.round_robin % shards.len()])
                 }
             },
-            Plan::Every(shards) => match (shards.as_slice(), source) {
-                ([one], _) => Dest::Shard(*one),
-                (_, Source::Simple(sql)) => {
-                    self.ctx.metrics.routed_multi.increment(1);
-                    Dest::Multi(Box::new(Multi {
-                        shards: shards.clone(),
-                        sql: vec![String::from_utf8_lossy(sql).into_owned(); shards.len()],
-                        combine: Combine::Copies,
-                    }))
-                }
-                (
-                    _,
-                    Source::Bind {
-                        portal,
-                        statement,
-                        rest,
-                    },
-                ) => {
-                    self.ctx.metrics.routed_multi.increment(1);
-                    let one =
-                        portal_messages(&statement.query, &statement.param_types, rest, (0, 0));
-                    Dest::MultiPortal(Box::new(MultiPortal {
-                        shards: shards.clone(),
-                        portal: portal.into(),
-                        messages: vec![one; shards.len()],
-                        combine: Combine::Copies,
-                    }))
-                }
-                (_, Source::Placement) => Dest::Shard(shards[0]),
+            Plan::Every(shards) => self.every_dest(shards, Combine::Copies, source),
+            Plan::Utility(u) => match u.kind {
+                UtilityKind::Atomic => self.every_dest(&u.shards, Combine::Copies, source),
+                // Out of a block, PostgreSQL's error comes from one shard.
+                UtilityKind::InBlock if self.tx_status() == b'I' => Dest::Shard(u.shards[0]),
+                UtilityKind::InBlock => self.every_dest(&u.shards, Combine::Copies, source),
+                UtilityKind::EachOnItsOwn => self.every_dest(&u.shards, Combine::Each, source),
             },
             Plan::Refused(r) => Dest::refuse(r),
             Plan::Sequence(call) => match source {

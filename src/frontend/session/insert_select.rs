@@ -46,6 +46,7 @@ impl Session {
             }
             Plan::Anywhere
             | Plan::Every(_)
+            | Plan::Utility(_)
             | Plan::Copy(_)
             | Plan::Refused(_)
             | Plan::Sequence(_)

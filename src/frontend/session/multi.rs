@@ -591,6 +591,7 @@ fn writes(combine: &Combine) -> bool {
     match combine {
         Combine::Union { kind, .. } => kind.writes(),
         Combine::Copies => true,
+        Combine::Each => false,
     }
 }
 

@@ -1,0 +1,289 @@
+//! Utility statements that name recorded tables. The tables exist on every shard that holds
+//! them, so what changes or locks them runs on each of those shards (TRUNCATE, LOCK, GRANT and
+//! REVOKE, COMMENT, triggers, policies, rules, extended statistics), and so does maintenance
+//! (VACUUM, ANALYZE, CLUSTER, REINDEX). DDL the proxy runs itself (CREATE INDEX, ALTER TABLE,
+//! DROP TABLE, …) is recognised only as a statement of its own: met here, among other
+//! statements of one query string, it is refused rather than run on one shard.
+
+use pg_query::protobuf::{GrantTargetType, ObjectType, ReindexObjectType};
+
+use super::*;
+
+/// What every shard holding the tables does with a utility statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UtilityPlan {
+    pub shards: Vec<ShardId>,
+    pub kind: UtilityKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UtilityKind {
+    /// Changes the tables or their catalog entries: all shards or none, as a write.
+    Atomic,
+    /// LOCK: PostgreSQL takes it only inside a transaction block, and so do the shards; out of
+    /// one, a shard reports PostgreSQL's error.
+    InBlock,
+    /// VACUUM, ANALYZE, CLUSTER, REINDEX: each shard on its own, in no transaction of the
+    /// proxy's (VACUUM cannot run inside one).
+    EachOnItsOwn,
+}
+
+/// The plan of a utility statement naming recorded tables; `None` for every other statement.
+pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+    use UtilityKind::*;
+    let relations = |nodes: &[Node]| -> Vec<Name> {
+        nodes
+            .iter()
+            .filter_map(|n| match n.node.as_ref()? {
+                NodeEnum::RangeVar(r) => Some(Name::of_range_var(r)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (names, kind, verb) = match node {
+        NodeEnum::TruncateStmt(t) => {
+            let names = relations(&t.relations);
+            if t.restart_seqs {
+                if let Some(table) = names
+                    .iter()
+                    .filter_map(|n| n.resolve(snapshot))
+                    .find(|t| !t.generated.is_empty())
+                {
+                    return Some(unsupported(format!(
+                        "TRUNCATE … RESTART IDENTITY of table \"{}\" is not supported: its \
+                         generated key comes from the cluster-wide sequence, which does not \
+                         restart; use CONTINUE IDENTITY",
+                        table.qualified_name()
+                    )));
+                }
+            }
+            (names, Atomic, "TRUNCATE")
+        }
+        NodeEnum::LockStmt(l) => (relations(&l.relations), InBlock, "LOCK"),
+        NodeEnum::VacuumStmt(v) => {
+            let names = v
+                .rels
+                .iter()
+                .filter_map(|n| match n.node.as_ref()? {
+                    NodeEnum::VacuumRelation(r) => r.relation.as_ref().map(Name::of_range_var),
+                    _ => None,
+                })
+                .collect();
+            let verb = if v.is_vacuumcmd { "VACUUM" } else { "ANALYZE" };
+            (names, EachOnItsOwn, verb)
+        }
+        NodeEnum::ClusterStmt(c) => (
+            c.relation.iter().map(Name::of_range_var).collect(),
+            EachOnItsOwn,
+            "CLUSTER",
+        ),
+        NodeEnum::ReindexStmt(r) if r.kind == ReindexObjectType::ReindexObjectTable as i32 => (
+            r.relation.iter().map(Name::of_range_var).collect(),
+            EachOnItsOwn,
+            "REINDEX",
+        ),
+        NodeEnum::GrantStmt(g) if g.objtype == ObjectType::ObjectTable as i32 => {
+            let verb = if g.is_grant { "GRANT" } else { "REVOKE" };
+            if g.targtype == GrantTargetType::AclTargetAllInSchema as i32 {
+                return grant_in_schemas(&g.objects, snapshot);
+            }
+            if g.targtype != GrantTargetType::AclTargetObject as i32 {
+                return None;
+            }
+            (relations(&g.objects), Atomic, verb)
+        }
+        NodeEnum::CommentStmt(c) => {
+            let table_at = match ObjectType::try_from(c.objtype).ok()? {
+                ObjectType::ObjectTable => 0,
+                ObjectType::ObjectColumn
+                | ObjectType::ObjectTabconstraint
+                | ObjectType::ObjectTrigger
+                | ObjectType::ObjectPolicy
+                | ObjectType::ObjectRule => 1,
+                _ => return None,
+            };
+            let name = Name::of_list(c.object.as_deref()?, table_at)?;
+            (vec![name], Atomic, "COMMENT")
+        }
+        NodeEnum::DropStmt(d) => {
+            match ObjectType::try_from(d.remove_type).ok()? {
+                ObjectType::ObjectTrigger | ObjectType::ObjectPolicy | ObjectType::ObjectRule => {}
+                _ => return proxy_ddl_among_others(node, snapshot),
+            }
+            let names = d
+                .objects
+                .iter()
+                .filter_map(|o| Name::of_list(o, 1))
+                .collect();
+            (names, Atomic, "DROP")
+        }
+        NodeEnum::CreateTrigStmt(t) => (
+            t.relation.iter().map(Name::of_range_var).collect(),
+            Atomic,
+            "CREATE TRIGGER",
+        ),
+        NodeEnum::CreatePolicyStmt(p) => (
+            p.table.iter().map(Name::of_range_var).collect(),
+            Atomic,
+            "CREATE POLICY",
+        ),
+        NodeEnum::AlterPolicyStmt(p) => (
+            p.table.iter().map(Name::of_range_var).collect(),
+            Atomic,
+            "ALTER POLICY",
+        ),
+        NodeEnum::RuleStmt(r) => (
+            r.relation.iter().map(Name::of_range_var).collect(),
+            Atomic,
+            "CREATE RULE",
+        ),
+        NodeEnum::CreateStatsStmt(s) => (relations(&s.relations), Atomic, "CREATE STATISTICS"),
+        _ => return proxy_ddl_among_others(node, snapshot),
+    };
+    on_shards_of(&names, snapshot, verb).map(|shards| match shards {
+        Ok(shards) => Plan::Utility(Arc::new(UtilityPlan { shards, kind })),
+        Err(refused) => refused,
+    })
+}
+
+/// The shards every named table is on, when at least one is recorded; a refusal when they are
+/// not all recorded or not all on the same shards (no one shard runs the statement whole).
+fn on_shards_of(
+    names: &[Name],
+    snapshot: &Snapshot,
+    verb: &str,
+) -> Option<Result<Vec<ShardId>, Plan>> {
+    let resolved: Vec<(&Name, Option<&Table>)> =
+        names.iter().map(|n| (n, n.resolve(snapshot))).collect();
+    let (_, first) = resolved.iter().find(|(_, t)| t.is_some())?;
+    let first = first.expect("found recorded");
+    if let Some((other, _)) = resolved.iter().find(|(_, t)| t.is_none()) {
+        return Some(Err(unsupported(format!(
+            "{verb} names table \"{}\", which shardwire shards or duplicates, together with \
+             table \"{}\", which lives on the first shard only: name them in separate statements",
+            first.qualified_name(),
+            other.name
+        ))));
+    }
+    let shards = sorted(snapshot.shards_of(first.id));
+    for (_, t) in &resolved[1..] {
+        let t = t.expect("all recorded");
+        if sorted(snapshot.shards_of(t.id)) != shards {
+            return Some(Err(unsupported(format!(
+                "{verb} names tables \"{}\" and \"{}\", which are not on the same shards: name \
+                 them in separate statements",
+                first.qualified_name(),
+                t.qualified_name()
+            ))));
+        }
+    }
+    Some(Ok(shards))
+}
+
+fn sorted(mut shards: Vec<ShardId>) -> Vec<ShardId> {
+    shards.sort_unstable();
+    shards.dedup();
+    shards
+}
+
+/// `GRANT … ON ALL TABLES IN SCHEMA s`: every shard holding a recorded table of `s`, and the
+/// first shard, where the schema's other tables live.
+fn grant_in_schemas(schemas: &[Node], snapshot: &Snapshot) -> Option<Plan> {
+    let schemas: Vec<&str> = schemas
+        .iter()
+        .filter_map(|n| match n.node.as_ref()? {
+            NodeEnum::String(s) => Some(s.sval.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut shards: Vec<ShardId> = snapshot
+        .tables()
+        .iter()
+        .filter(|t| schemas.contains(&t.schema.as_str()))
+        .flat_map(|t| snapshot.shards_of(t.id))
+        .collect();
+    if shards.is_empty() {
+        return None;
+    }
+    shards.push(ShardId(0));
+    Some(Plan::Utility(Arc::new(UtilityPlan {
+        shards: sorted(shards),
+        kind: UtilityKind::Atomic,
+    })))
+}
+
+/// DDL the proxy runs itself on every shard holding a recorded table — when the statement is
+/// the query string's only one. Planned here, it came with other statements.
+fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+    let (relation, verb) = match node {
+        NodeEnum::IndexStmt(i) => (i.relation.as_ref()?, "CREATE INDEX"),
+        NodeEnum::AlterTableStmt(a) => (a.relation.as_ref()?, "ALTER TABLE"),
+        NodeEnum::RenameStmt(r) => (r.relation.as_ref()?, "ALTER TABLE"),
+        NodeEnum::AlterObjectSchemaStmt(a) => (a.relation.as_ref()?, "ALTER TABLE"),
+        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectTable as i32 => {
+            let named = d.objects.iter().filter_map(|o| Name::of_list(o, 0));
+            return named
+                .into_iter()
+                .find_map(|n| n.resolve(snapshot))
+                .map(|t| send_alone("DROP TABLE", t));
+        }
+        _ => return None,
+    };
+    resolve(snapshot, relation).map(|t| send_alone(verb, t))
+}
+
+fn send_alone(verb: &str, table: &Table) -> Plan {
+    unsupported(format!(
+        "{verb} of table \"{}\" must be sent as a statement of its own (shardwire runs it on \
+         every shard that holds the table): send it alone, not together with other statements \
+         in one query string",
+        table.qualified_name()
+    ))
+}
+
+/// A table's name as a statement writes it.
+struct Name {
+    schema: String,
+    name: String,
+}
+
+impl Name {
+    fn of_range_var(r: &RangeVar) -> Name {
+        Name {
+            schema: r.schemaname.clone(),
+            name: r.relname.clone(),
+        }
+    }
+
+    /// The table of a dotted name held as a list of strings (`[schema.]table[.member]`), its
+    /// last `members_after` parts naming something of the table's (a column, a trigger).
+    fn of_list(node: &Node, members_after: usize) -> Option<Name> {
+        let NodeEnum::List(list) = node.node.as_ref()? else {
+            return None;
+        };
+        let parts: Vec<&str> = list
+            .items
+            .iter()
+            .filter_map(|i| match i.node.as_ref()? {
+                NodeEnum::String(s) => Some(s.sval.as_str()),
+                _ => None,
+            })
+            .collect();
+        let table = parts.len().checked_sub(members_after + 1)?;
+        Some(Name {
+            schema: table
+                .checked_sub(1)
+                .map_or(String::new(), |s| parts[s].to_string()),
+            name: parts[table].to_string(),
+        })
+    }
+
+    fn resolve<'s>(&self, snapshot: &'s Snapshot) -> Option<&'s Table> {
+        let schema = if self.schema.is_empty() {
+            "public"
+        } else {
+            &self.schema
+        };
+        snapshot.table_by_name(schema, &self.name)
+    }
+}

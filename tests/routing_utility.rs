@@ -1,0 +1,241 @@
+//! Utility statements on sharded tables (TRUNCATE, LOCK, GRANT, COMMENT, policies, VACUUM,
+//! ANALYZE) reach every shard holding the table, checked on the shards themselves; DDL the
+//! proxy runs itself is refused among other statements rather than run on one shard.
+mod common;
+mod routing_common;
+
+use common::shards;
+use routing_common::*;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+async fn fill(client: &Client, table: &str) {
+    let rows: Vec<String> = (1..=40).map(|i| format!("({i}, 'n{i}', {i})")).collect();
+    client
+        .simple_query(&format!("INSERT INTO {table} VALUES {}", rows.join(", ")))
+        .await
+        .expect("insert");
+    assert!(
+        counts(table).await.iter().all(|&n| n > 0),
+        "rows on every shard"
+    );
+}
+
+/// One value per shard, asked of each shard directly.
+async fn on_each_shard(sql: &str) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let rows = c
+            .simple_query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql} on shard {i}: {e}"));
+        out.push(
+            rows.into_iter()
+                .find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        Some(r.get(0).map(str::to_string))
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{sql} on shard {i}: no row")),
+        );
+    }
+    out
+}
+
+fn message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map_or(e.to_string(), |d| d.message().to_string())
+}
+
+fn code(e: &tokio_postgres::Error) -> SqlState {
+    e.code()
+        .cloned()
+        .unwrap_or_else(|| panic!("no SQLSTATE: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_empties_the_table_on_every_shard_or_on_none() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "ut_trunc").await;
+
+    fill(&c, "ut_trunc").await;
+    c.batch_execute("TRUNCATE ut_trunc").await.expect("simple");
+    assert_eq!(counts("ut_trunc").await, vec![0; SHARDS]);
+
+    fill(&c, "ut_trunc").await;
+    c.execute("TRUNCATE TABLE ut_trunc", &[])
+        .await
+        .expect("extended protocol");
+    assert_eq!(counts("ut_trunc").await, vec![0; SHARDS]);
+
+    // Inside a block it is the block's: rolled back with it.
+    fill(&c, "ut_trunc").await;
+    c.batch_execute("BEGIN").await.unwrap();
+    c.batch_execute("TRUNCATE ut_trunc").await.unwrap();
+    let seen = simple_rows(&c, "SELECT count(*) FROM ut_trunc").await;
+    assert_eq!(seen, vec![vec![Some("0".into())]]);
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(counts("ut_trunc").await.iter().sum::<i64>(), 40);
+
+    // Failing on one shard (a table there references it), it empties no shard.
+    let third = shards().connect(2).await;
+    third
+        .batch_execute(
+            "CREATE TABLE ut_trunc_ref (id bigint REFERENCES ut_trunc (cust_id)); \
+             INSERT INTO ut_trunc_ref SELECT cust_id FROM ut_trunc LIMIT 1",
+        )
+        .await
+        .expect("referencing table on shard 2");
+    let e = c
+        .batch_execute("TRUNCATE ut_trunc")
+        .await
+        .expect_err("referenced on one shard");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    assert!(
+        counts("ut_trunc").await.iter().all(|&n| n > 0),
+        "no shard emptied"
+    );
+    third
+        .batch_execute("DROP TABLE ut_trunc_ref")
+        .await
+        .unwrap();
+
+    // Tables not on the same shards cannot be truncated by one statement.
+    c.batch_execute("CREATE TABLE ut_plain (a int)")
+        .await
+        .unwrap();
+    let e = c
+        .batch_execute("TRUNCATE ut_trunc, ut_plain")
+        .await
+        .expect_err("mixed");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED);
+    assert!(message(&e).contains("separate statements"), "{e}");
+    // A generated key's cluster-wide sequence does not restart.
+    c.batch_execute(
+        "CREATE SHARDED TABLE ut_gen (id bigserial PRIMARY KEY, v text) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+    )
+    .await
+    .unwrap();
+    let e = c
+        .batch_execute("TRUNCATE ut_gen RESTART IDENTITY")
+        .await
+        .expect_err("restart of the cluster-wide sequence");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED);
+    c.batch_execute("TRUNCATE ut_gen CONTINUE IDENTITY")
+        .await
+        .expect("continue identity");
+    // The session is still usable.
+    assert_eq!(counts("ut_trunc").await.iter().sum::<i64>(), 40);
+    c.batch_execute("DROP TABLE ut_trunc; DROP TABLE ut_plain")
+        .await
+        .ok();
+    c.batch_execute("DROP TABLE ut_gen").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_comments_policies_and_locks_reach_every_shard() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "ut_acl").await;
+    fill(&c, "ut_acl").await;
+
+    c.batch_execute("GRANT SELECT ON ut_acl TO PUBLIC")
+        .await
+        .expect("grant");
+    let acl = "SELECT has_table_privilege('public', 'ut_acl', 'SELECT')::text";
+    assert_eq!(on_each_shard(acl).await, vec![Some("true".into()); SHARDS]);
+    c.execute("REVOKE SELECT ON ut_acl FROM PUBLIC", &[])
+        .await
+        .expect("revoke, extended protocol");
+    assert_eq!(on_each_shard(acl).await, vec![Some("false".into()); SHARDS]);
+
+    c.batch_execute("COMMENT ON TABLE ut_acl IS 'customers'")
+        .await
+        .expect("comment on table");
+    c.batch_execute("COMMENT ON COLUMN ut_acl.name IS 'full name'")
+        .await
+        .expect("comment on column");
+    assert_eq!(
+        on_each_shard("SELECT obj_description('ut_acl'::regclass, 'pg_class')").await,
+        vec![Some("customers".into()); SHARDS]
+    );
+    assert_eq!(
+        on_each_shard("SELECT col_description('ut_acl'::regclass, 2)").await,
+        vec![Some("full name".into()); SHARDS]
+    );
+
+    c.batch_execute("CREATE POLICY ut_p ON ut_acl USING (score > 0)")
+        .await
+        .expect("create policy");
+    let policies = "SELECT count(*)::text FROM pg_policies WHERE tablename = 'ut_acl'";
+    assert_eq!(
+        on_each_shard(policies).await,
+        vec![Some("1".into()); SHARDS]
+    );
+    c.batch_execute("DROP POLICY ut_p ON ut_acl")
+        .await
+        .expect("drop policy");
+    assert_eq!(
+        on_each_shard(policies).await,
+        vec![Some("0".into()); SHARDS]
+    );
+
+    // LOCK only inside a block, as on PostgreSQL; there it locks the table on every shard.
+    let e = c
+        .batch_execute("LOCK TABLE ut_acl")
+        .await
+        .expect_err("outside a block");
+    assert_eq!(code(&e), SqlState::NO_ACTIVE_SQL_TRANSACTION);
+    c.batch_execute("BEGIN").await.unwrap();
+    c.batch_execute("LOCK TABLE ut_acl IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock in a block");
+    let locks = "SELECT count(*)::text FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+                 WHERE c.relname = 'ut_acl' AND l.mode = 'AccessExclusiveLock' AND l.granted";
+    assert_eq!(on_each_shard(locks).await, vec![Some("1".into()); SHARDS]);
+    c.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(on_each_shard(locks).await, vec![Some("0".into()); SHARDS]);
+
+    // Maintenance runs on each shard (VACUUM cannot run inside a transaction block).
+    c.batch_execute("VACUUM ut_acl").await.expect("vacuum");
+    c.batch_execute("ANALYZE ut_acl").await.expect("analyze");
+    let maintained = "SELECT (count(*) FILTER (WHERE last_vacuum IS NOT NULL) > 0 \
+                      AND count(*) FILTER (WHERE last_analyze IS NOT NULL) > 0)::text \
+                      FROM pg_stat_user_tables WHERE relname LIKE 'ut_acl_c%'";
+    assert_eq!(
+        on_each_shard(maintained).await,
+        vec![Some("true".into()); SHARDS]
+    );
+    c.batch_execute("DROP TABLE ut_acl").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_the_proxy_runs_is_refused_among_other_statements() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "ut_ddl").await;
+    for sql in [
+        "SELECT 1; CREATE INDEX ut_ddl_name ON ut_ddl (name)",
+        "SELECT 1; ALTER TABLE ut_ddl ADD COLUMN extra int",
+        "SELECT 1; DROP TABLE ut_ddl",
+    ] {
+        let e = c.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+        assert!(message(&e).contains("statement of its own"), "{e}");
+    }
+    let indexes = "SELECT count(*)::text FROM pg_indexes WHERE indexname = 'ut_ddl_name'";
+    assert_eq!(on_each_shard(indexes).await, vec![Some("0".into()); SHARDS]);
+    let columns = "SELECT count(*)::text FROM information_schema.columns \
+                   WHERE table_name = 'ut_ddl' AND column_name = 'extra'";
+    assert_eq!(on_each_shard(columns).await, vec![Some("0".into()); SHARDS]);
+    // Alone, each runs on every shard.
+    c.batch_execute("CREATE INDEX ut_ddl_name ON ut_ddl (name)")
+        .await
+        .expect("alone");
+    assert_eq!(on_each_shard(indexes).await, vec![Some("1".into()); SHARDS]);
+    c.batch_execute("DROP TABLE ut_ddl").await.unwrap();
+}
