@@ -54,6 +54,7 @@ mod nested;
 mod polling;
 mod row_ttl;
 mod savepoints;
+mod script;
 mod sequence;
 mod settings;
 mod signal;

@@ -235,6 +235,9 @@ pub enum Plan {
     /// A utility statement on recorded tables (TRUNCATE, LOCK, GRANT, VACUUM, …) that every
     /// shard holding them runs.
     Utility(Arc<UtilityPlan>),
+    /// A query string whose statements go to different shards: the session runs them one by
+    /// one, as one transaction, as PostgreSQL runs a query string.
+    Script,
 }
 
 /// EXPLAIN: one shard explains a statement it runs alone; the proxy describes one it runs on
@@ -311,6 +314,7 @@ impl Plan {
             | Plan::AnyOf(_)
             | Plan::Every(_)
             | Plan::Utility(_)
+            | Plan::Script
             | Plan::Refused(_)
                 if !calls_sequences =>
             {
@@ -321,6 +325,7 @@ impl Plan {
             | Plan::AnyOf(_)
             | Plan::Every(_)
             | Plan::Utility(_)
+            | Plan::Script
             | Plan::Refused(_)
             | Plan::Sequence(_) => return used,
             // The statements each shard runs are built from the text, values included.
@@ -405,27 +410,38 @@ pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Plann
     Planned::Plan(match plans.len() {
         0 => Plan::Anywhere,
         1 => plans.pop().unwrap_or(Plan::Anywhere),
-        _ => combine(plans),
+        _ => combine(&stmts, plans),
     })
 }
 
-/// Several statements in one query string run as one implicit transaction on one shard.
-fn combine(plans: Vec<Plan>) -> Plan {
+/// Several statements in one query string: sent whole when they all go to one shard, which
+/// runs them as PostgreSQL does (one implicit transaction); otherwise a script the session runs
+/// statement by statement.
+fn combine(stmts: &[&Node], plans: Vec<Plan>) -> Plan {
     let mut fixed: Option<ShardId> = None;
+    let mut script = false;
     for p in &plans {
         match p {
             Plan::Anywhere => {}
             Plan::Fixed(s) if fixed.is_none_or(|f| f == *s) => fixed = Some(*s),
             Plan::Refused(r) => return Plan::Refused(r.clone()),
-            _ => {
-                return unsupported(
-                    "a query string with several statements over sharded or duplicated tables \
-                     is not supported yet: send the statements one at a time",
-                )
-            }
+            _ => script = true,
         }
     }
-    fixed.map_or(Plan::Anywhere, Plan::Fixed)
+    if !script {
+        return fixed.map_or(Plan::Anywhere, Plan::Fixed);
+    }
+    // COPY's data would come from the client in the middle of the string.
+    if stmts
+        .iter()
+        .any(|s| matches!(s.node, Some(NodeEnum::CopyStmt(_))))
+    {
+        return unsupported(
+            "COPY in a query string whose statements go to several shards is not supported: \
+             send the COPY as a query of its own",
+        );
+    }
+    Plan::Script
 }
 
 /// A table as the statement names it.

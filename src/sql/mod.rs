@@ -7,4 +7,5 @@ pub mod nested_names;
 pub mod params;
 pub mod quote;
 pub mod row_ttl;
+pub mod script;
 pub mod signal;

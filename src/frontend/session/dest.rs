@@ -50,6 +50,8 @@ pub(super) enum Dest {
     Aggregate(Box<super::aggregate::AggregateJob>),
     /// EXPLAIN of a statement over several shards, answered by the proxy.
     Explain(Box<super::explain::ExplainAnswer>),
+    /// A query string whose statements go to several shards, run one by one.
+    Script,
 }
 
 /// A Bind of a statement the proxy answers itself: its portal's name and the statement.
@@ -77,6 +79,7 @@ impl Dest {
                 | Dest::Combining(_)
                 | Dest::KeyUpdate(_)
                 | Dest::Sequence(_)
+                | Dest::Script
         )
     }
 
@@ -318,7 +321,9 @@ impl Session {
             Plan::Fixed(s) => vec![*s],
             Plan::Copy(c) => c.shards.clone(),
             Plan::Combine(_) | Plan::Explain(_) => vec![ShardId(0)],
-            Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) => return Dest::Here,
+            Plan::Anywhere | Plan::Refused(_) | Plan::Sequence(_) | Plan::Script => {
+                return Dest::Here
+            }
         };
         match self.current_shard() {
             Some(c) if shards.contains(&c) => Dest::Here,
@@ -462,6 +467,12 @@ impl Session {
                 UtilityKind::EachOnItsOwn => self.every_dest(&u.shards, Combine::Each, source),
             },
             Plan::Refused(r) => Dest::refuse(r),
+            // Through the extended protocol, the shard reports what PostgreSQL does of a
+            // statement with several commands.
+            Plan::Script => match source {
+                Source::Simple(_) => Dest::Script,
+                Source::Bind { .. } | Source::Placement => Dest::Here,
+            },
             Plan::Sequence(call) => match source {
                 Source::Simple(_) => Dest::Sequence(Box::new(SequenceAnswer::simple(call))),
                 Source::Bind { portal, rest, .. } => {

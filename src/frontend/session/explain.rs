@@ -43,7 +43,11 @@ impl Session {
             }
             Plan::Every(_) => return refuse(analyze_refused),
             Plan::Refused(r) => return Dest::refuse(r),
-            Plan::Copy(_) | Plan::Sequence(_) | Plan::Explain(_) | Plan::Utility(_) => {
+            Plan::Copy(_)
+            | Plan::Sequence(_)
+            | Plan::Explain(_)
+            | Plan::Utility(_)
+            | Plan::Script => {
                 return refuse("EXPLAIN of this statement is not supported through shardwire")
             }
             Plan::Combine(c) => {

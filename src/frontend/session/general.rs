@@ -11,6 +11,9 @@ impl Session {
         frame: Frame<&[u8]>,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
+        // A string of statements for several shards is cut from the client's own text: each
+        // statement is then rewritten as it would be alone.
+        let as_sent = frame.raw;
         let rewritten = self.with_nested_names(&frame)?;
         let frame = rewritten.as_deref().map_or(frame, Frame::borrowed);
         let with_ttl = match self.with_row_ttl(&frame).await? {
@@ -187,6 +190,10 @@ impl Session {
             }
             Dest::Sequence(answer) => {
                 return self.answer_sequence(*answer, &frame).await;
+            }
+            Dest::Script => {
+                let sql = statements::query_text(&Frame::borrowed(as_sent))?;
+                return self.run_script(sql, client).await;
             }
             Dest::NeedColumns(_) | Dest::NeedKeys(_) => unreachable!("resolved above"),
         };

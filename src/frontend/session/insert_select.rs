@@ -47,6 +47,7 @@ impl Session {
             Plan::Anywhere
             | Plan::Every(_)
             | Plan::Utility(_)
+            | Plan::Script
             | Plan::Copy(_)
             | Plan::Refused(_)
             | Plan::Sequence(_)
