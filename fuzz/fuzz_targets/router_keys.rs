@@ -177,6 +177,8 @@ fn route_plan(
         | Plan::Fixed(_)
         | Plan::AnyOf(_)
         | Plan::Every(_)
+        | Plan::Utility(_)
+        | Plan::Script
         | Plan::Refused(_)
         | Plan::Sequence(_)
         | Plan::Combine(_) => None,
