@@ -259,3 +259,45 @@ async fn merge_into_a_sharded_table_is_refused() {
     let merged: i64 = counts_where("mrg", "WHERE v = 'merged'").await.iter().sum();
     assert_eq!(merged, 0);
 }
+
+/// A data-modifying WITH is routed by its outer statement: on a sharded table it would change
+/// one shard's rows only and count those, so it is refused; nothing changes anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_inside_another_statement_is_refused_on_recorded_tables() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "nested_w").await;
+    let rows: Vec<String> = (1..=40).map(|i| format!("({i}, 'm', {i})")).collect();
+    c.simple_query(&format!("INSERT INTO nested_w VALUES {}", rows.join(", ")))
+        .await
+        .expect("insert");
+    for sql in [
+        "WITH d AS (DELETE FROM nested_w WHERE name = 'm' RETURNING *) SELECT count(*) FROM d",
+        "WITH u AS (UPDATE nested_w SET score = 0 RETURNING *) SELECT count(*) FROM u",
+        "WITH i AS (INSERT INTO nested_w VALUES (100, 'n', 1) RETURNING *) SELECT * FROM i",
+        "WITH d AS (DELETE FROM nested_w WHERE cust_id = 5 RETURNING *) \
+         INSERT INTO nested_w SELECT cust_id + 1000, name, score FROM d",
+    ] {
+        let e = c.simple_query(sql).await.expect_err(sql);
+        assert_eq!(
+            e.code(),
+            Some(&SqlState::FEATURE_NOT_SUPPORTED),
+            "{sql}: {e}"
+        );
+        let e = c.execute(sql, &[]).await.expect_err(sql);
+        assert_eq!(
+            e.code(),
+            Some(&SqlState::FEATURE_NOT_SUPPORTED),
+            "{sql}: {e}"
+        );
+    }
+    assert_eq!(counts("nested_w").await.iter().sum::<i64>(), 40);
+    assert_eq!(
+        counts_where("nested_w", "WHERE score = 0 OR name <> 'm'")
+            .await
+            .iter()
+            .sum::<i64>(),
+        0
+    );
+    c.batch_execute("DROP TABLE nested_w").await.unwrap();
+}

@@ -566,6 +566,16 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     if let Some(plan) = utility::plan_utility(node, snapshot) {
         return Planned::Plan(plan);
     }
+    // A data-modifying statement inside another (`WITH d AS (DELETE … RETURNING *) SELECT …`)
+    // changes rows wherever the whole statement runs: routed by the outer statement, it would
+    // change one shard's rows of a recorded table and count only those.
+    if let Some(t) = nested_write_target(stmt, snapshot) {
+        return Planned::Plan(unsupported(format!(
+            "a data-modifying statement inside another statement (WITH … INSERT, UPDATE or \
+             DELETE) on table \"{}\" is not supported: run it as a statement of its own",
+            t.qualified_name()
+        )));
+    }
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();
     collect_range_vars(stmt, &mut all);
@@ -730,6 +740,24 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
             sharded[0].qualified_name()
         ))),
     }
+}
+
+/// The recorded table that a data-modifying statement nested in `stmt` (not `stmt` itself)
+/// writes, if any.
+fn nested_write_target<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
+    let mut found = None;
+    walk(stmt, &mut |n| {
+        if found.is_some() || std::ptr::eq(n, stmt) {
+            return;
+        }
+        let target = match n.node.as_ref() {
+            Some(NodeEnum::MergeStmt(m)) => m.relation.as_ref(),
+            Some(other) => write_target(other),
+            None => None,
+        };
+        found = target.and_then(|r| resolve(snapshot, r));
+    });
+    found
 }
 
 fn range_var_node(r: Option<&RangeVar>) -> Node {
