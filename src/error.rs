@@ -155,7 +155,7 @@ impl ClientError for crate::router::plan::Refusal {
     fn sqlstate(&self) -> SqlState {
         use crate::router::plan::Refusal as R;
         match self {
-            R::Unsupported(_) => SqlState::FEATURE_NOT_SUPPORTED,
+            R::Unsupported(_) | R::Ambiguous { .. } => SqlState::FEATURE_NOT_SUPPORTED,
             R::GeneratedAlways(_) => SqlState::GENERATED_ALWAYS,
             R::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
         }

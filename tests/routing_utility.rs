@@ -239,3 +239,60 @@ async fn ddl_the_proxy_runs_is_refused_among_other_statements() {
     assert_eq!(on_each_shard(indexes).await, vec![Some("1".into()); SHARDS]);
     c.batch_execute("DROP TABLE ut_ddl").await.unwrap();
 }
+
+/// The router reads unqualified names as schema public's; a name that a recorded table outside
+/// public has may mean that table under the session's search_path, so it is refused rather than
+/// sent to the first shard, which would answer with its part of the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unqualified_names_of_tables_outside_public_are_refused() {
+    let proxy = start();
+    for i in 0..SHARDS {
+        shards()
+            .connect(i)
+            .await
+            .batch_execute("CREATE SCHEMA IF NOT EXISTS ut_app")
+            .await
+            .expect("schema on each shard");
+    }
+    let c = proxy.connect().await;
+    c.batch_execute(
+        "CREATE SHARDED TABLE ut_app.amb (cust_id bigint PRIMARY KEY, name text, score int) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await
+    .expect("create in a schema");
+    fill(&c, "ut_app.amb").await;
+    c.batch_execute("SET search_path = ut_app, public")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT count(*) FROM amb",
+        "SELECT * FROM amb WHERE cust_id = 7",
+        "UPDATE amb SET score = 0",
+        "TRUNCATE amb",
+        "ALTER TABLE amb ADD COLUMN extra int",
+        "CREATE INDEX ON amb (name)",
+    ] {
+        let e = c.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
+        assert!(message(&e).contains("qualify the name"), "{sql}: {e}");
+        let e = c.execute(sql, &[]).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
+    }
+    let all = simple_rows(&c, "SELECT count(*) FROM ut_app.amb").await;
+    assert_eq!(all, vec![vec![Some("40".into())]]);
+    assert_eq!(
+        counts_where("ut_app.amb", "WHERE score = 0")
+            .await
+            .iter()
+            .sum::<i64>(),
+        0
+    );
+    let columns = "SELECT count(*)::text FROM information_schema.columns \
+                   WHERE table_name = 'amb' AND column_name = 'extra'";
+    assert_eq!(on_each_shard(columns).await, vec![Some("0".into()); SHARDS]);
+    // A CTE of that name is the statement's own.
+    let cte = simple_rows(&c, "WITH amb AS (SELECT 1 AS one) SELECT one FROM amb").await;
+    assert_eq!(cte, vec![vec![Some("1".into())]]);
+    c.batch_execute("DROP TABLE ut_app.amb").await.unwrap();
+}

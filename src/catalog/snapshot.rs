@@ -141,6 +141,14 @@ impl Snapshot {
         })
     }
 
+    /// A recorded table named `name` in a schema other than `public`: an unqualified `name`
+    /// may mean it under the session's `search_path`, which the router does not consult.
+    pub fn named_outside_public(&self, name: &str) -> Option<&Table> {
+        self.tables
+            .iter()
+            .find(|t| t.name == name && t.schema != "public")
+    }
+
     /// An unqualified name resolved as PostgreSQL resolves it: the first schema of
     /// `search_path` that has a table of that name.
     pub fn resolve_table(&self, search_path: &[&str], name: &str) -> Option<&Table> {

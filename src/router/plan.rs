@@ -260,6 +260,9 @@ pub enum Refusal {
     /// An explicit value for a `GENERATED ALWAYS` key column (428C9).
     #[error("cannot insert a non-DEFAULT value into column \"{0}\": it is GENERATED ALWAYS AS IDENTITY; leave it out of the INSERT")]
     GeneratedAlways(String),
+    /// An unqualified name that a recorded table outside schema `public` has (0A000).
+    #[error("table name \"{name}\" is ambiguous through shardwire: it resolves unqualified names in schema public only (search_path is not consulted), and {table} is a recorded table; qualify the name ({table}, or public.{name})")]
+    Ambiguous { name: String, table: String },
     /// The table is being created or dropped (55000).
     #[error("table \"{table}\" is {} (its CREATE or DROP has not finished): it takes statements again once ACTIVE; a DROP TABLE clears it", state.label())]
     NotActive {
@@ -563,6 +566,9 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
             )));
         }
     }
+    if let Some(t) = unqualified_elsewhere(stmt, snapshot) {
+        return Planned::Plan(ambiguous(t));
+    }
     if let Some(plan) = utility::plan_utility(node, snapshot) {
         return Planned::Plan(plan);
     }
@@ -740,6 +746,54 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
             sharded[0].qualified_name()
         ))),
     }
+}
+
+/// A recorded table outside schema `public` whose name the statement uses unqualified (not as
+/// a CTE's name): the session's `search_path` decides what the name means, and the router,
+/// which reads unqualified names as `public`'s, could route it to the wrong shards.
+pub(crate) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
+    if snapshot.tables().iter().all(|t| t.schema == "public") {
+        return None;
+    }
+    let mut ctes: Vec<&str> = Vec::new();
+    walk(stmt, &mut |n| {
+        if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
+            ctes.push(c.ctename.as_str());
+        }
+    });
+    // Every table reference, wherever the node kind holds it (the planner's walk knows only
+    // the kinds it routes): an object with a `relname` is one.
+    let tree = serde_json::to_value(stmt).ok()?;
+    let mut pending = vec![&tree];
+    while let Some(v) = pending.pop() {
+        match v {
+            serde_json::Value::Object(map) => {
+                let unqualified = map
+                    .get("schemaname")
+                    .and_then(serde_json::Value::as_str)
+                    .is_none_or(str::is_empty);
+                if let Some(name) = map.get("relname").and_then(serde_json::Value::as_str) {
+                    if unqualified && !ctes.contains(&name) {
+                        if let Some(t) = snapshot.named_outside_public(name) {
+                            return Some(t);
+                        }
+                    }
+                }
+                pending.extend(map.values());
+            }
+            serde_json::Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The refusal of an unqualified name that a recorded table outside `public` has.
+pub(crate) fn ambiguous(t: &Table) -> Plan {
+    Plan::Refused(Refusal::Ambiguous {
+        name: t.name.clone(),
+        table: t.qualified_name(),
+    })
 }
 
 /// The recorded table that a data-modifying statement nested in `stmt` (not `stmt` itself)
