@@ -20,6 +20,7 @@ mod aggregate;
 mod combine;
 mod conditions;
 mod copy;
+mod hidden;
 mod insert;
 mod insert_select;
 mod key_update;
@@ -33,6 +34,7 @@ pub use aggregate::{AggregateMerge, ColumnMerge};
 pub use combine::{CombinePlan, Pull, TEMP_PREFIX};
 use conditions::*;
 pub use copy::{CopyArg, CopyOption, CopyPlan};
+use hidden::*;
 use insert::*;
 pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
@@ -746,72 +748,6 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
             sharded[0].qualified_name()
         ))),
     }
-}
-
-/// A recorded table outside schema `public` whose name the statement uses unqualified (not as
-/// a CTE's name): the session's `search_path` decides what the name means, and the router,
-/// which reads unqualified names as `public`'s, could route it to the wrong shards.
-pub(crate) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
-    if snapshot.tables().iter().all(|t| t.schema == "public") {
-        return None;
-    }
-    let mut ctes: Vec<&str> = Vec::new();
-    walk(stmt, &mut |n| {
-        if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
-            ctes.push(c.ctename.as_str());
-        }
-    });
-    // Every table reference, wherever the node kind holds it (the planner's walk knows only
-    // the kinds it routes): an object with a `relname` is one.
-    let tree = serde_json::to_value(stmt).ok()?;
-    let mut pending = vec![&tree];
-    while let Some(v) = pending.pop() {
-        match v {
-            serde_json::Value::Object(map) => {
-                let unqualified = map
-                    .get("schemaname")
-                    .and_then(serde_json::Value::as_str)
-                    .is_none_or(str::is_empty);
-                if let Some(name) = map.get("relname").and_then(serde_json::Value::as_str) {
-                    if unqualified && !ctes.contains(&name) {
-                        if let Some(t) = snapshot.named_outside_public(name) {
-                            return Some(t);
-                        }
-                    }
-                }
-                pending.extend(map.values());
-            }
-            serde_json::Value::Array(items) => pending.extend(items),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The refusal of an unqualified name that a recorded table outside `public` has.
-pub(crate) fn ambiguous(t: &Table) -> Plan {
-    Plan::Refused(Refusal::Ambiguous {
-        name: t.name.clone(),
-        table: t.qualified_name(),
-    })
-}
-
-/// The recorded table that a data-modifying statement nested in `stmt` (not `stmt` itself)
-/// writes, if any.
-fn nested_write_target<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
-    let mut found = None;
-    walk(stmt, &mut |n| {
-        if found.is_some() || std::ptr::eq(n, stmt) {
-            return;
-        }
-        let target = match n.node.as_ref() {
-            Some(NodeEnum::MergeStmt(m)) => m.relation.as_ref(),
-            Some(other) => write_target(other),
-            None => None,
-        };
-        found = target.and_then(|r| resolve(snapshot, r));
-    });
-    found
 }
 
 fn range_var_node(r: Option<&RangeVar>) -> Node {
