@@ -125,6 +125,11 @@ async fn a_query_string_over_several_shards_is_one_transaction() {
         .await
         .expect_err("savepoint outside a block");
     assert_eq!(code(&e), SqlState::NO_ACTIVE_SQL_TRANSACTION);
+    let e = c
+        .simple_query("SELECT * FROM sc_c WHERE cust_id = 1; PREPARE TRANSACTION 'sc_x'")
+        .await
+        .expect_err("two-phase command in a script");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED);
     // COPY's data cannot come in the middle of such a string.
     let e = c
         .simple_query("SELECT * FROM sc_c WHERE cust_id = 1; COPY sc_c FROM STDIN")

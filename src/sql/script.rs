@@ -21,23 +21,11 @@ pub enum Control {
     Commit { chain: bool },
     /// ROLLBACK or ABORT (`chain`: AND CHAIN).
     Rollback { chain: bool },
-    /// SAVEPOINT, RELEASE or ROLLBACK TO: only inside a transaction block.
-    Savepoint,
+    /// SAVEPOINT, RELEASE or ROLLBACK TO (the command as PostgreSQL's messages name it): only
+    /// inside a transaction block.
+    Savepoint(&'static str),
     /// PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK PREPARED.
     TwoPhase,
-}
-
-impl Control {
-    /// The command as PostgreSQL names it in its messages.
-    pub fn command(self) -> &'static str {
-        match self {
-            Control::Begin { .. } => "BEGIN",
-            Control::Commit { .. } => "COMMIT",
-            Control::Rollback { .. } => "ROLLBACK",
-            Control::Savepoint => "SAVEPOINT",
-            Control::TwoPhase => "PREPARE TRANSACTION",
-        }
-    }
 }
 
 /// The statements of `sql`, in order; `None` when PostgreSQL's parser cannot read it.
@@ -70,9 +58,9 @@ fn control(t: &pg_query::protobuf::TransactionStmt) -> Option<Control> {
         },
         Kind::TransStmtCommit => Control::Commit { chain: t.chain },
         Kind::TransStmtRollback => Control::Rollback { chain: t.chain },
-        Kind::TransStmtSavepoint | Kind::TransStmtRelease | Kind::TransStmtRollbackTo => {
-            Control::Savepoint
-        }
+        Kind::TransStmtSavepoint => Control::Savepoint("SAVEPOINT"),
+        Kind::TransStmtRelease => Control::Savepoint("RELEASE SAVEPOINT"),
+        Kind::TransStmtRollbackTo => Control::Savepoint("ROLLBACK TO SAVEPOINT"),
         Kind::TransStmtPrepare
         | Kind::TransStmtCommitPrepared
         | Kind::TransStmtRollbackPrepared => Control::TwoPhase,
@@ -113,8 +101,8 @@ mod tests {
                 None,
                 Some(Control::Commit { chain: true }),
                 Some(Control::Begin { modes: true }),
-                Some(Control::Savepoint),
-                Some(Control::Savepoint),
+                Some(Control::Savepoint("SAVEPOINT")),
+                Some(Control::Savepoint("ROLLBACK TO SAVEPOINT")),
                 Some(Control::Commit { chain: false }),
             ]
         );

@@ -56,6 +56,7 @@ impl Session {
         let mut failed = false;
         for statement in &statements {
             let heard = match (statement.control, block) {
+                (Some(Control::TwoPhase), _) => self.two_phase_refused(client).await?,
                 (None, Block::Idle) => match self.quietly("BEGIN", client).await? {
                     Heard::Done => {
                         block = Block::Implicit;
@@ -136,20 +137,40 @@ impl Session {
                 notice_no_transaction(&mut self.cout);
                 self.statement(text, client).await
             }
-            Control::Commit { chain: true }
-            | Control::Rollback { chain: true }
-            | Control::Savepoint
-            | Control::TwoPhase => {
-                let command = match control {
-                    Control::Commit { .. } => "COMMIT AND CHAIN",
-                    Control::Rollback { .. } => "ROLLBACK AND CHAIN",
-                    other => other.command(),
-                };
-                let message = format!("{command} can only be used in transaction blocks");
-                self.refused(&SqlState::NO_ACTIVE_SQL_TRANSACTION, &message, client)
-                    .await
+            Control::Commit { chain: true } => {
+                self.only_in_blocks("COMMIT AND CHAIN", client).await
             }
+            Control::Rollback { chain: true } => {
+                self.only_in_blocks("ROLLBACK AND CHAIN", client).await
+            }
+            Control::Savepoint(command) => self.only_in_blocks(command, client).await,
+            Control::TwoPhase => self.two_phase_refused(client).await,
         }
+    }
+
+    /// PostgreSQL's refusal of `command` outside a block the client began.
+    async fn only_in_blocks(
+        &mut self,
+        command: &str,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Heard, SessionError> {
+        let message = format!("{command} can only be used in transaction blocks");
+        self.refused(&SqlState::NO_ACTIVE_SQL_TRANSACTION, &message, client)
+            .await
+    }
+
+    /// The two-phase commands prepare or finish one shard's transaction: not a string's.
+    async fn two_phase_refused(
+        &mut self,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Heard, SessionError> {
+        let e = FrontendError::NotAcrossShards(
+            "PREPARE TRANSACTION, COMMIT PREPARED and ROLLBACK PREPARED in a query string whose \
+             statements go to several shards are not supported: send them as queries of their own"
+                .into(),
+        );
+        self.refused(&e.sqlstate(), &e.client_message(), client)
+            .await
     }
 
     /// A statement refused by the proxy inside the string: the block fails with it.
