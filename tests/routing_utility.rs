@@ -203,6 +203,9 @@ async fn grants_comments_policies_and_locks_reach_every_shard() {
     // Maintenance runs on each shard (VACUUM cannot run inside a transaction block).
     c.batch_execute("VACUUM ut_acl").await.expect("vacuum");
     c.batch_execute("ANALYZE ut_acl").await.expect("analyze");
+    c.execute("VACUUM ut_acl", &[])
+        .await
+        .expect("vacuum, extended protocol");
     let maintained = "SELECT (count(*) FILTER (WHERE last_vacuum IS NOT NULL) > 0 \
                       AND count(*) FILTER (WHERE last_analyze IS NOT NULL) > 0)::text \
                       FROM pg_stat_user_tables WHERE relname LIKE 'ut_acl_c%'";
