@@ -299,3 +299,101 @@ async fn unqualified_names_of_tables_outside_public_are_refused() {
     assert_eq!(cte, vec![vec![Some("1".into())]]);
     c.batch_execute("DROP TABLE ut_app.amb").await.unwrap();
 }
+
+/// Types, domains and schemas a sharded table's columns use are made, changed and dropped on
+/// every shard, so that the table can be created and written wherever its chunks are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn types_domains_and_schemas_are_made_on_every_shard() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    let has_type =
+        |name: &str| format!("SELECT count(*)::text FROM pg_type WHERE typname = '{name}'");
+    c.batch_execute("CREATE TYPE ut_mood AS ENUM ('a', 'b')")
+        .await
+        .expect("create type");
+    assert_eq!(
+        on_each_shard(&has_type("ut_mood")).await,
+        vec![Some("1".into()); SHARDS]
+    );
+    c.batch_execute(
+        "CREATE SHARDED TABLE ut_typed (cust_id bigint PRIMARY KEY, m ut_mood) \
+         PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await
+    .expect("a sharded table of the type");
+    let rows: Vec<String> = (1..=40)
+        .map(|i| format!("({i}, '{}')", if i % 2 == 0 { "a" } else { "b" }))
+        .collect();
+    c.batch_execute(&format!("INSERT INTO ut_typed VALUES {}", rows.join(", ")))
+        .await
+        .expect("insert");
+    c.batch_execute("ALTER TYPE ut_mood ADD VALUE 'c'")
+        .await
+        .expect("add a value");
+    c.batch_execute("UPDATE ut_typed SET m = 'c' WHERE cust_id > 30")
+        .await
+        .expect("the new value on every shard");
+    assert_eq!(
+        counts_where("ut_typed", "WHERE m = 'c'")
+            .await
+            .iter()
+            .sum::<i64>(),
+        10
+    );
+    let e = c
+        .batch_execute("DROP TYPE ut_mood")
+        .await
+        .expect_err("a column depends on it");
+    assert_eq!(code(&e), SqlState::DEPENDENT_OBJECTS_STILL_EXIST);
+    let e = c
+        .batch_execute("DROP TYPE ut_mood CASCADE")
+        .await
+        .expect_err("cascade would drop the column behind the catalog");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED);
+    c.batch_execute("DROP TABLE ut_typed").await.unwrap();
+    c.batch_execute("DROP TYPE ut_mood")
+        .await
+        .expect("drop type");
+    assert_eq!(
+        on_each_shard(&has_type("ut_mood")).await,
+        vec![Some("0".into()); SHARDS]
+    );
+
+    // A type made on the first shard alone (before the proxy made them everywhere) drops.
+    shards()
+        .connect(0)
+        .await
+        .batch_execute("CREATE TYPE ut_old AS (a int)")
+        .await
+        .unwrap();
+    c.batch_execute("DROP TYPE ut_old").await.expect("drop it");
+    assert_eq!(
+        on_each_shard(&has_type("ut_old")).await,
+        vec![Some("0".into()); SHARDS]
+    );
+
+    c.batch_execute("CREATE SCHEMA ut_s").await.expect("schema");
+    c.execute("CREATE DOMAIN ut_s.pos AS int CHECK (VALUE > 0)", &[])
+        .await
+        .expect("domain, extended protocol");
+    assert_eq!(
+        on_each_shard(&has_type("pos")).await,
+        vec![Some("1".into()); SHARDS]
+    );
+    c.batch_execute("DROP DOMAIN ut_s.pos; DROP SCHEMA ut_s")
+        .await
+        .expect("drop both in one string");
+    let schemas = "SELECT count(*)::text FROM pg_namespace WHERE nspname = 'ut_s'";
+    assert_eq!(on_each_shard(schemas).await, vec![Some("0".into()); SHARDS]);
+
+    // Inside a block, they are the block's.
+    c.batch_execute("BEGIN").await.unwrap();
+    c.batch_execute("CREATE TYPE ut_rb AS (a int)")
+        .await
+        .unwrap();
+    c.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        on_each_shard(&has_type("ut_rb")).await,
+        vec![Some("0".into()); SHARDS]
+    );
+}

@@ -318,7 +318,12 @@ pub struct Rows {
 
 async fn combined(answers: &mut [Answer], combine: &Combine, origin: &Origin<'_>) -> Combined {
     let mut notices = BytesMut::new();
-    for a in answers.iter() {
+    // Copies say alike what the client hears once: the first one's notices.
+    let heard = match combine {
+        Combine::Copies | Combine::Each => &answers[..answers.len().min(1)],
+        Combine::Union { .. } => &answers[..],
+    };
+    for a in heard {
         for n in &a.notices {
             notices.extend_from_slice(n);
         }

@@ -318,11 +318,14 @@ impl Plan {
             | Plan::Fixed(_)
             | Plan::AnyOf(_)
             | Plan::Every(_)
-            | Plan::Utility(_)
             | Plan::Script
             | Plan::Refused(_)
                 if !calls_sequences =>
             {
+                return (0..literal_offsets.len()).collect()
+            }
+            // Unless what other shards run is built from the text, literals included.
+            Plan::Utility(u) if u.elsewhere.is_none() && !calls_sequences => {
                 return (0..literal_offsets.len()).collect()
             }
             Plan::Anywhere

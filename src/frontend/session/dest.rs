@@ -179,7 +179,7 @@ impl Session {
                 return Ok(local);
             }
         }
-        if !self.ctx.catalog.has_tables() {
+        if !self.ctx.catalog.has_tables() && !self.may_make_shared_object(parsed) {
             return Ok(Dest::Here);
         }
         // The snapshot, the statement and its plan are borrowed field by field, not cloned, up
@@ -272,6 +272,26 @@ impl Session {
             }
             _ => Ok(Dest::Here),
         }
+    }
+
+    /// Whether the statement may make, change or drop an object every shard gets (a type, a
+    /// schema, …: `router::plan::utility`), which is routed even before the catalog records a
+    /// table — a sharded table's columns are to find it on every shard.
+    #[inline(never)]
+    fn may_make_shared_object(&self, parsed: ClientFrame<'_>) -> bool {
+        if self.ctx.config.shards.len() < 2 {
+            return false;
+        }
+        let text: &[u8] = match parsed {
+            ClientFrame::Query(sql) => sql,
+            ClientFrame::Parse { query, .. } => query,
+            ClientFrame::Bind { statement, .. } => match self.statements.get(statement) {
+                Some(st) => &st.query,
+                None => return false,
+            },
+            _ => return false,
+        };
+        local_kind(text) == Some(LocalKind::Ddl)
     }
 
     /// Whether `frame` names a multi-shard portal the session answers from its result; keeps
@@ -406,15 +426,31 @@ impl Session {
         }
     }
 
-    /// A statement every one of `shards` runs alike, the client hearing one answer.
-    fn every_dest(&mut self, shards: &[ShardId], combine: Combine, source: Source<'_>) -> Dest {
+    /// A statement every one of `shards` runs alike (the shards but the first run `elsewhere`
+    /// instead, when given), the client hearing one answer.
+    fn every_dest(
+        &mut self,
+        shards: &[ShardId],
+        elsewhere: Option<&str>,
+        combine: Combine,
+        source: Source<'_>,
+    ) -> Dest {
+        let text_on = |shard: ShardId, own: &[u8]| -> Vec<u8> {
+            match elsewhere {
+                Some(other) if shard != ShardId(0) => other.as_bytes().to_vec(),
+                _ => own.to_vec(),
+            }
+        };
         match (shards, source) {
             ([one], _) => Dest::Shard(*one),
             (_, Source::Simple(sql)) => {
                 self.ctx.metrics.routed_multi.increment(1);
                 Dest::Multi(Box::new(Multi {
                     shards: shards.to_vec(),
-                    sql: vec![String::from_utf8_lossy(sql).into_owned(); shards.len()],
+                    sql: shards
+                        .iter()
+                        .map(|&s| String::from_utf8_lossy(&text_on(s, sql)).into_owned())
+                        .collect(),
                     combine,
                 }))
             }
@@ -427,11 +463,17 @@ impl Session {
                 },
             ) => {
                 self.ctx.metrics.routed_multi.increment(1);
-                let one = portal_messages(&statement.query, &statement.param_types, rest, (0, 0));
+                let messages = shards
+                    .iter()
+                    .map(|&s| {
+                        let text = text_on(s, &statement.query);
+                        portal_messages(&text, &statement.param_types, rest, (0, 0))
+                    })
+                    .collect();
                 Dest::MultiPortal(Box::new(MultiPortal {
                     shards: shards.to_vec(),
                     portal: portal.into(),
-                    messages: vec![one; shards.len()],
+                    messages,
                     combine,
                 }))
             }
@@ -458,14 +500,23 @@ impl Session {
                     Dest::Shard(shards[self.round_robin % shards.len()])
                 }
             },
-            Plan::Every(shards) => self.every_dest(shards, Combine::Copies, source),
-            Plan::Utility(u) => match u.kind {
-                UtilityKind::Atomic => self.every_dest(&u.shards, Combine::Copies, source),
-                // Out of a block, PostgreSQL's error comes from one shard.
-                UtilityKind::InBlock if self.tx_status() == b'I' => Dest::Shard(u.shards[0]),
-                UtilityKind::InBlock => self.every_dest(&u.shards, Combine::Copies, source),
-                UtilityKind::EachOnItsOwn => self.every_dest(&u.shards, Combine::Each, source),
-            },
+            Plan::Every(shards) => self.every_dest(shards, None, Combine::Copies, source),
+            Plan::Utility(u) => {
+                let elsewhere = u.elsewhere.as_deref();
+                match u.kind {
+                    UtilityKind::Atomic => {
+                        self.every_dest(&u.shards, elsewhere, Combine::Copies, source)
+                    }
+                    // Out of a block, PostgreSQL's error comes from one shard.
+                    UtilityKind::InBlock if self.tx_status() == b'I' => Dest::Shard(u.shards[0]),
+                    UtilityKind::InBlock => {
+                        self.every_dest(&u.shards, elsewhere, Combine::Copies, source)
+                    }
+                    UtilityKind::EachOnItsOwn => {
+                        self.every_dest(&u.shards, elsewhere, Combine::Each, source)
+                    }
+                }
+            }
             Plan::Refused(r) => Dest::refuse(r),
             // Through the extended protocol, the shard reports what PostgreSQL does of a
             // statement with several commands.

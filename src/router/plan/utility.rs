@@ -4,6 +4,9 @@
 //! (VACUUM, ANALYZE, CLUSTER, REINDEX). DDL the proxy runs itself (CREATE INDEX, ALTER TABLE,
 //! DROP TABLE, …) is recognised only as a statement of its own: met here, among other
 //! statements of one query string, it is refused rather than run on one shard.
+//!
+//! The objects a table's columns can use — types, domains, schemas, extensions — are made,
+//! changed and dropped on every shard, so that a sharded table can use them wherever it is.
 
 use pg_query::protobuf::{GrantTargetType, ObjectType, ReindexObjectType};
 
@@ -14,6 +17,10 @@ use super::*;
 pub struct UtilityPlan {
     pub shards: Vec<ShardId>,
     pub kind: UtilityKind,
+    /// What the shards other than the first run instead of the statement: a DROP made
+    /// `IF EXISTS` (an object made before the proxy made such objects everywhere is on the first
+    /// shard only), a CREATE made `IF NOT EXISTS` where PostgreSQL has the form.
+    pub elsewhere: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +115,10 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
         NodeEnum::DropStmt(d) => {
             match ObjectType::try_from(d.remove_type).ok()? {
                 ObjectType::ObjectTrigger | ObjectType::ObjectPolicy | ObjectType::ObjectRule => {}
-                _ => return proxy_ddl_among_others(node, snapshot),
+                _ => {
+                    return shared_object(node, snapshot)
+                        .or_else(|| proxy_ddl_among_others(node, snapshot))
+                }
             }
             let names = d
                 .objects
@@ -138,12 +148,126 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
             "CREATE RULE",
         ),
         NodeEnum::CreateStatsStmt(s) => (relations(&s.relations), Atomic, "CREATE STATISTICS"),
-        _ => return proxy_ddl_among_others(node, snapshot),
+        _ => {
+            return shared_object(node, snapshot).or_else(|| proxy_ddl_among_others(node, snapshot))
+        }
     };
     on_shards_of(&names, snapshot, verb).map(|shards| match shards {
-        Ok(shards) => Plan::Utility(Arc::new(UtilityPlan { shards, kind })),
+        Ok(shards) => Plan::Utility(Arc::new(UtilityPlan {
+            shards,
+            kind,
+            elsewhere: None,
+        })),
         Err(refused) => refused,
     })
+}
+
+/// CREATE, ALTER and DROP of a type, domain, schema or extension: on every shard.
+fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+    let elsewhere = match node {
+        NodeEnum::CreateEnumStmt(_)
+        | NodeEnum::CompositeTypeStmt(_)
+        | NodeEnum::CreateRangeStmt(_)
+        | NodeEnum::CreateDomainStmt(_)
+        | NodeEnum::AlterEnumStmt(_)
+        | NodeEnum::AlterDomainStmt(_)
+        | NodeEnum::AlterExtensionStmt(_) => None,
+        NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectType as i32 => None,
+        NodeEnum::RenameStmt(r) => {
+            match ObjectType::try_from(r.rename_type).ok()? {
+                ObjectType::ObjectType | ObjectType::ObjectDomain => {}
+                ObjectType::ObjectSchema => {
+                    if let Some(t) = snapshot.tables().iter().find(|t| t.schema == r.subname) {
+                        return Some(holds_tables("ALTER SCHEMA … RENAME", t));
+                    }
+                }
+                _ => return None,
+            }
+            None
+        }
+        // A schema's own objects made with it are plain ones, which live on the first shard.
+        NodeEnum::CreateSchemaStmt(c) if c.schema_elts.is_empty() => {
+            let mut everywhere = c.clone();
+            everywhere.if_not_exists = true;
+            Some(
+                NodeEnum::CreateSchemaStmt(everywhere)
+                    .deparse(Default::default())
+                    .ok()?,
+            )
+        }
+        NodeEnum::CreateExtensionStmt(c) => {
+            let mut everywhere = c.clone();
+            everywhere.if_not_exists = true;
+            Some(
+                NodeEnum::CreateExtensionStmt(everywhere)
+                    .deparse(Default::default())
+                    .ok()?,
+            )
+        }
+        NodeEnum::DropStmt(d) => {
+            let kind = ObjectType::try_from(d.remove_type).ok()?;
+            if !matches!(
+                kind,
+                ObjectType::ObjectType
+                    | ObjectType::ObjectDomain
+                    | ObjectType::ObjectSchema
+                    | ObjectType::ObjectExtension
+            ) {
+                return None;
+            }
+            if kind == ObjectType::ObjectSchema {
+                let dropped: Vec<&str> = d
+                    .objects
+                    .iter()
+                    .filter_map(|o| match o.node.as_ref()? {
+                        NodeEnum::String(s) => Some(s.sval.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(t) = snapshot
+                    .tables()
+                    .iter()
+                    .find(|t| dropped.contains(&t.schema.as_str()))
+                {
+                    return Some(holds_tables("DROP SCHEMA", t));
+                }
+            }
+            // CASCADE could drop columns of recorded tables, behind the catalog's back.
+            if d.behavior == pg_query::protobuf::DropBehavior::DropCascade as i32
+                && !snapshot.tables().is_empty()
+            {
+                return Some(unsupported(
+                    "DROP … CASCADE of a type, domain, schema or extension is not supported while \
+                     shardwire records tables (it could drop their columns): drop what depends \
+                     on it first, then drop it without CASCADE",
+                ));
+            }
+            let mut everywhere = d.clone();
+            everywhere.missing_ok = true;
+            Some(
+                NodeEnum::DropStmt(everywhere)
+                    .deparse(Default::default())
+                    .ok()?,
+            )
+        }
+        _ => return None,
+    };
+    let shards: Vec<ShardId> = snapshot.shards().iter().map(|s| s.id).collect();
+    (shards.len() > 1).then(|| {
+        Plan::Utility(Arc::new(UtilityPlan {
+            shards,
+            kind: UtilityKind::Atomic,
+            elsewhere,
+        }))
+    })
+}
+
+fn holds_tables(verb: &str, table: &Table) -> Plan {
+    unsupported(format!(
+        "{verb} of a schema that holds recorded tables (such as \"{}\") is not supported: \
+         drop or move the tables first",
+        table.qualified_name()
+    ))
 }
 
 /// The shards every named table is on, when at least one is recorded; a refusal when they are
@@ -209,6 +333,7 @@ fn grant_in_schemas(schemas: &[Node], snapshot: &Snapshot) -> Option<Plan> {
     Some(Plan::Utility(Arc::new(UtilityPlan {
         shards: sorted(shards),
         kind: UtilityKind::Atomic,
+        elsewhere: None,
     })))
 }
 
