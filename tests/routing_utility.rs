@@ -327,6 +327,13 @@ async fn types_domains_and_schemas_are_made_on_every_shard() {
     c.batch_execute(&format!("INSERT INTO ut_typed VALUES {}", rows.join(", ")))
         .await
         .expect("insert");
+    c.batch_execute("COMMENT ON TYPE ut_mood IS 'moods'")
+        .await
+        .expect("comment on the type");
+    assert_eq!(
+        on_each_shard("SELECT obj_description('ut_mood'::regtype, 'pg_type')").await,
+        vec![Some("moods".into()); SHARDS]
+    );
     c.batch_execute("ALTER TYPE ut_mood ADD VALUE 'c'")
         .await
         .expect("add a value");
@@ -373,6 +380,14 @@ async fn types_domains_and_schemas_are_made_on_every_shard() {
     );
 
     c.batch_execute("CREATE SCHEMA ut_s").await.expect("schema");
+    c.batch_execute("GRANT USAGE ON SCHEMA ut_s TO PUBLIC")
+        .await
+        .expect("grant on the schema");
+    let usage = "SELECT has_schema_privilege('public', 'ut_s', 'USAGE')::text";
+    assert_eq!(
+        on_each_shard(usage).await,
+        vec![Some("true".into()); SHARDS]
+    );
     c.execute("CREATE DOMAIN ut_s.pos AS int CHECK (VALUE > 0)", &[])
         .await
         .expect("domain, extended protocol");

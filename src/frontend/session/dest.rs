@@ -291,7 +291,16 @@ impl Session {
             },
             _ => return false,
         };
-        local_kind(text) == Some(LocalKind::Ddl)
+        const CREATE: u128 = keyword(b"create");
+        const DROP: u128 = keyword(b"drop");
+        const ALTER: u128 = keyword(b"alter");
+        const GRANT: u128 = keyword(b"grant");
+        const REVOKE: u128 = keyword(b"revoke");
+        const COMMENT: u128 = keyword(b"comment");
+        matches!(
+            first_keyword(text),
+            CREATE | DROP | ALTER | GRANT | REVOKE | COMMENT
+        )
     }
 
     /// Whether `frame` names a multi-shard portal the session answers from its result; keeps

@@ -107,7 +107,7 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
                 | ObjectType::ObjectTrigger
                 | ObjectType::ObjectPolicy
                 | ObjectType::ObjectRule => 1,
-                _ => return None,
+                _ => return shared_object(node, snapshot),
             };
             let name = Name::of_list(c.object.as_deref()?, table_at)?;
             (vec![name], Atomic, "COMMENT")
@@ -173,6 +173,15 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
         | NodeEnum::AlterDomainStmt(_)
         | NodeEnum::AlterExtensionStmt(_) => None,
         NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectType as i32 => None,
+        NodeEnum::AlterObjectSchemaStmt(a) if is_shared_kind(a.object_type) => None,
+        NodeEnum::AlterOwnerStmt(a) if is_shared_kind(a.object_type) => None,
+        NodeEnum::GrantStmt(g)
+            if g.targtype == GrantTargetType::AclTargetObject as i32
+                && is_shared_kind(g.objtype) =>
+        {
+            None
+        }
+        NodeEnum::CommentStmt(c) if is_shared_kind(c.objtype) => None,
         NodeEnum::RenameStmt(r) => {
             match ObjectType::try_from(r.rename_type).ok()? {
                 ObjectType::ObjectType | ObjectType::ObjectDomain => {}
@@ -260,6 +269,17 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
             elsewhere,
         }))
     })
+}
+
+/// Whether `object_type` is a type, domain, schema or extension.
+fn is_shared_kind(object_type: i32) -> bool {
+    matches!(
+        ObjectType::try_from(object_type),
+        Ok(ObjectType::ObjectType
+            | ObjectType::ObjectDomain
+            | ObjectType::ObjectSchema
+            | ObjectType::ObjectExtension)
+    )
 }
 
 fn holds_tables(verb: &str, table: &Table) -> Plan {
