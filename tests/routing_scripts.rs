@@ -119,6 +119,17 @@ async fn a_query_string_over_several_shards_is_one_transaction() {
     .expect("block in one string");
     assert_eq!(stored("sc_c").await, [1, 2, 3, 4, 8, 9, 15, 16]);
 
+    // An error in a read over every shard fails the string as well.
+    let e = c
+        .simple_query(
+            "INSERT INTO sc_c VALUES (20, 't', 20); SELECT 1 / (cust_id - 3) FROM sc_c; \
+             INSERT INTO sc_c VALUES (21, 'u', 21)",
+        )
+        .await
+        .expect_err("division by zero on one shard");
+    assert_eq!(code(&e), SqlState::DIVISION_BY_ZERO);
+    assert_eq!(stored("sc_c").await, [1, 2, 3, 4, 8, 9, 15, 16]);
+
     // Savepoints need a block the client began, as on PostgreSQL.
     let e = c
         .simple_query("INSERT INTO sc_c VALUES (17, 'q', 17); SAVEPOINT s; INSERT INTO sc_c VALUES (18, 'r', 18)")

@@ -209,11 +209,7 @@ impl Session {
         text: &str,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Heard, SessionError> {
-        self.flush_client(client).await?;
-        let frame = query_frame(text);
-        Box::pin(self.on_client_frame(Frame::borrowed(&frame), client)).await?;
-        let failed_on_the_way = self.await_answer(client).await?;
-        let heard = self.heard(failed_on_the_way);
+        let heard = self.statement(text, client).await?;
         if heard == Heard::Done {
             self.cout.clear();
         }

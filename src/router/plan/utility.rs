@@ -35,7 +35,8 @@ pub enum UtilityKind {
     EachOnItsOwn,
 }
 
-/// The plan of a utility statement naming recorded tables; `None` for every other statement.
+/// The plan of a utility statement naming recorded tables or of a shared object's DDL; `None`
+/// for every other statement.
 pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
     use UtilityKind::*;
     let relations = |nodes: &[Node]| -> Vec<Name> {
@@ -225,14 +226,7 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
                 return None;
             }
             if kind == ObjectType::ObjectSchema {
-                let dropped: Vec<&str> = d
-                    .objects
-                    .iter()
-                    .filter_map(|o| match o.node.as_ref()? {
-                        NodeEnum::String(s) => Some(s.sval.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let dropped = strings(&d.objects);
                 if let Some(t) = snapshot
                     .tables()
                     .iter()
@@ -333,13 +327,7 @@ fn sorted(mut shards: Vec<ShardId>) -> Vec<ShardId> {
 /// `GRANT … ON ALL TABLES IN SCHEMA s`: every shard holding a recorded table of `s`, and the
 /// first shard, where the schema's other tables live.
 fn grant_in_schemas(schemas: &[Node], snapshot: &Snapshot) -> Option<Plan> {
-    let schemas: Vec<&str> = schemas
-        .iter()
-        .filter_map(|n| match n.node.as_ref()? {
-            NodeEnum::String(s) => Some(s.sval.as_str()),
-            _ => None,
-        })
-        .collect();
+    let schemas = strings(schemas);
     let mut shards: Vec<ShardId> = snapshot
         .tables()
         .iter()
@@ -386,6 +374,17 @@ fn send_alone(verb: &str, table: &Table) -> Plan {
     ))
 }
 
+/// The strings among `nodes` (the parts of a dotted name, a list of schema names).
+fn strings(nodes: &[Node]) -> Vec<&str> {
+    nodes
+        .iter()
+        .filter_map(|n| match n.node.as_ref()? {
+            NodeEnum::String(s) => Some(s.sval.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A table's name as a statement writes it.
 struct Name {
     schema: String,
@@ -406,14 +405,7 @@ impl Name {
         let NodeEnum::List(list) = node.node.as_ref()? else {
             return None;
         };
-        let parts: Vec<&str> = list
-            .items
-            .iter()
-            .filter_map(|i| match i.node.as_ref()? {
-                NodeEnum::String(s) => Some(s.sval.as_str()),
-                _ => None,
-            })
-            .collect();
+        let parts = strings(&list.items);
         let table = parts.len().checked_sub(members_after + 1)?;
         Some(Name {
             schema: table
