@@ -157,6 +157,35 @@ async fn a_query_string_over_several_shards_is_one_transaction() {
     c.batch_execute("DROP TABLE sc_c").await.unwrap();
 }
 
+/// Queries pipelined ahead of such a string keep their own answers, ReadyForQuery included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_string_pipelined_behind_other_queries_answers_in_turn() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "sc_pipe").await;
+    for round in 0..20i64 {
+        let first = c.simple_query("SELECT 'first'");
+        let script = format!(
+            "INSERT INTO sc_pipe VALUES ({a}, 'a', 0); INSERT INTO sc_pipe VALUES ({b}, 'b', 0)",
+            a = 2 * round + 1,
+            b = 2 * round + 2
+        );
+        let second = c.simple_query(&script);
+        let third = c.simple_query("SELECT 'third'");
+        let (first, second, third) = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            futures::future::join3(first, second, third),
+        )
+        .await
+        .expect("every query answered");
+        assert_eq!(tag(&first.expect("first")), 1);
+        assert_eq!(second.expect("script").len(), 2, "two INSERT tags");
+        assert_eq!(tag(&third.expect("third")), 1);
+    }
+    assert_eq!(counts("sc_pipe").await.iter().sum::<i64>(), 40);
+    c.batch_execute("DROP TABLE sc_pipe").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_answer_in_a_string_reaches_the_client_whole() {
     let proxy = start();

@@ -49,6 +49,9 @@ impl Session {
             self.refuse(&Frame::borrowed(&frame), &e.sqlstate(), &e.client_message());
             return Ok(());
         };
+        // The answers to queries the client pipelined before this one go out whole, their
+        // ReadyForQuery included: from here on the buffer holds this string's answers only.
+        self.write_out(client).await?;
         let mut block = match self.session_status() {
             b'I' => Block::Idle,
             _ => Block::Client,
@@ -264,6 +267,15 @@ impl Session {
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<bool, SessionError> {
         let failed = without_ready_for_query(&mut self.cout);
+        self.write_out(client).await?;
+        Ok(failed)
+    }
+
+    /// Writes everything the client is owed so far, as it is.
+    async fn write_out(
+        &mut self,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         while !self.cout.is_empty() {
             let n = std::future::poll_fn(|cx| client.poll_write(cx, &self.cout))
                 .await
@@ -273,7 +285,8 @@ impl Session {
             }
             consume(&mut self.cout, n);
         }
-        Ok(failed)
+        self.deferred_parse_len = 0;
+        Ok(())
     }
 
     /// Whether the statement just run failed: by what it answered (its ReadyForQuery removed
