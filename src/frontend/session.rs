@@ -201,6 +201,8 @@ pub struct Session {
     /// at a deadline, or its task dropped), the connections it holds are mid-statement, whatever
     /// their last ReadyForQuery said.
     general_under_way: bool,
+    /// A query string's statements are running one by one (`script`).
+    in_script: bool,
     /// This session's place under the connection limits.
     _admitted: Admitted,
 }
@@ -229,6 +231,7 @@ impl Session {
             max_message: ctx.config.limits.max_message_bytes as usize,
             timeouts: timeouts::Timeouts::new(&ctx.config.limits),
             general_under_way: false,
+            in_script: false,
             _admitted: admitted,
             ctx,
             cin: read_buf,

@@ -104,6 +104,10 @@ impl Portals {
 pub(super) struct ClientSink<'a> {
     pub(super) cout: &'a mut BytesMut,
     pub(super) client: &'a mut (dyn ClientSocket + Send),
+    /// Also writes what the socket takes while the shards are awaited. Off while a query
+    /// string's statements run: their answers are read frame by frame afterwards, from a
+    /// buffer a partial write would leave starting mid-message.
+    pub(super) eager: bool,
 }
 
 impl gather::Sink for ClientSink<'_> {
@@ -126,7 +130,7 @@ impl gather::Sink for ClientSink<'_> {
     }
 
     fn waiting(&mut self) -> std::io::Result<()> {
-        if !self.cout.is_empty() {
+        if self.eager && !self.cout.is_empty() {
             let n = self.client.write_now(self.cout)?;
             consume(self.cout, n);
         }
@@ -257,6 +261,7 @@ impl Session {
                 let mut sink = ClientSink {
                     cout: &mut self.cout,
                     client,
+                    eager: !self.in_script,
                 };
                 gather::stream_simple(&mut conns, &multi.sql, &spec, &origin, &mut sink)
                     .await
@@ -516,6 +521,7 @@ impl Session {
         let mut sink = ClientSink {
             cout: &mut self.cout,
             client,
+            eager: !self.in_script,
         };
         let result = gather::stream_portal(&mut conns, &spec, &origin, &mut sink).await;
         drop(conns);

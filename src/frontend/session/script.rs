@@ -39,6 +39,17 @@ impl Session {
         sql: &[u8],
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
+        self.in_script = true;
+        let ran = self.run_statements(sql, client).await;
+        self.in_script = false;
+        ran
+    }
+
+    async fn run_statements(
+        &mut self,
+        sql: &[u8],
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
         let statements = std::str::from_utf8(sql).ok().and_then(script::split);
         let Some(statements) = statements else {
             // The plan read the text; if it cannot be cut now, nothing of it has run.
@@ -339,5 +350,8 @@ fn without_ready_for_query(out: &mut BytesMut) -> bool {
         }
         pos += len;
     }
+    // Whole messages only (no partial write left one cut at the front): else a ReadyForQuery
+    // would be missed and reach the client in the middle of the string's answers.
+    debug_assert_eq!(pos, out.len(), "the client's buffer starts mid-message");
     failed
 }
