@@ -25,12 +25,6 @@ async fn stored(table: &str) -> Vec<i64> {
     keys
 }
 
-fn code(e: &tokio_postgres::Error) -> SqlState {
-    e.code()
-        .cloned()
-        .unwrap_or_else(|| panic!("no SQLSTATE: {e}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_query_string_over_several_shards_is_one_transaction() {
     let proxy = start();

@@ -44,17 +44,6 @@ async fn on_each_shard(sql: &str) -> Vec<Option<String>> {
     out
 }
 
-fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map_or(e.to_string(), |d| d.message().to_string())
-}
-
-fn code(e: &tokio_postgres::Error) -> SqlState {
-    e.code()
-        .cloned()
-        .unwrap_or_else(|| panic!("no SQLSTATE: {e}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncate_empties_the_table_on_every_shard_or_on_none() {
     let proxy = start();

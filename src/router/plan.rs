@@ -771,10 +771,11 @@ fn write_target(node: &NodeEnum) -> Option<&RangeVar> {
 /// The catalog's table for a name; unqualified names mean `public` (search_path is not
 /// consulted yet, as in the DDL path).
 fn resolve<'s>(snapshot: &'s Snapshot, r: &RangeVar) -> Option<&'s Table> {
-    let schema = if r.schemaname.is_empty() {
-        "public"
-    } else {
-        r.schemaname.as_str()
-    };
-    snapshot.table_by_name(schema, &r.relname)
+    resolve_name(snapshot, &r.schemaname, &r.relname)
+}
+
+/// [`resolve`] of a name given as its parts (`schema` empty when unqualified).
+fn resolve_name<'s>(snapshot: &'s Snapshot, schema: &str, name: &str) -> Option<&'s Table> {
+    let schema = if schema.is_empty() { "public" } else { schema };
+    snapshot.table_by_name(schema, name)
 }

@@ -4,7 +4,6 @@
 
 use crate::common::shards;
 use crate::routing_common::*;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 /// The shards holding rows of `table` with `column = id`.
@@ -52,14 +51,4 @@ pub async fn seeded(client: &Client, table: &str) -> (i64, i64, i64, Vec<usize>)
         .find(|&k| shard[k as usize - 1] != shard[0])
         .unwrap();
     (1, same, other, shard)
-}
-
-pub fn message(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_else(|| e.to_string())
-}
-
-pub fn code(e: &tokio_postgres::Error) -> SqlState {
-    e.code().cloned().unwrap_or(SqlState::INTERNAL_ERROR)
 }

@@ -271,3 +271,16 @@ pub async fn prepared_holding(table: &str) -> i64 {
     }
     n
 }
+
+/// The SQLSTATE of an error the proxy or a shard answered.
+pub fn code(e: &tokio_postgres::Error) -> tokio_postgres::error::SqlState {
+    e.code()
+        .cloned()
+        .unwrap_or_else(|| panic!("no SQLSTATE: {e}"))
+}
+
+/// The message of an error the proxy or a shard answered.
+pub fn message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map_or(e.to_string(), |d| d.message().to_string())
+}

@@ -229,11 +229,6 @@ pub(super) fn named_tables(stmt: &Node) -> Vec<(String, String)> {
         .collect()
 }
 
-fn resolve_name<'s>(snapshot: &'s Snapshot, schema: &str, name: &str) -> Option<&'s Table> {
-    let schema = if schema.is_empty() { "public" } else { schema };
-    snapshot.table_by_name(schema, name)
-}
-
 /// What a walk of the whole parse tree (as JSON: every field of every node, whatever its
 /// kind) found.
 #[derive(Default)]

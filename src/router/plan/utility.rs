@@ -80,16 +80,10 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
             let verb = if v.is_vacuumcmd { "VACUUM" } else { "ANALYZE" };
             (names, EachOnItsOwn, verb)
         }
-        NodeEnum::ClusterStmt(c) => (
-            c.relation.iter().map(Name::of_range_var).collect(),
-            EachOnItsOwn,
-            "CLUSTER",
-        ),
-        NodeEnum::ReindexStmt(r) if r.kind == ReindexObjectType::ReindexObjectTable as i32 => (
-            r.relation.iter().map(Name::of_range_var).collect(),
-            EachOnItsOwn,
-            "REINDEX",
-        ),
+        NodeEnum::ClusterStmt(c) => (on_table(c.relation.as_ref()), EachOnItsOwn, "CLUSTER"),
+        NodeEnum::ReindexStmt(r) if r.kind == ReindexObjectType::ReindexObjectTable as i32 => {
+            (on_table(r.relation.as_ref()), EachOnItsOwn, "REINDEX")
+        }
         NodeEnum::GrantStmt(g) if g.objtype == ObjectType::ObjectTable as i32 => {
             let verb = if g.is_grant { "GRANT" } else { "REVOKE" };
             if g.targtype == GrantTargetType::AclTargetAllInSchema as i32 {
@@ -128,26 +122,10 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
                 .collect();
             (names, Atomic, "DROP")
         }
-        NodeEnum::CreateTrigStmt(t) => (
-            t.relation.iter().map(Name::of_range_var).collect(),
-            Atomic,
-            "CREATE TRIGGER",
-        ),
-        NodeEnum::CreatePolicyStmt(p) => (
-            p.table.iter().map(Name::of_range_var).collect(),
-            Atomic,
-            "CREATE POLICY",
-        ),
-        NodeEnum::AlterPolicyStmt(p) => (
-            p.table.iter().map(Name::of_range_var).collect(),
-            Atomic,
-            "ALTER POLICY",
-        ),
-        NodeEnum::RuleStmt(r) => (
-            r.relation.iter().map(Name::of_range_var).collect(),
-            Atomic,
-            "CREATE RULE",
-        ),
+        NodeEnum::CreateTrigStmt(t) => (on_table(t.relation.as_ref()), Atomic, "CREATE TRIGGER"),
+        NodeEnum::CreatePolicyStmt(p) => (on_table(p.table.as_ref()), Atomic, "CREATE POLICY"),
+        NodeEnum::AlterPolicyStmt(p) => (on_table(p.table.as_ref()), Atomic, "ALTER POLICY"),
+        NodeEnum::RuleStmt(r) => (on_table(r.relation.as_ref()), Atomic, "CREATE RULE"),
         NodeEnum::CreateStatsStmt(s) => (relations(&s.relations), Atomic, "CREATE STATISTICS"),
         _ => {
             return shared_object(node, snapshot).or_else(|| proxy_ddl_among_others(node, snapshot))
@@ -374,6 +352,11 @@ fn send_alone(verb: &str, table: &Table) -> Plan {
     ))
 }
 
+/// The table a statement about one table names.
+fn on_table(relation: Option<&RangeVar>) -> Vec<Name> {
+    relation.map(Name::of_range_var).into_iter().collect()
+}
+
 /// The strings among `nodes` (the parts of a dotted name, a list of schema names).
 fn strings(nodes: &[Node]) -> Vec<&str> {
     nodes
@@ -416,11 +399,6 @@ impl Name {
     }
 
     fn resolve<'s>(&self, snapshot: &'s Snapshot) -> Option<&'s Table> {
-        let schema = if self.schema.is_empty() {
-            "public"
-        } else {
-            &self.schema
-        };
-        snapshot.table_by_name(schema, &self.name)
+        resolve_name(snapshot, &self.schema, &self.name)
     }
 }
