@@ -210,15 +210,38 @@ async fn ddl_the_proxy_runs_is_refused_among_other_statements() {
     let proxy = start();
     let c = proxy.connect().await;
     create_customers(&c, "ut_ddl").await;
+    tablespaces(&c, "ut_ddl").await;
     for sql in [
         "SELECT 1; CREATE INDEX ut_ddl_name ON ut_ddl (name)",
         "SELECT 1; ALTER TABLE ut_ddl ADD COLUMN extra int",
         "SELECT 1; DROP TABLE ut_ddl",
+        // The sharding rules decide on a table whose foreign key references a recorded one.
+        "SELECT 1; CREATE TABLE ut_ddl_ref (id int, c bigint REFERENCES ut_ddl (cust_id))",
+        "SELECT 1; CREATE TABLE ut_ddl_ref (id int, c bigint, FOREIGN KEY (c) REFERENCES ut_ddl)",
+        // The proxy's own statements, which PostgreSQL could not read or would answer otherwise.
+        "SELECT 1; CREATE SHARDED TABLE ut_ddl_s (a int PRIMARY KEY) \
+         PARTITION BY CONSISTENT HASH (a) PARTITIONS AUTO",
+        "SELECT 1; SHOW CHUNKS",
+        "SHOW SHARDS; SELECT 1",
+        "SELECT 1; SHOW CHUNKS FOR ut_ddl",
+        "SELECT 1; DROP TABLESPACE ut_ddl_t1",
     ] {
         let e = c.batch_execute(sql).await.expect_err(sql);
         assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
         assert!(message(&e).contains("statement of its own"), "{e}");
     }
+    for i in 0..SHARDS {
+        assert!(!has_table(i, "ut_ddl_ref").await, "shard {i}");
+    }
+    let tables = simple_rows(&c, "SHOW SHARDED TABLES").await;
+    assert!(
+        !tables.iter().any(|r| r[0].as_deref() == Some("ut_ddl_s")),
+        "{tables:?}"
+    );
+    // Still recorded: alone, its DROP is the proxy's (PostgreSQL has no such tablespace).
+    c.batch_execute("DROP TABLESPACE ut_ddl_t1")
+        .await
+        .expect("the refused string left the tablespace");
     let indexes = "SELECT count(*)::text FROM pg_indexes WHERE indexname = 'ut_ddl_name'";
     assert_eq!(on_each_shard(indexes).await, vec![Some("0".into()); SHARDS]);
     let columns = "SELECT count(*)::text FROM information_schema.columns \

@@ -370,9 +370,46 @@ pub fn tokenize(src: &str) -> Result<(Vec<Token>, bool), DdlError> {
     Ok((tokens, lexer.saw_nosql_comment))
 }
 
+/// The statements of a query string as this lexer cuts it (at semicolons outside literals,
+/// quoted names and comments), each from its first token to its last; `None` when it cannot
+/// read the text.
+pub fn statement_texts(src: &str) -> Option<Vec<&str>> {
+    let (tokens, _) = tokenize(src).ok()?;
+    let mut texts = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut end = 0;
+    for t in &tokens {
+        if t.kind == TokenKind::Semicolon {
+            texts.extend(start.take().map(|s| &src[s..end]));
+        } else {
+            start.get_or_insert(t.start);
+            end = t.end;
+        }
+    }
+    texts.extend(start.map(|s| &src[s..end]));
+    Some(texts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statement_texts_are_cut_at_semicolons_outside_literals() {
+        let got = statement_texts(
+            "SELECT ';' ; ;\n CREATE SHARDED TABLE \"a;b\" (x int) -- ;\n;SHOW CHUNKS",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                "SELECT ';'",
+                "CREATE SHARDED TABLE \"a;b\" (x int)",
+                "SHOW CHUNKS"
+            ]
+        );
+        assert_eq!(statement_texts(" ; "), Some(vec![]));
+    }
 
     fn kinds_and_values(src: &str) -> Vec<(TokenKind, String)> {
         tokenize(src)

@@ -11,7 +11,7 @@ use tokio_postgres::error::SqlState;
 use super::ddl::{ExecError, ProxyDdl};
 use super::layout::DEFAULT_SCHEMA;
 use crate::catalog::Snapshot;
-use crate::ddl::lexer::{tokenize, TokenKind};
+use crate::ddl::lexer::{statement_texts, tokenize, TokenKind};
 use crate::ddl::model::QualifiedName;
 use crate::ddl::{self, CreateTable, Statement, TableKind};
 use crate::sql::classify::{keyword, leading_keywords};
@@ -45,24 +45,8 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     postgres_statement(text, snapshot)
 }
 
-/// How many statements the text holds (by shardwire's lexer), or `None` when it cannot tell.
-fn statement_count(sql: &str) -> Option<usize> {
-    let (tokens, _) = tokenize(sql).ok()?;
-    let mut count = 0;
-    let mut in_statement = false;
-    for t in &tokens {
-        if t.kind == TokenKind::Semicolon {
-            in_statement = false;
-        } else if !in_statement {
-            in_statement = true;
-            count += 1;
-        }
-    }
-    Some(count)
-}
-
 fn sharding_statement(text: &str) -> ProxyDdl {
-    if statement_count(text).is_some_and(|n| n > 1) {
+    if statement_texts(text).is_some_and(|s| s.len() > 1) {
         return ProxyDdl::Refused(ExecError::MultiStatement);
     }
     match ddl::parse(text) {

@@ -400,14 +400,26 @@ impl Plan {
 pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
     let parsed = match pg_query::parse(sql, 0) {
         Ok(p) => p,
-        Err(_) => return Planned::Plan(Plan::Fixed(ShardId(0))),
+        Err(_) => {
+            // The proxy's own statements are not PostgreSQL's syntax: among others in one
+            // string, they would reach the first shard as a syntax error.
+            let own = crate::ddl::lexer::statement_texts(sql)
+                .filter(|texts| texts.len() > 1)
+                .and_then(|texts| own_statement_among_others(&texts));
+            return Planned::Plan(own.unwrap_or(Plan::Fixed(ShardId(0))));
+        }
     };
-    let stmts: Vec<&Node> = parsed
-        .protobuf
-        .stmts
-        .iter()
-        .filter_map(|raw| raw.stmt.as_deref())
-        .collect();
+    let raw = &parsed.protobuf.stmts;
+    if raw.len() > 1 {
+        let texts: Vec<&str> = raw
+            .iter()
+            .filter_map(|r| crate::sql::script::statement_text(sql, r))
+            .collect();
+        if let Some(refused) = own_statement_among_others(&texts) {
+            return Planned::Plan(refused);
+        }
+    }
+    let stmts: Vec<&Node> = raw.iter().filter_map(|r| r.stmt.as_deref()).collect();
     let mut plans = Vec::with_capacity(stmts.len());
     for stmt in &stmts {
         match plan_statement(sql, stmt, snapshot, columns) {
@@ -419,6 +431,27 @@ pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Plann
         0 => Plan::Anywhere,
         1 => plans.pop().unwrap_or(Plan::Anywhere),
         _ => combine(&stmts, plans),
+    })
+}
+
+/// A statement of a query string with several that the proxy answers or runs itself only as a
+/// statement of its own (admin SHOW, sharding DDL), refused with what to do instead.
+fn own_statement_among_others(texts: &[&str]) -> Option<Plan> {
+    texts.iter().find_map(|text| {
+        if crate::sql::admin::parse(text.as_bytes()).is_some() {
+            Some(unsupported(format!(
+                "\"{}\" is answered by shardwire only as a statement of its own: send it alone, \
+                 not together with other statements in one query string",
+                text.trim()
+            )))
+        } else if crate::ddl::is_sharding_ddl(text) {
+            Some(unsupported(
+                "sharding DDL must be sent as a statement of its own: send it alone, not \
+                 together with other statements in one query string",
+            ))
+        } else {
+            None
+        }
     })
 }
 

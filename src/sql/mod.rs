@@ -1,6 +1,7 @@
 //! SQL text as the proxy sees it: the lexical classifier (what pins a session, what the proxy
 //! answers itself) and quoting for the SQL the proxy builds. Parsing for routing is in `router`.
 
+pub mod admin;
 pub mod classify;
 pub mod func;
 pub mod nested_names;

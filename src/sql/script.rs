@@ -36,12 +36,7 @@ pub fn split(sql: &str) -> Option<Vec<Statement<'_>>> {
         .stmts
         .iter()
         .map(|raw| {
-            let start = usize::try_from(raw.stmt_location).ok()?;
-            let end = match raw.stmt_len {
-                0 => sql.len(),
-                len => start + usize::try_from(len).ok()?,
-            };
-            let text = sql.get(start..end)?;
+            let text = statement_text(sql, raw)?;
             let control = match raw.stmt.as_ref()?.node.as_ref()? {
                 NodeEnum::TransactionStmt(t) => control(t),
                 _ => None,
@@ -49,6 +44,16 @@ pub fn split(sql: &str) -> Option<Vec<Statement<'_>>> {
             Some(Statement { text, control })
         })
         .collect()
+}
+
+/// The text of one statement PostgreSQL's parser found in `sql`.
+pub fn statement_text<'a>(sql: &'a str, raw: &pg_query::protobuf::RawStmt) -> Option<&'a str> {
+    let start = usize::try_from(raw.stmt_location).ok()?;
+    let end = match raw.stmt_len {
+        0 => sql.len(),
+        len => start + usize::try_from(len).ok()?,
+    };
+    sql.get(start..end)
 }
 
 fn control(t: &pg_query::protobuf::TransactionStmt) -> Option<Control> {

@@ -8,7 +8,7 @@
 //! The objects a table's columns can use — types, domains, schemas, extensions — are made,
 //! changed and dropped on every shard, so that a sharded table can use them wherever it is.
 
-use pg_query::protobuf::{GrantTargetType, ObjectType, ReindexObjectType};
+use pg_query::protobuf::{ConstrType, GrantTargetType, ObjectType, ReindexObjectType};
 
 use super::*;
 
@@ -338,10 +338,56 @@ fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> 
                 .find_map(|n| n.resolve(snapshot))
                 .map(|t| send_alone("DROP TABLE", t));
         }
+        NodeEnum::CreateStmt(c) => return create_table_among_others(c, snapshot),
+        NodeEnum::DropTableSpaceStmt(d) => {
+            return snapshot.tablespace(&d.tablespacename).map(|_| {
+                unsupported(format!(
+                    "DROP TABLESPACE of shardwire's tablespace \"{}\" {ALONE}",
+                    d.tablespacename
+                ))
+            })
+        }
         _ => return None,
     };
     resolve(snapshot, relation).map(|t| send_alone(verb, t))
 }
+
+/// A `CREATE TABLE` the sharding rules decide on when it is a statement of its own: one whose
+/// foreign key references a recorded table, or a NoSQL child (`parent.child`).
+fn create_table_among_others(
+    c: &pg_query::protobuf::CreateStmt,
+    snapshot: &Snapshot,
+) -> Option<Plan> {
+    let relation = c.relation.as_ref()?;
+    let foreign_key = |n: &Node| match n.node.as_ref() {
+        Some(NodeEnum::Constraint(k)) if k.contype == ConstrType::ConstrForeign as i32 => {
+            k.pktable.as_ref().and_then(|t| resolve(snapshot, t))
+        }
+        _ => None,
+    };
+    let referenced = c.table_elts.iter().find_map(|e| match e.node.as_ref()? {
+        NodeEnum::ColumnDef(column) => column.constraints.iter().find_map(foreign_key),
+        _ => foreign_key(e),
+    });
+    if let Some(t) = referenced {
+        return Some(unsupported(format!(
+            "CREATE TABLE \"{}\" referencing table \"{}\" {ALONE}",
+            relation.relname,
+            t.qualified_name()
+        )));
+    }
+    let parent = resolve_name(snapshot, "", &relation.schemaname).filter(|p| p.nosql)?;
+    Some(unsupported(format!(
+        "CREATE TABLE of child table \"{}.{}\" of \"{}\" {ALONE}",
+        relation.schemaname,
+        relation.relname,
+        parent.qualified_name()
+    )))
+}
+
+/// What a refusal of the proxy's own DDL among other statements asks for.
+const ALONE: &str = "must be sent as a statement of its own (shardwire runs it itself): send \
+                     it alone, not together with other statements in one query string";
 
 fn send_alone(verb: &str, table: &Table) -> Plan {
     unsupported(format!(

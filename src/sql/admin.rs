@@ -1,0 +1,115 @@
+//! The statements the proxy answers itself (DESIGN.md §1: SHOW SHARDS, SHOW SHARDED TABLES,
+//! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION), recognised from their
+//! words; `crate::admin` answers them.
+
+use crate::sql::classify::{is_blank, keyword, leading_words_and_rest};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminCommand {
+    ShowShards,
+    ShowShardedTables,
+    ShowChunks { table: Option<String> },
+    ShowPools,
+    ShowTransactions,
+    ShowVersion,
+}
+
+/// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
+pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
+    const SHOW: u128 = keyword(b"show");
+    const SHARDS: u128 = keyword(b"shards");
+    const SHARDED: u128 = keyword(b"sharded");
+    const TABLES: u128 = keyword(b"tables");
+    const CHUNKS: u128 = keyword(b"chunks");
+    const FOR: u128 = keyword(b"for");
+    const POOLS: u128 = keyword(b"pools");
+    const TRANSACTIONS: u128 = keyword(b"transactions");
+    const VERSION: u128 = keyword(b"version");
+    let (words, rest) = leading_words_and_rest::<3>(sql);
+    let [show, w1, w2] = words.map(keyword);
+    if show != SHOW {
+        return None;
+    }
+    // A word too long for a keyword is 0, as a missing one is: only a missing one ends the
+    // statement.
+    let alone = words[2].is_empty() && is_blank(rest);
+    match [w1, w2] {
+        [SHARDS, _] if alone => Some(AdminCommand::ShowShards),
+        [SHARDED, TABLES] if is_blank(rest) => Some(AdminCommand::ShowShardedTables),
+        [CHUNKS, _] if alone => Some(AdminCommand::ShowChunks { table: None }),
+        [CHUNKS, FOR] => Some(AdminCommand::ShowChunks {
+            table: Some(identifier(table_name(rest)?)),
+        }),
+        [POOLS, _] if alone => Some(AdminCommand::ShowPools),
+        [TRANSACTIONS, _] if alone => Some(AdminCommand::ShowTransactions),
+        [VERSION, _] if alone => Some(AdminCommand::ShowVersion),
+        _ => None,
+    }
+}
+
+/// The table of `SHOW CHUNKS FOR table`: one name with no whitespace in it (`t`, `s.t`,
+/// `"T"`), before the statement's end.
+fn table_name(rest: &[u8]) -> Option<&str> {
+    let end = rest
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(rest.len());
+    let (name, after) = rest.split_at(end);
+    let name = std::str::from_utf8(name).ok()?.trim_end_matches(';');
+    (!name.is_empty() && is_blank(after)).then_some(name)
+}
+
+/// An identifier as PostgreSQL resolves it: quoted keeps its case, unquoted folds to lower.
+fn identifier(t: &str) -> String {
+    match t.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(q) => q.replace("\"\"", "\""),
+        None => t.to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_only_its_own_statements() {
+        assert_eq!(parse(b"show shards"), Some(AdminCommand::ShowShards));
+        assert_eq!(
+            parse(b" SHOW  Sharded Tables ;"),
+            Some(AdminCommand::ShowShardedTables)
+        );
+        assert_eq!(
+            parse(b"show chunks for \"Orders\""),
+            Some(AdminCommand::ShowChunks {
+                table: Some("Orders".into())
+            })
+        );
+        assert_eq!(
+            parse(b"show chunks for Orders"),
+            Some(AdminCommand::ShowChunks {
+                table: Some("orders".into())
+            })
+        );
+        assert_eq!(parse(b"show server_version"), None);
+        assert_eq!(parse(b"select 1"), None);
+        assert_eq!(parse(b"show shards extra"), None);
+        assert_eq!(parse(b"show shards a_very_long_identifier"), None);
+        assert_eq!(parse(b"show chunks for"), None);
+        assert_eq!(parse(b"show chunks for t extra"), None);
+    }
+
+    #[test]
+    fn comments_and_semicolons_around_the_words_are_skipped() {
+        assert_eq!(
+            parse(b"/* admin */ SHOW -- what\n shards;"),
+            Some(AdminCommand::ShowShards)
+        );
+        assert_eq!(
+            parse(b"show chunks for s.Orders ; -- done"),
+            Some(AdminCommand::ShowChunks {
+                table: Some("s.orders".into())
+            })
+        );
+        assert_eq!(parse(b"show /* not */ server_version"), None);
+    }
+}
