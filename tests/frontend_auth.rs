@@ -355,7 +355,7 @@ async fn a_slow_tls_client_gets_each_result_to_its_end() {
         dbname: APP.into(),
         tls,
     };
-    let mut conn = BackendConn::connect(&endpoint, Duration::from_secs(10))
+    let mut conn = BackendConn::connect(&endpoint, true, Duration::from_secs(10))
         .await
         .unwrap();
     assert!(conn.stream.is_tls());

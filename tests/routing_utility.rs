@@ -1,6 +1,7 @@
 //! Utility statements on sharded tables (TRUNCATE, LOCK, GRANT, COMMENT, policies, VACUUM,
 //! ANALYZE) reach every shard holding the table, checked on the shards themselves; DDL the
-//! proxy runs itself is refused among other statements rather than run on one shard.
+//! proxy runs itself is refused among other statements rather than run on one shard. Types,
+//! domains, schemas and functions are made on every shard.
 mod common;
 mod routing_common;
 
@@ -423,4 +424,138 @@ async fn types_domains_and_schemas_are_made_on_every_shard() {
         on_each_shard(&has_type("ut_rb")).await,
         vec![Some("0".into()); SHARDS]
     );
+}
+
+/// Functions are made, changed and dropped on every shard, so a multi-shard read, a trigger or
+/// a column default can use them wherever the rows are; a function whose body reads a sharded
+/// table (or writes a duplicated one) would see one shard's rows, and is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_are_made_on_every_shard_unless_they_read_sharded_tables() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    let has_function =
+        |name: &str| format!("SELECT count(*)::text FROM pg_proc WHERE proname = '{name}'");
+    c.batch_execute("CREATE FUNCTION ut_f_double(x bigint) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT x * 2'")
+        .await
+        .expect("create function");
+    // Through the extended protocol too.
+    c.execute(
+        "CREATE FUNCTION ut_f_stamp() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN NEW.score := NEW.cust_id * 10; RETURN NEW; END $$",
+        &[],
+    )
+    .await
+    .expect("create trigger function, extended protocol");
+    for f in ["ut_f_double", "ut_f_stamp"] {
+        assert_eq!(
+            on_each_shard(&has_function(f)).await,
+            vec![Some("1".into()); SHARDS],
+            "{f}"
+        );
+    }
+    create_customers(&c, "ut_f_t").await;
+    c.batch_execute(
+        "CREATE TRIGGER ut_f_trg BEFORE INSERT ON ut_f_t FOR EACH ROW EXECUTE FUNCTION ut_f_stamp()",
+    )
+    .await
+    .expect("a trigger on every shard of the table");
+    fill(&c, "ut_f_t").await;
+    assert_eq!(
+        counts_where("ut_f_t", "WHERE score = cust_id * 10")
+            .await
+            .iter()
+            .sum::<i64>(),
+        40,
+        "the trigger ran on every shard"
+    );
+    let rows = simple_rows(&c, "SELECT sum(ut_f_double(cust_id)) FROM ut_f_t").await;
+    assert_eq!(rows, [[Some("1640".to_string())]], "called on every shard");
+
+    // A body over a table on the first shard only is made everywhere (only the first shard
+    // checks it) and answers there.
+    c.batch_execute("CREATE TABLE ut_f_plain (a int); INSERT INTO ut_f_plain VALUES (1), (2)")
+        .await
+        .expect("plain table");
+    c.batch_execute(
+        "CREATE FUNCTION ut_f_plain_count() RETURNS bigint LANGUAGE sql \
+         AS 'SELECT count(*) FROM ut_f_plain'",
+    )
+    .await
+    .expect("a function over an unsharded table");
+    assert_eq!(
+        on_each_shard(&has_function("ut_f_plain_count")).await,
+        vec![Some("1".into()); SHARDS]
+    );
+    let rows = simple_rows(&c, "SELECT ut_f_plain_count()").await;
+    assert_eq!(rows, [[Some("2".to_string())]]);
+    let e = c
+        .batch_execute("CREATE FUNCTION ut_f_bad() RETURNS int LANGUAGE sql AS 'SELECT nope'")
+        .await
+        .expect_err("the first shard checks the body");
+    assert_eq!(code(&e), SqlState::UNDEFINED_COLUMN);
+    assert_eq!(
+        on_each_shard(&has_function("ut_f_bad")).await,
+        vec![Some("0".into()); SHARDS]
+    );
+
+    // Bodies that read a sharded table, in every form a body takes.
+    c.batch_execute("CREATE DUPLICATED TABLE ut_f_dup (k int PRIMARY KEY, v text)")
+        .await
+        .expect("duplicated table");
+    for sql in [
+        "CREATE FUNCTION ut_f_n() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM ut_f_t'",
+        "CREATE FUNCTION ut_f_n() RETURNS bigint BEGIN ATOMIC SELECT count(*) FROM UT_F_T; END",
+        "CREATE PROCEDURE ut_f_n() LANGUAGE plpgsql AS \
+         $$ BEGIN EXECUTE 'DELETE FROM ut_f_t'; END $$",
+        "CREATE FUNCTION ut_f_n() RETURNS void LANGUAGE sql \
+         AS 'INSERT INTO ut_f_dup VALUES (1, ''x'')'",
+        "DO $$ BEGIN DELETE FROM ut_f_t; END $$",
+    ] {
+        let e = c.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+    }
+    assert_eq!(
+        on_each_shard(&has_function("ut_f_n")).await,
+        vec![Some("0".into()); SHARDS]
+    );
+    assert_eq!(counts("ut_f_t").await.iter().sum::<i64>(), 40);
+    // Reading a duplicated table reads a whole copy.
+    c.batch_execute(
+        "INSERT INTO ut_f_dup VALUES (1, 'one'); \
+         CREATE FUNCTION ut_f_label(x int) RETURNS text STABLE LANGUAGE sql \
+         AS 'SELECT v FROM ut_f_dup WHERE k = x'",
+    )
+    .await
+    .expect("a function reading a duplicated table");
+    let rows = simple_rows(
+        &c,
+        "SELECT count(*) FROM ut_f_t WHERE ut_f_label(1) = 'one'",
+    )
+    .await;
+    assert_eq!(rows, [[Some("40".to_string())]]);
+
+    // Changed and dropped everywhere; CASCADE could drop the trigger behind the catalog.
+    c.batch_execute("ALTER FUNCTION ut_f_double(bigint) RENAME TO ut_f_twice")
+        .await
+        .expect("rename");
+    assert_eq!(
+        on_each_shard(&has_function("ut_f_twice")).await,
+        vec![Some("1".into()); SHARDS]
+    );
+    let e = c
+        .batch_execute("DROP FUNCTION ut_f_stamp() CASCADE")
+        .await
+        .expect_err("cascade");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED);
+    c.batch_execute("DROP TABLE ut_f_t").await.unwrap();
+    c.batch_execute("DROP FUNCTION ut_f_stamp(); DROP FUNCTION ut_f_twice(bigint)")
+        .await
+        .expect("drop");
+    for f in ["ut_f_stamp", "ut_f_twice"] {
+        assert_eq!(
+            on_each_shard(&has_function(f)).await,
+            vec![Some("0".into()); SHARDS],
+            "{f}"
+        );
+    }
 }

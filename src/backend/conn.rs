@@ -83,8 +83,15 @@ pub struct BackendConn {
 }
 
 impl BackendConn {
-    pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<BackendConn, BackendError> {
-        match tokio::time::timeout(timeout, Self::connect_inner(ep)).await {
+    /// `check_function_bodies = false` turns PostgreSQL's setting of that name off for the
+    /// connection.
+    pub async fn connect(
+        ep: &Endpoint,
+        check_function_bodies: bool,
+        timeout: Duration,
+    ) -> Result<BackendConn, BackendError> {
+        let connecting = Self::connect_inner(ep, check_function_bodies);
+        match tokio::time::timeout(timeout, connecting).await {
             Ok(r) => r,
             Err(_) => Err(BackendError::Timeout {
                 endpoint: ep.to_string(),
@@ -92,22 +99,27 @@ impl BackendConn {
         }
     }
 
-    async fn connect_inner(ep: &Endpoint) -> Result<BackendConn, BackendError> {
+    async fn connect_inner(
+        ep: &Endpoint,
+        check_function_bodies: bool,
+    ) -> Result<BackendConn, BackendError> {
         let io_err = |e: std::io::Error| BackendError::Connect {
             endpoint: ep.to_string(),
             source: e,
         };
         let mut stream = ShardStream::open(ep).await?;
         let mut out = BytesMut::new();
-        frontend::startup_message(
-            [
-                ("user", ep.user.as_str()),
-                ("database", ep.dbname.as_str()),
-                ("application_name", "shardwire"),
-            ],
-            &mut out,
-        )
-        .map_err(io_err)?;
+        let mut startup = vec![
+            ("user", ep.user.as_str()),
+            ("database", ep.dbname.as_str()),
+            ("application_name", "shardwire"),
+        ];
+        // Only "off" is sent: the server's own setting (its file, the database's or the role's)
+        // stands otherwise.
+        if !check_function_bodies {
+            startup.push(("check_function_bodies", "off"));
+        }
+        frontend::startup_message(startup, &mut out).map_err(io_err)?;
         stream.write_all(&out).await.map_err(io_err)?;
         out.clear();
 

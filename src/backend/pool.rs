@@ -77,7 +77,13 @@ impl bb8::ManageConnection for ShardManager {
     type Error = BackendError;
 
     async fn connect(&self) -> Result<PooledBackend, BackendError> {
-        let conn = Box::new(BackendConn::connect(&self.endpoint, self.connect_timeout).await?);
+        // Functions are made on every shard, while the objects their bodies name may live on the
+        // first shard only (unsharded tables): the first shard checks a body as PostgreSQL does,
+        // the others take what it accepted.
+        let check_bodies = self.shard == ShardId(0);
+        let conn = Box::new(
+            BackendConn::connect(&self.endpoint, check_bodies, self.connect_timeout).await?,
+        );
         let _ = self.first_params.set(conn.params.clone());
         Ok(PooledBackend {
             shard: self.shard,

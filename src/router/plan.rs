@@ -20,6 +20,7 @@ mod aggregate;
 mod combine;
 mod conditions;
 mod copy;
+mod function_body;
 mod hidden;
 mod insert;
 mod insert_select;

@@ -49,6 +49,7 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
             .collect()
     };
     let (names, kind, verb) = match node {
+        NodeEnum::DoStmt(d) => return function_body::do_refusal(d, snapshot),
         NodeEnum::TruncateStmt(t) => {
             let names = relations(&t.relations);
             if t.restart_seqs {
@@ -144,7 +145,15 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
 /// CREATE, ALTER and DROP of a type, domain, schema or extension: on every shard.
 fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
     let elsewhere = match node {
-        NodeEnum::CreateEnumStmt(_)
+        NodeEnum::CreateFunctionStmt(f) => {
+            if let Some(refused) = function_body::body_refusal(f, snapshot) {
+                return Some(refused);
+            }
+            None
+        }
+        NodeEnum::DefineStmt(d) if d.kind == ObjectType::ObjectAggregate as i32 => None,
+        NodeEnum::AlterFunctionStmt(_)
+        | NodeEnum::CreateEnumStmt(_)
         | NodeEnum::CompositeTypeStmt(_)
         | NodeEnum::CreateRangeStmt(_)
         | NodeEnum::CreateDomainStmt(_)
@@ -155,15 +164,23 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
         NodeEnum::AlterObjectSchemaStmt(a) if is_shared_kind(a.object_type) => None,
         NodeEnum::AlterOwnerStmt(a) if is_shared_kind(a.object_type) => None,
         NodeEnum::GrantStmt(g)
-            if g.targtype == GrantTargetType::AclTargetObject as i32
+            if (g.targtype == GrantTargetType::AclTargetObject as i32
+                || g.targtype == GrantTargetType::AclTargetAllInSchema as i32)
                 && is_shared_kind(g.objtype) =>
         {
             None
         }
+        // Privileges of objects made later, sharded tables' partitions included.
+        NodeEnum::AlterDefaultPrivilegesStmt(_) => None,
         NodeEnum::CommentStmt(c) if is_shared_kind(c.objtype) => None,
         NodeEnum::RenameStmt(r) => {
             match ObjectType::try_from(r.rename_type).ok()? {
-                ObjectType::ObjectType | ObjectType::ObjectDomain => {}
+                ObjectType::ObjectType
+                | ObjectType::ObjectDomain
+                | ObjectType::ObjectFunction
+                | ObjectType::ObjectProcedure
+                | ObjectType::ObjectRoutine
+                | ObjectType::ObjectAggregate => {}
                 ObjectType::ObjectSchema => {
                     if let Some(t) = snapshot.tables().iter().find(|t| t.schema == r.subname) {
                         return Some(holds_tables("ALTER SCHEMA … RENAME", t));
@@ -194,13 +211,7 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
         }
         NodeEnum::DropStmt(d) => {
             let kind = ObjectType::try_from(d.remove_type).ok()?;
-            if !matches!(
-                kind,
-                ObjectType::ObjectType
-                    | ObjectType::ObjectDomain
-                    | ObjectType::ObjectSchema
-                    | ObjectType::ObjectExtension
-            ) {
+            if !is_shared_kind(d.remove_type) {
                 return None;
             }
             if kind == ObjectType::ObjectSchema {
@@ -218,9 +229,10 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
                 && !snapshot.tables().is_empty()
             {
                 return Some(unsupported(
-                    "DROP … CASCADE of a type, domain, schema or extension is not supported while \
-                     shardwire records tables (it could drop their columns): drop what depends \
-                     on it first, then drop it without CASCADE",
+                    "DROP … CASCADE of a type, domain, schema, extension or function is not \
+                     supported while shardwire records tables (it could drop their columns, \
+                     defaults or triggers): drop what depends on it first, then drop it without \
+                     CASCADE",
                 ));
             }
             let mut everywhere = d.clone();
@@ -243,14 +255,18 @@ fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
     })
 }
 
-/// Whether `object_type` is a type, domain, schema or extension.
+/// Whether `object_type` is a type, domain, schema, extension, function, procedure or aggregate.
 fn is_shared_kind(object_type: i32) -> bool {
     matches!(
         ObjectType::try_from(object_type),
         Ok(ObjectType::ObjectType
             | ObjectType::ObjectDomain
             | ObjectType::ObjectSchema
-            | ObjectType::ObjectExtension)
+            | ObjectType::ObjectExtension
+            | ObjectType::ObjectFunction
+            | ObjectType::ObjectProcedure
+            | ObjectType::ObjectRoutine
+            | ObjectType::ObjectAggregate)
     )
 }
 
@@ -404,7 +420,7 @@ fn on_table(relation: Option<&RangeVar>) -> Vec<Name> {
 }
 
 /// The strings among `nodes` (the parts of a dotted name, a list of schema names).
-fn strings(nodes: &[Node]) -> Vec<&str> {
+pub(super) fn strings(nodes: &[Node]) -> Vec<&str> {
     nodes
         .iter()
         .filter_map(|n| match n.node.as_ref()? {
