@@ -3,6 +3,7 @@
 //! only the pieces they use, so they can be driven without a whole proxy.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pgwire::api::auth::mechanism::AuthMechanismFactory;
 
@@ -15,6 +16,9 @@ use crate::failpoint::FailPoints;
 use crate::frontend::auth::Users;
 use crate::frontend::cancel::CancelRegistry;
 use crate::metrics::Metrics;
+use crate::model::ShardId;
+use crate::router::SearchPath;
+use crate::sql::search_path::split_setting;
 use crate::txn::{
     ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Lease, Recovery,
     TxnSettings,
@@ -60,6 +64,7 @@ impl ServerCtx {
         let settings = TxnSettings::from_config(&config);
         let control = Arc::new(ControlPools::new(&config, &settings));
         ensure_decision_log(&control).await?;
+        let default_path = default_search_path(&control, &config).await;
         let cluster = ClusterTag::from_catalog(&config.catalog_endpoint());
         let coordinator = Coordinator::new(
             control.clone(),
@@ -84,7 +89,7 @@ impl ServerCtx {
                 None
             }
         };
-        let ctx = Self::assemble(
+        let mut ctx = Self::assemble(
             config,
             catalog,
             control,
@@ -93,6 +98,7 @@ impl ServerCtx {
             lease,
             failpoints,
         )?;
+        ctx.plans.set_default_path(default_path.as_ref());
         if let Some(report) = report {
             ctx.metrics.note_recovery(&report);
         }
@@ -156,6 +162,30 @@ impl ServerCtx {
             config,
         })
     }
+}
+
+/// The `search_path` the proxy's connections to the shards start with — the server's, the
+/// database's or the role's default for the user it connects as — read from the first shard;
+/// `None` when it cannot be read (unqualified names then mean `public`, with the ambiguous ones
+/// refused, until a session sets a path).
+async fn default_search_path(control: &ControlPools, config: &Config) -> Option<SearchPath> {
+    let read = async {
+        let conn = control.shard(ShardId(0)).pool.get().await.ok()?;
+        let row = conn
+            .query_one("SELECT pg_catalog.current_setting('search_path')", &[])
+            .await
+            .ok()?;
+        Some(row.get::<_, String>(0))
+    };
+    let value = tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .ok()
+        .flatten();
+    let Some(schemas) = value.as_deref().and_then(split_setting) else {
+        tracing::warn!("the shards' search_path could not be read: unqualified names mean public");
+        return None;
+    };
+    Some(SearchPath::known(schemas, &config.shard_endpoint(0).user))
 }
 
 fn tls_acceptor(tls: &TlsConfig) -> Result<pgwire::tokio::TlsAcceptor, StartError> {

@@ -319,7 +319,7 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
     );
     assert_eq!(snap.shards_of(lineitems), [S1, S2]);
     assert_eq!(
-        snap.resolve_table(&["app", "public"], "orders")
+        snap.resolve_table(&["app".to_string(), "public".to_string()], "orders")
             .map(|t| t.id),
         Some(orders)
     );

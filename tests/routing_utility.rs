@@ -256,21 +256,18 @@ async fn ddl_the_proxy_runs_is_refused_among_other_statements() {
     c.batch_execute("DROP TABLE ut_ddl").await.unwrap();
 }
 
-/// The router reads unqualified names as schema public's; a name that a recorded table outside
-/// public has may mean that table under the session's search_path, so it is refused rather than
-/// sent to the first shard, which would answer with its part of the rows.
+/// Unqualified names are read along the session's search_path when the proxy knows it (from the
+/// startup packet, or a SET alone outside a block): the same text names another table in
+/// another session. Where the proxy does not know it, or in DDL it runs itself (which names
+/// tables in public), a name that a recorded table outside public has is refused rather than
+/// read as public's: the shards could read it as the other table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unqualified_names_of_tables_outside_public_are_refused() {
+async fn unqualified_names_follow_the_sessions_search_path() {
     let proxy = start();
-    for i in 0..SHARDS {
-        shards()
-            .connect(i)
-            .await
-            .batch_execute("CREATE SCHEMA IF NOT EXISTS ut_app")
-            .await
-            .expect("schema on each shard");
-    }
     let c = proxy.connect().await;
+    c.batch_execute("CREATE SCHEMA ut_app")
+        .await
+        .expect("schema on every shard");
     c.batch_execute(
         "CREATE SHARDED TABLE ut_app.amb (cust_id bigint PRIMARY KEY, name text, score int) \
          PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
@@ -278,38 +275,149 @@ async fn unqualified_names_of_tables_outside_public_are_refused() {
     .await
     .expect("create in a schema");
     fill(&c, "ut_app.amb").await;
-    c.batch_execute("SET search_path = ut_app, public")
+    create_customers(&c, "amb").await;
+    c.batch_execute("INSERT INTO public.amb VALUES (1, 'p1', 1), (2, 'p2', 2)")
+        .await
+        .expect("public's rows");
+    let count = "SELECT count(*) FROM amb";
+    assert_eq!(simple_rows(&c, count).await, [[Some("2".to_string())]]);
+
+    // A SET alone, outside a block: known. The same texts now mean ut_app.amb.
+    let app = proxy.connect().await;
+    app.batch_execute("SET search_path = ut_app, public")
         .await
         .unwrap();
-    for sql in [
-        "SELECT count(*) FROM amb",
-        "SELECT * FROM amb WHERE cust_id = 7",
-        "UPDATE amb SET score = 0",
-        "TRUNCATE amb",
-        "ALTER TABLE amb ADD COLUMN extra int",
-        "CREATE INDEX ON amb (name)",
-    ] {
-        let e = c.batch_execute(sql).await.expect_err(sql);
-        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
-        assert!(message(&e).contains("qualify the name"), "{sql}: {e}");
-        let e = c.execute(sql, &[]).await.expect_err(sql);
-        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
-    }
-    let all = simple_rows(&c, "SELECT count(*) FROM ut_app.amb").await;
-    assert_eq!(all, vec![vec![Some("40".into())]]);
+    assert_eq!(simple_rows(&app, count).await, [[Some("40".to_string())]]);
+    assert_eq!(
+        simple_rows(&c, count).await,
+        [[Some("2".to_string())]],
+        "other session"
+    );
+    log_all_statements().await;
+    let keyed = simple_rows(&app, "SELECT name FROM amb WHERE cust_id = 7 /* ut-sp-1 */").await;
+    assert_eq!(keyed, [[Some("n7".to_string())]]);
+    assert_eq!(
+        shards_that_ran("ut-sp-1").len(),
+        1,
+        "routed by ut_app.amb's key"
+    );
+    let prepared = app
+        .query(
+            "SELECT name FROM amb WHERE cust_id = $1 /* ut-sp-2 */",
+            &[&7i64],
+        )
+        .await
+        .expect("prepared");
+    assert_eq!(prepared[0].get::<_, String>(0), "n7");
+    assert_eq!(shards_that_ran("ut-sp-2").len(), 1);
+    app.batch_execute(
+        "UPDATE amb SET score = 0 WHERE cust_id <= 10; INSERT INTO amb VALUES (41, 'n41', 41)",
+    )
+    .await
+    .expect("writes");
     assert_eq!(
         counts_where("ut_app.amb", "WHERE score = 0")
             .await
             .iter()
             .sum::<i64>(),
-        0
+        10
     );
+    assert_eq!(counts("ut_app.amb").await.iter().sum::<i64>(), 41);
+    assert_eq!(
+        counts("amb").await.iter().sum::<i64>(),
+        2,
+        "public's untouched"
+    );
+
+    // DDL the proxy runs names public's tables: an ambiguous name is refused.
+    for sql in [
+        "ALTER TABLE amb ADD COLUMN extra int",
+        "CREATE INDEX ON amb (name)",
+    ] {
+        let e = app.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
+        assert!(message(&e).contains("qualify the name"), "{sql}: {e}");
+    }
     let columns = "SELECT count(*)::text FROM information_schema.columns \
                    WHERE table_name = 'amb' AND column_name = 'extra'";
     assert_eq!(on_each_shard(columns).await, vec![Some("0".into()); SHARDS]);
-    // A CTE of that name is the statement's own.
-    let cte = simple_rows(&c, "WITH amb AS (SELECT 1 AS one) SELECT one FROM amb").await;
-    assert_eq!(cte, vec![vec![Some("1".into())]]);
+
+    // From the startup packet too.
+    let (started, conn) = tokio_postgres::connect(
+        &format!("{} options='-c search_path=ut_app'", proxy.conn_string()),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect with a search_path");
+    tokio::spawn(conn);
+    assert_eq!(
+        simple_rows(&started, count).await,
+        [[Some("41".to_string())]]
+    );
+    started
+        .batch_execute("SET search_path = public")
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&started, count).await,
+        [[Some("2".to_string())]]
+    );
+    // The shards' connections go back to the server's default on RESET, where PostgreSQL
+    // goes back to the startup packet's path: unknown, so refused.
+    started.batch_execute("RESET search_path").await.unwrap();
+    let e = started.batch_execute(count).await.expect_err("reset");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    // Without a startup path, RESET goes back to the proxy's default.
+    app.batch_execute("RESET search_path").await.unwrap();
+    assert_eq!(simple_rows(&app, count).await, [[Some("2".to_string())]]);
+
+    // Set where the proxy cannot follow it: refused, as with any path it does not know.
+    let unknown = proxy.connect().await;
+    unknown
+        .batch_execute("SELECT set_config('search_path', 'ut_app', false)")
+        .await
+        .unwrap();
+    let e = unknown
+        .batch_execute(count)
+        .await
+        .expect_err("unknown path");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    assert!(message(&e).contains("qualify the name"), "{e}");
+    let in_block = proxy.connect().await;
+    in_block
+        .batch_execute("BEGIN; SET search_path = ut_app; COMMIT")
+        .await
+        .unwrap();
+    let e = in_block
+        .batch_execute(count)
+        .await
+        .expect_err("set in a block");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    // A SET the proxy follows makes it known again.
+    in_block
+        .batch_execute("SET search_path = ut_app")
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&in_block, count).await,
+        [[Some("41".to_string())]]
+    );
+
+    // A WITH query named like a recorded table the name could mean is refused: which of the
+    // two a reference means depends on where it stands.
+    let with = "WITH amb AS (SELECT 1 AS one) SELECT one FROM amb";
+    let e = c
+        .batch_execute(with)
+        .await
+        .expect_err("named like public.amb");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    assert!(message(&e).contains("rename"), "{e}");
+    c.batch_execute("DROP TABLE public.amb").await.unwrap();
+    // Otherwise it is the statement's own, and not a name of ut_app.amb either.
+    assert_eq!(
+        simple_rows(&unknown, with).await,
+        vec![vec![Some("1".into())]]
+    );
     c.batch_execute("DROP TABLE ut_app.amb").await.unwrap();
 }
 

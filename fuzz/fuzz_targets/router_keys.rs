@@ -117,11 +117,11 @@ fuzz_target!(|data: &[u8]| {
     let cache = plan_cache();
     let counter = parses();
     if prepared {
-        let Ok(plan) = cache.plan(sql.as_bytes(), &snapshot, &counter) else {
+        let Ok(plan) = cache.plan(sql.as_bytes(), None, &snapshot, &counter) else {
             return;
         };
         // Planned again: from the cache this time.
-        let again = cache.plan(sql.as_bytes(), &snapshot, &counter);
+        let again = cache.plan(sql.as_bytes(), None, &snapshot, &counter);
         assert!(again.is_ok_and(|p| *p == *plan), "the cached plan differs");
         let Ok(params) = Params::parse(&bound.rest, &bound.types) else {
             return;

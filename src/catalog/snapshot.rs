@@ -142,16 +142,16 @@ impl Snapshot {
     }
 
     /// A recorded table named `name` in a schema other than `public`: an unqualified `name`
-    /// may mean it under the session's `search_path`, which the router does not consult.
+    /// may mean it under a `search_path` the proxy does not know.
     pub fn named_outside_public(&self, name: &str) -> Option<&Table> {
         self.tables
             .iter()
             .find(|t| t.name == name && t.schema != "public")
     }
 
-    /// An unqualified name resolved as PostgreSQL resolves it: the first schema of
-    /// `search_path` that has a table of that name.
-    pub fn resolve_table(&self, search_path: &[&str], name: &str) -> Option<&Table> {
+    /// An unqualified name resolved as PostgreSQL resolves it, among the recorded tables: the
+    /// first schema of `search_path` that has a table of that name.
+    pub fn resolve_table(&self, search_path: &[String], name: &str) -> Option<&Table> {
         search_path
             .iter()
             .find_map(|schema| self.table_by_name(schema, name))

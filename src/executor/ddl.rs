@@ -89,6 +89,8 @@ pub enum ExecError {
         held: Vec<String>,
         others: Vec<String>,
     },
+    #[error("table name \"{name}\" is ambiguous through shardwire: {table} is a recorded table, and shardwire reads this unqualified name in schema public (the statement is DDL it runs itself); qualify the name ({table}, or public.{name})")]
+    Ambiguous { name: String, table: String },
     #[error("{table} is a sharded table: {what} is not supported")]
     Unsupported { table: String, what: &'static str },
     #[error("{table} is a {kind} table; ROW MOVEMENT applies to sharded tables only")]
@@ -145,6 +147,7 @@ impl ExecError {
             | ExecError::Txn(_)
             | ExecError::MultiStatement
             | ExecError::MixedDrop { .. }
+            | ExecError::Ambiguous { .. }
             | ExecError::Unsupported { .. }
             | ExecError::NotSharded { .. }
             | ExecError::ChildWithoutRowMovement { .. }
@@ -169,6 +172,7 @@ impl ClientError for ExecError {
             ExecError::Txn(e) => e.sqlstate(),
             ExecError::MultiStatement
             | ExecError::MixedDrop { .. }
+            | ExecError::Ambiguous { .. }
             | ExecError::Unsupported { .. } => SqlState::FEATURE_NOT_SUPPORTED,
             ExecError::NotSharded { .. } | ExecError::NotNoSql { .. } => {
                 SqlState::WRONG_OBJECT_TYPE

@@ -29,8 +29,9 @@ use crate::ddl::rewrite::TablePlan;
 use super::ddl::ExecError;
 use crate::model::{BoundValue, KeyColumn, PartitionBound, ShardingMethod, TableKind};
 
-/// The schema an unqualified table name means. Sessions' `search_path` is not consulted yet:
-/// the proxy's own control sessions resolve names in `public` too, so both agree.
+/// The schema an unqualified table name means in the DDL the proxy runs, whatever the session's
+/// `search_path` (which the router follows for other statements): the proxy's own control
+/// sessions resolve names in `public` too, so both agree.
 pub const DEFAULT_SCHEMA: &str = "public";
 
 pub fn qualified(table: &Table) -> QualifiedName {

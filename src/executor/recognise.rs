@@ -133,17 +133,28 @@ fn is_ours(t: &CreateTable, snapshot: &Snapshot) -> bool {
     t.non_postgres_syntax || t.kind != TableKind::Plain || nosql_child || references_held
 }
 
-fn range_var_name(r: &RangeVar) -> QualifiedName {
-    let schema = if r.schemaname.is_empty() {
-        DEFAULT_SCHEMA
-    } else {
-        &r.schemaname
-    };
-    QualifiedName::new(schema, &r.relname)
+/// A table's name as the proxy's DDL reads it: unqualified means `public`, whatever the
+/// session's `search_path`, so an unqualified name that a recorded table in another schema has
+/// is refused rather than read as `public`'s (the path may make it mean the other table).
+fn table_name(snapshot: &Snapshot, schema: &str, name: &str) -> Result<QualifiedName, ExecError> {
+    if !schema.is_empty() {
+        return Ok(QualifiedName::new(schema, name));
+    }
+    match snapshot.named_outside_public(name) {
+        Some(t) => Err(ExecError::Ambiguous {
+            name: name.to_string(),
+            table: t.qualified_name(),
+        }),
+        None => Ok(QualifiedName::new(DEFAULT_SCHEMA, name)),
+    }
 }
 
-/// The names a DROP lists, each as (schema, name).
-fn dropped_names(objects: &[pg_query::Node]) -> Vec<QualifiedName> {
+fn range_var_name(snapshot: &Snapshot, r: &RangeVar) -> Result<QualifiedName, ExecError> {
+    table_name(snapshot, &r.schemaname, &r.relname)
+}
+
+/// The names a DROP lists, as written (schema empty when unqualified).
+fn dropped_names(objects: &[pg_query::Node]) -> Vec<(&str, &str)> {
     objects
         .iter()
         .filter_map(|o| match o.node.as_ref()? {
@@ -157,8 +168,8 @@ fn dropped_names(objects: &[pg_query::Node]) -> Vec<QualifiedName> {
                     })
                     .collect();
                 match parts.as_slice() {
-                    [name] => Some(QualifiedName::new(DEFAULT_SCHEMA, *name)),
-                    [.., schema, name] => Some(QualifiedName::new(*schema, *name)),
+                    [name] => Some(("", *name)),
+                    [.., schema, name] => Some((*schema, *name)),
                     [] => None,
                 }
             }
@@ -200,9 +211,22 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             tag,
         })
     };
+    let refused = |e: ExecError| Some(ProxyDdl::Refused(e));
+    macro_rules! named {
+        ($name:expr) => {
+            match $name {
+                Ok(name) => name,
+                Err(e) => return refused(e),
+            }
+        };
+    }
     match node {
         NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectTable as i32 => {
-            let names = dropped_names(&d.objects);
+            let names: Result<Vec<_>, _> = dropped_names(&d.objects)
+                .into_iter()
+                .map(|(schema, name)| table_name(snapshot, schema, name))
+                .collect();
+            let names = named!(names);
             let (tables, others): (Vec<_>, Vec<_>) =
                 names.into_iter().partition(|n| held(snapshot, n));
             match (tables.is_empty(), others.is_empty()) {
@@ -217,11 +241,17 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
         // An index does not say its table; it is dropped wherever it exists.
         NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => (!d.concurrent)
             .then(|| ProxyDdl::DropIndex {
-                indexes: dropped_names(&d.objects),
+                indexes: dropped_names(&d.objects)
+                    .into_iter()
+                    .map(|(schema, name)| match schema {
+                        "" => QualifiedName::new(DEFAULT_SCHEMA, name),
+                        schema => QualifiedName::new(schema, name),
+                    })
+                    .collect(),
                 sql: text.to_owned(),
             }),
         NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectTable as i32 => {
-            let table = range_var_name(a.relation.as_ref()?);
+            let table = named!(range_var_name(snapshot, a.relation.as_ref()?));
             if !held(snapshot, &table) {
                 return None;
             }
@@ -236,7 +266,7 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             on_table(table, "ALTER TABLE")
         }
         NodeEnum::RenameStmt(r) => {
-            let table = range_var_name(r.relation.as_ref()?);
+            let table = named!(range_var_name(snapshot, r.relation.as_ref()?));
             let entry = snapshot.table_by_name(&table.schema, &table.name)?;
             if r.rename_type == ObjectType::ObjectTable as i32 {
                 return unsupported(&table, "renaming it");
@@ -248,14 +278,14 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             on_table(table, "ALTER TABLE")
         }
         NodeEnum::AlterObjectSchemaStmt(a) if a.object_type == ObjectType::ObjectTable as i32 => {
-            let table = range_var_name(a.relation.as_ref()?);
+            let table = named!(range_var_name(snapshot, a.relation.as_ref()?));
             if !held(snapshot, &table) {
                 return None;
             }
             unsupported(&table, "moving it to another schema")
         }
         NodeEnum::IndexStmt(i) => {
-            let table = range_var_name(i.relation.as_ref()?);
+            let table = named!(range_var_name(snapshot, i.relation.as_ref()?));
             if !held(snapshot, &table) {
                 return None;
             }

@@ -55,6 +55,7 @@ mod polling;
 mod row_ttl;
 mod savepoints;
 mod script;
+mod search_path;
 mod sequence;
 mod settings;
 mod signal;
@@ -203,6 +204,11 @@ pub struct Session {
     general_under_way: bool,
     /// A query string's statements are running one by one (`script`).
     in_script: bool,
+    /// The session's search_path as the router reads names with it (`search_path`); `None`: the
+    /// proxy's default.
+    search_path: Option<Arc<crate::router::SearchPath>>,
+    /// The search_path the session's startup packet gave (`None`: none, the proxy's default).
+    start_path: Option<Arc<crate::router::SearchPath>>,
     /// This session's place under the connection limits.
     _admitted: Admitted,
 }
@@ -227,7 +233,12 @@ impl Session {
         admitted: Admitted,
         span: tracing::Span,
     ) -> Session {
+        let start_path = Session::startup_search_path(&ctx, &settings);
+        let mut simple_memo = crate::router::SimpleMemo::default();
+        simple_memo.set_search_path(start_path.clone());
         Session {
+            search_path: start_path.clone(),
+            start_path,
             max_message: ctx.config.limits.max_message_bytes as usize,
             timeouts: timeouts::Timeouts::new(&ctx.config.limits),
             general_under_way: false,
@@ -244,7 +255,7 @@ impl Session {
             statements: StatementNames::default(),
             parse_effect: LastEffect::default(),
             not_local: Vec::new(),
-            simple_memo: Default::default(),
+            simple_memo,
             simple_facts: Default::default(),
             pinned: false,
             unpreparable_block: false,

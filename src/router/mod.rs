@@ -21,10 +21,73 @@ pub use route::Route;
 use crate::catalog::Snapshot;
 use crate::model::TableId;
 
+/// A session's `search_path` as the router reads unqualified names with it (schemas in order,
+/// `$user` expanded), or unknown to the proxy; and what sets the plans made with it apart in the
+/// cache.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SearchPath {
+    schemas: Option<Vec<String>>,
+    /// Appended to a text's cache key; empty for the proxy's default path, whose plans are
+    /// keyed by their text alone.
+    key: Box<[u8]>,
+}
+
+impl SearchPath {
+    /// A path the session set, `$user` meaning `user`.
+    pub fn known(schemas: Vec<String>, user: &str) -> SearchPath {
+        let schemas: Vec<String> = schemas
+            .into_iter()
+            .map(|s| if s == "$user" { user.to_string() } else { s })
+            .collect();
+        // NUL, which no statement text holds, before each schema, and after the last: an
+        // empty path is not the default one.
+        let mut key = Vec::new();
+        for s in &schemas {
+            key.push(0);
+            key.extend_from_slice(s.as_bytes());
+        }
+        key.push(0);
+        SearchPath {
+            schemas: Some(schemas),
+            key: key.into(),
+        }
+    }
+
+    /// A path the proxy cannot follow (set by `set_config`, inside a block, …).
+    pub fn unknown() -> SearchPath {
+        SearchPath {
+            schemas: None,
+            key: (*b"\0?").into(),
+        }
+    }
+
+    /// The schemas, when known.
+    pub fn schemas(&self) -> Option<&[String]> {
+        self.schemas.as_deref()
+    }
+
+    /// The same path as the proxy's default, whose plans it can share.
+    fn as_default(&self) -> SearchPath {
+        SearchPath {
+            schemas: self.schemas.clone(),
+            key: Box::default(),
+        }
+    }
+}
+
+/// The cache key of `text` planned under `path`: the text itself under the default path.
+fn cache_key<'t>(text: &'t [u8], path: &SearchPath) -> std::borrow::Cow<'t, [u8]> {
+    if path.key.is_empty() {
+        text.into()
+    } else {
+        [text, &path.key].concat().into()
+    }
+}
+
 /// A plan shared by simple queries that differ in literals: valid for a text whose literals at
 /// the `fixed` positions have these values (the plan was built with them).
 struct SharedPlan {
-    /// The normalised text it was made for.
+    /// The normalised text it was made for, with its search path's key.
     key: Box<[u8]>,
     plan: Arc<Plan>,
     fixed: Vec<(usize, Box<str>)>,
@@ -45,9 +108,18 @@ impl SharedPlan {
 pub struct SimpleMemo {
     key: Vec<u8>,
     last: Option<(i64, Arc<SharedPlan>)>,
+    /// The session's search path; `None`: the proxy's default.
+    path: Option<Arc<SearchPath>>,
 }
 
 impl SimpleMemo {
+    /// The session's search path changed (`None`: back to the proxy's default): its queries'
+    /// plans are others from now on.
+    pub fn set_search_path(&mut self, path: Option<Arc<SearchPath>>) {
+        self.path = path;
+        self.last = None;
+    }
+
     /// Normalises `sql` into the session's key buffer ([`SimpleMemo::key`]): its literals, or
     /// `None` when the text cannot be normalised (the buffer then holds no key).
     pub fn normalise<'q>(&mut self, sql: &'q [u8]) -> Option<normalize::Literals<'q>> {
@@ -68,6 +140,8 @@ pub type LiteralValues<'q> = smallvec::SmallVec<[std::borrow::Cow<'q, str>; 4]>;
 pub struct PlanCache {
     inner: Mutex<CacheInner>,
     capacity: usize,
+    /// The search path the proxy's connections to the shards start with.
+    default_path: SearchPath,
 }
 
 #[derive(Default)]
@@ -88,7 +162,19 @@ impl PlanCache {
         PlanCache {
             inner: Mutex::new(CacheInner::default()),
             capacity: capacity.max(16),
+            default_path: SearchPath::unknown().as_default(),
         }
+    }
+
+    /// Sets the path the proxy's connections to the shards start with (`None`: not known),
+    /// which is also what a session's path is until it sets another.
+    pub fn set_default_path(&mut self, path: Option<&SearchPath>) {
+        self.default_path = path.unwrap_or(&SearchPath::unknown()).as_default();
+    }
+
+    /// The path a session starts with when its startup packet gives none.
+    pub fn default_path(&self) -> &SearchPath {
+        &self.default_path
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
@@ -97,18 +183,22 @@ impl PlanCache {
 
     /// The plan of `sql` at `snapshot`'s version, made (with a parse, counted in `parses`) on a
     /// miss. `None`: the INSERT needs the columns of a table first ([`PlanCache::set_columns`]).
+    /// `path`: the session's search path (`None`: the proxy's default).
     pub fn plan(
         &self,
         sql: &[u8],
+        path: Option<&SearchPath>,
         snapshot: &Snapshot,
         parses: &metrics::Counter,
     ) -> Result<Arc<Plan>, TableId> {
+        let path = path.unwrap_or(&self.default_path);
+        let key = cache_key(sql, path);
         {
             let mut inner = self.lock();
             inner.renew(snapshot.version());
             inner.clock += 1;
             let now = inner.clock;
-            if let Some((plan, used)) = inner.plans.get_mut(sql) {
+            if let Some((plan, used)) = inner.plans.get_mut(&*key) {
                 *used = now;
                 return Ok(plan.clone());
             }
@@ -117,7 +207,7 @@ impl PlanCache {
         let text = String::from_utf8_lossy(sql);
         let made = {
             let columns = ColumnsOf(self);
-            plan::plan(&text, snapshot, &columns)
+            plan::plan_in(&text, snapshot, path.schemas(), &columns)
         };
         let plan = match made {
             plan::Planned::Plan(p) => Arc::new(p),
@@ -132,7 +222,7 @@ impl PlanCache {
                 inner.plans.retain(|_, (_, u)| *u > cutoff);
             }
             let now = inner.clock;
-            inner.plans.insert(sql.into(), (plan.clone(), now));
+            inner.plans.insert(key.into(), (plan.clone(), now));
         }
         Ok(plan)
     }
@@ -150,15 +240,17 @@ impl PlanCache {
         parses: &metrics::Counter,
         memo: &mut SimpleMemo,
     ) -> Result<(Arc<Plan>, LiteralValues<'q>), TableId> {
+        let path = memo.path.as_deref().unwrap_or(&self.default_path);
         let Some(literals) = literals else {
             return self
-                .plan(sql, snapshot, parses)
+                .plan(sql, Some(path), snapshot, parses)
                 .map(|p| (p, LiteralValues::new()));
         };
         let values = || literals.iter().map(|l| l.value.clone()).collect();
+        // Under the default path the key is the normalised text itself, read where it lies.
+        let key = cache_key(&memo.key, path);
         if let Some((version, shared)) = &memo.last {
-            if *version == snapshot.version() && *shared.key == *memo.key && shared.fits(&literals)
-            {
+            if *version == snapshot.version() && *shared.key == *key && shared.fits(&literals) {
                 return Ok((shared.plan.clone(), values()));
             }
         }
@@ -167,7 +259,7 @@ impl PlanCache {
             inner.renew(snapshot.version());
             inner.clock += 1;
             let now = inner.clock;
-            if let Some((shared, used)) = inner.shared.get_mut(memo.key.as_slice()) {
+            if let Some((shared, used)) = inner.shared.get_mut(&*key) {
                 if shared.fits(&literals) {
                     *used = now;
                     memo.last = Some((snapshot.version(), shared.clone()));
@@ -177,7 +269,7 @@ impl PlanCache {
         }
         parses.increment(1);
         let text = String::from_utf8_lossy(sql);
-        let made = plan::plan(&text, snapshot, &ColumnsOf(self));
+        let made = plan::plan_in(&text, snapshot, path.schemas(), &ColumnsOf(self));
         let mut plan = match made {
             plan::Planned::Plan(p) => p,
             plan::Planned::NeedColumns(t) => return Err(t),
@@ -191,7 +283,7 @@ impl PlanCache {
             .map(|(i, l)| (i, l.value.as_ref().into()))
             .collect();
         let shared = Arc::new(SharedPlan {
-            key: memo.key.as_slice().into(),
+            key: key.into(),
             plan: Arc::new(plan),
             fixed,
         });

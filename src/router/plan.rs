@@ -264,7 +264,7 @@ pub enum Refusal {
     #[error("cannot insert a non-DEFAULT value into column \"{0}\": it is GENERATED ALWAYS AS IDENTITY; leave it out of the INSERT")]
     GeneratedAlways(String),
     /// An unqualified name that a recorded table outside schema `public` has (0A000).
-    #[error("table name \"{name}\" is ambiguous through shardwire: it resolves unqualified names in schema public only (search_path is not consulted), and {table} is a recorded table; qualify the name ({table}, or public.{name})")]
+    #[error("table name \"{name}\" is ambiguous through shardwire: {table} is a recorded table, and shardwire reads this unqualified name in schema public (it does not know the session's search_path, or the statement is DDL it runs itself); qualify the name ({table}, or public.{name})")]
     Ambiguous { name: String, table: String },
     /// The table is being created or dropped (55000).
     #[error("table \"{table}\" is {} (its CREATE or DROP has not finished): it takes statements again once ACTIVE; a DROP TABLE clears it", state.label())]
@@ -396,9 +396,45 @@ impl Plan {
     }
 }
 
-/// Plans `sql` against `snapshot`. Text that PostgreSQL cannot parse goes to the first shard,
-/// which reports the syntax error as PostgreSQL would.
+/// The catalog as one statement's names see it: an unqualified name is looked up along the
+/// session's `search_path` when the proxy knows it, else in schema `public`.
+pub struct Scope<'a> {
+    snapshot: &'a Snapshot,
+    search_path: Option<&'a [String]>,
+}
+
+impl std::ops::Deref for Scope<'_> {
+    type Target = Snapshot;
+
+    fn deref(&self) -> &Snapshot {
+        self.snapshot
+    }
+}
+
+/// Plans `sql` against `snapshot`, unqualified names meaning schema `public`.
 pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
+    plan_in(sql, snapshot, None, columns)
+}
+
+/// Plans `sql` against `snapshot` for a session whose `search_path` is `search_path` (schemas in
+/// order, `$user` expanded), or unknown to the proxy (`None`: unqualified names mean `public`,
+/// and one that a table recorded elsewhere has is refused). Text that PostgreSQL cannot parse
+/// goes to the first shard, which reports the syntax error as PostgreSQL would.
+pub fn plan_in(
+    sql: &str,
+    snapshot: &Snapshot,
+    search_path: Option<&[String]>,
+    columns: &dyn ColumnSource,
+) -> Planned {
+    let scope = Scope {
+        snapshot,
+        search_path,
+    };
+    plan_scoped(sql, &scope, columns)
+}
+
+/// [`plan_in`] in a scope already made (a statement planned inside another's plan).
+fn plan_scoped(sql: &str, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {
     let parsed = match pg_query::parse(sql, 0) {
         Ok(p) => p,
         Err(_) => {
@@ -493,12 +529,7 @@ pub(super) struct Use<'a> {
     pub(super) qualifier: String,
 }
 
-fn plan_statement(
-    sql: &str,
-    stmt: &Node,
-    snapshot: &Snapshot,
-    columns: &dyn ColumnSource,
-) -> Planned {
+fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {
     if let Some(NodeEnum::ExplainStmt(e)) = stmt.node.as_ref() {
         return plan_explain(e, snapshot, columns);
     }
@@ -546,7 +577,7 @@ fn plan_statement(
 
 fn plan_explain(
     e: &pg_query::protobuf::ExplainStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Planned {
     let Some(query) = e.query.as_deref() else {
@@ -577,7 +608,7 @@ fn plan_explain(
             )))
         }
     };
-    match plan(&sql, snapshot, columns) {
+    match plan_scoped(&sql, snapshot, columns) {
         Planned::Plan(Plan::Anywhere) => Planned::Plan(Plan::Anywhere),
         Planned::Plan(Plan::Fixed(s)) => Planned::Plan(Plan::Fixed(s)),
         Planned::Plan(plan) => {
@@ -587,7 +618,7 @@ fn plan_explain(
     }
 }
 
-fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
+fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {
     let Some(node) = stmt.node.as_ref() else {
         return Planned::Plan(Plan::Anywhere);
     };
@@ -607,6 +638,12 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     }
     if let Some(t) = unqualified_elsewhere(stmt, snapshot) {
         return Planned::Plan(ambiguous(t));
+    }
+    if let Some(t) = cte_named_like_table(stmt, snapshot) {
+        return Planned::Plan(unsupported(format!(
+            "a WITH query named like table \"{}\" is not supported: rename the WITH query",
+            t.qualified_name()
+        )));
     }
     if let Some(plan) = utility::plan_utility(node, snapshot) {
         return Planned::Plan(plan);
@@ -631,12 +668,7 @@ fn plan_one(stmt: &Node, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Pla
     let missed = combine::named_tables(stmt)
         .into_iter()
         .find_map(|(schema, name)| {
-            let schema = if schema.is_empty() {
-                "public".to_string()
-            } else {
-                schema
-            };
-            let t = snapshot.table_by_name(&schema, &name)?;
+            let t = resolve_name(snapshot, &schema, &name)?;
             (!resolved.iter().flatten().any(|r| r.id == t.id)).then_some(t)
         });
     if let Some(t) = missed {
@@ -802,14 +834,19 @@ fn write_target(node: &NodeEnum) -> Option<&RangeVar> {
     }
 }
 
-/// The catalog's table for a name; unqualified names mean `public` (search_path is not
-/// consulted yet, as in the DDL path).
-fn resolve<'s>(snapshot: &'s Snapshot, r: &RangeVar) -> Option<&'s Table> {
+/// The catalog's table for a name; an unqualified one is looked up along the session's
+/// `search_path` when the proxy knows it, else in `public`. Only recorded tables are seen: a
+/// plain table of the same name earlier on the path would hide the recorded one from
+/// PostgreSQL, not from the router.
+fn resolve<'s>(snapshot: &'s Scope, r: &RangeVar) -> Option<&'s Table> {
     resolve_name(snapshot, &r.schemaname, &r.relname)
 }
 
 /// [`resolve`] of a name given as its parts (`schema` empty when unqualified).
-fn resolve_name<'s>(snapshot: &'s Snapshot, schema: &str, name: &str) -> Option<&'s Table> {
-    let schema = if schema.is_empty() { "public" } else { schema };
-    snapshot.table_by_name(schema, name)
+fn resolve_name<'s>(snapshot: &'s Scope, schema: &str, name: &str) -> Option<&'s Table> {
+    match (schema, snapshot.search_path) {
+        ("", Some(path)) => snapshot.resolve_table(path, name),
+        ("", None) => snapshot.table_by_name("public", name),
+        (schema, _) => snapshot.table_by_name(schema, name),
+    }
 }

@@ -9,4 +9,5 @@ pub mod params;
 pub mod quote;
 pub mod row_ttl;
 pub mod script;
+pub mod search_path;
 pub mod signal;

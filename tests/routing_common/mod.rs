@@ -21,7 +21,7 @@ pub async fn simple_rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>>
     client
         .simple_query(sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
         .into_iter()
         .filter_map(|m| match m {
             SimpleQueryMessage::Row(r) => {

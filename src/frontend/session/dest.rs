@@ -127,17 +127,19 @@ fn is_plain(p: &crate::router::plan::ShardedPlan) -> bool {
 pub(super) struct PlanMemo(Option<(Box<[u8]>, i64, Arc<Plan>)>);
 
 impl PlanMemo {
+    /// `path`: the session's search path (the memo is emptied when it changes).
     fn plan(
         &mut self,
         plans: &crate::router::PlanCache,
         parses: &metrics::Counter,
         sql: &[u8],
+        path: Option<&crate::router::SearchPath>,
         snapshot: &Snapshot,
     ) -> Result<&Arc<Plan>, TableId> {
         let known = matches!(&self.0, Some((text, version, _))
             if *version == snapshot.version() && **text == *sql);
         if !known {
-            let plan = plans.plan(sql, snapshot, parses)?;
+            let plan = plans.plan(sql, path, snapshot, parses)?;
             self.0 = Some((sql.into(), snapshot.version(), plan));
         }
         Ok(&self.0.as_ref().expect("planned above").2)
@@ -212,10 +214,13 @@ impl Session {
                 Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(sql)))
             }
             ClientFrame::Parse { query, .. } => {
-                let plan = match self
-                    .last_plan
-                    .plan(&self.ctx.plans, parses, query, snapshot)
-                {
+                let plan = match self.last_plan.plan(
+                    &self.ctx.plans,
+                    parses,
+                    query,
+                    self.search_path.as_deref(),
+                    snapshot,
+                ) {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
@@ -242,10 +247,13 @@ impl Session {
                 let Some(st) = self.statements.get(statement) else {
                     return Ok(Dest::Here);
                 };
-                let plan = match self
-                    .last_plan
-                    .plan(&self.ctx.plans, parses, &st.query, snapshot)
-                {
+                let plan = match self.last_plan.plan(
+                    &self.ctx.plans,
+                    parses,
+                    &st.query,
+                    self.search_path.as_deref(),
+                    snapshot,
+                ) {
                     Ok(p) => p,
                     Err(t) => return Ok(Dest::NeedColumns(t)),
                 };
@@ -410,7 +418,13 @@ impl Session {
     fn plan(&mut self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
         let parses = &self.ctx.metrics.statement_parses;
         self.last_plan
-            .plan(&self.ctx.plans, parses, sql, snapshot)
+            .plan(
+                &self.ctx.plans,
+                parses,
+                sql,
+                self.search_path.as_deref(),
+                snapshot,
+            )
             .cloned()
     }
 

@@ -144,10 +144,9 @@ impl Session {
         if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
             self.note_block_start(&parsed);
         }
-        let Some(link) = self.current.as_mut() else {
+        if self.current.is_none() {
             return Ok(());
-        };
-        let conn = &mut link.conn.conn;
+        }
         let effect = match parsed {
             ClientFrame::Query(sql) => Some(effect.unwrap_or_else(|| session_effect(sql))),
             ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
@@ -158,17 +157,25 @@ impl Session {
                 self.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
             }
-            if effect.pins {
+            if effect.pins || effect.resets {
                 const SET: u128 = keyword(b"set");
                 const RESET: u128 = keyword(b"reset");
                 let sql = match parsed {
                     ClientFrame::Query(sql) | ClientFrame::Parse { query: sql, .. } => sql,
                     _ => &[][..],
                 };
-                self.settings_changed |= matches!(first_keyword(sql), SET | RESET)
-                    || memchr::memmem::find(sql, b"set_config").is_some();
+                self.settings_changed |= effect.pins
+                    && (matches!(first_keyword(sql), SET | RESET)
+                        || memchr::memmem::find(sql, b"set_config").is_some());
+                self.note_search_path(sql, frame.tag == b'Q');
             }
             self.unpreparable_block |= effect.unpreparable;
+        }
+        let Some(link) = self.current.as_mut() else {
+            return Ok(());
+        };
+        let conn = &mut link.conn.conn;
+        if let Some(effect) = effect {
             if effect.resets {
                 conn.prepared.clear();
                 conn.unnamed = None;

@@ -64,7 +64,7 @@ pub(super) enum NotCombinable {
 pub(super) fn plan_combine(
     sql: &str,
     stmt: &Node,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Result<CombinePlan, NotCombinable> {
     let refuse = |why: &str| Err(NotCombinable::Refused(why.to_string()));
@@ -181,7 +181,7 @@ pub(super) fn plan_combine(
         };
         let select = pull_select(t, alias.as_deref(), &conds)
             .map_err(|e| NotCombinable::Refused(format!("cannot build the shards' query: {e}")))?;
-        let route = match plan(&select, snapshot, columns) {
+        let route = match plan_scoped(&select, snapshot, columns) {
             Planned::Plan(p) => p,
             Planned::NeedColumns(id) => return Err(NotCombinable::NeedColumns(id)),
         };
@@ -558,7 +558,7 @@ fn name_len(text: &[u8]) -> usize {
 /// The rewritten statement must parse, and every table it names must be a temporary table of
 /// the combining step, a CTE, or a table the catalog does not record: a recorded table left
 /// in place would be read from one shard only.
-fn check_rewrite(sql: &str, snapshot: &Snapshot, ctes: &[String]) -> Result<(), String> {
+fn check_rewrite(sql: &str, snapshot: &Scope, ctes: &[String]) -> Result<(), String> {
     let parsed = pg_query::parse(sql, 0)
         .map_err(|e| format!("the statement could not be rewritten for the combining step: {e}"))?;
     let tree = serde_json::to_value(&parsed.protobuf)

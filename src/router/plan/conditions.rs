@@ -8,7 +8,7 @@ use super::*;
 
 /// The tables of the top-level FROM list, and whether a sharded table appears anywhere else
 /// (a subquery, a CTE, a set operation's arm).
-pub(super) fn top_level_uses<'s>(from: &[Node], snapshot: &'s Snapshot, out: &mut Vec<Use<'s>>) {
+pub(super) fn top_level_uses<'s>(from: &[Node], snapshot: &'s Scope, out: &mut Vec<Use<'s>>) {
     for item in from {
         match item.node.as_ref() {
             Some(NodeEnum::RangeVar(r)) => out.push(Use {
@@ -567,7 +567,7 @@ pub(super) fn plan_filtered(
     kind: StatementKind,
     from: &[Node],
     where_clause: Option<&Node>,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     sharded: &[&Table],
     shards: Vec<ShardId>,
     returning: bool,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use pg_query::protobuf::{CopyStmt, Node};
 use pg_query::NodeEnum;
 
+use super::Scope;
 use super::{plan_select, resolve, unsupported, ColumnSource, Plan, Planned, ShardedPlan};
-use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
+use crate::catalog::{ShardId, Table, TableId, TableKind};
 use crate::model::ROWS_SCHEMA_SUFFIX;
 use crate::sql::quote::quote_ident;
 
@@ -117,7 +118,7 @@ fn is_header_skip(n: &Node) -> bool {
 /// duplicated table, which goes where any statement on it goes.
 pub(super) fn plan_copy_table(
     c: &CopyStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Option<Planned> {
     let t = resolve(snapshot, c.relation.as_ref()?)?;
@@ -262,7 +263,7 @@ fn key_positions(t: &Table, columns: &[String]) -> Result<Vec<usize>, Plan> {
 /// `COPY (SELECT …) TO STDOUT` over sharded tables of one family.
 pub(super) fn plan_copy_query(
     c: &CopyStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     sharded: &[&Table],
     shards: Vec<ShardId>,
 ) -> Plan {

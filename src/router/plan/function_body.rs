@@ -16,7 +16,7 @@ use super::*;
 
 /// The refusal of a function whose body names a sharded table, or names a duplicated table and
 /// may write (a data-modifying word anywhere in it).
-pub(super) fn body_refusal(f: &CreateFunctionStmt, snapshot: &Snapshot) -> Option<Plan> {
+pub(super) fn body_refusal(f: &CreateFunctionStmt, snapshot: &Scope) -> Option<Plan> {
     if snapshot.tables().is_empty() {
         return None;
     }
@@ -58,7 +58,7 @@ pub(super) fn body_refusal(f: &CreateFunctionStmt, snapshot: &Snapshot) -> Optio
 }
 
 /// The refusal of a `DO` block that names a recorded table: it runs on one shard.
-pub(super) fn do_refusal(d: &DoStmt, snapshot: &Snapshot) -> Option<Plan> {
+pub(super) fn do_refusal(d: &DoStmt, snapshot: &Scope) -> Option<Plan> {
     let words: Vec<String> = as_strings(&d.args).iter().flat_map(|t| words(t)).collect();
     let table = snapshot.tables().iter().find(|t| words.contains(&t.name))?;
     Some(unsupported(format!(

@@ -6,10 +6,26 @@
 use super::*;
 
 /// A recorded table outside schema `public` whose name the statement uses unqualified (not as
-/// a CTE's name): the session's `search_path` decides what the name means, and the router,
-/// which reads unqualified names as `public`'s, could route it to the wrong shards.
-pub(super) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
+/// a CTE's name), when the router reads unqualified names as `public`'s: the session's
+/// `search_path` decides what the name means, and the statement could be routed to the wrong
+/// shards. The router reads them so when it does not know the session's `search_path`, and in
+/// the DDL the proxy runs itself, which names tables in `public` whatever the path.
+pub(super) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Scope) -> Option<&'s Table> {
     if snapshot.tables().iter().all(|t| t.schema == "public") {
+        return None;
+    }
+    let proxy_ddl = matches!(
+        stmt.node,
+        Some(
+            NodeEnum::IndexStmt(_)
+                | NodeEnum::AlterTableStmt(_)
+                | NodeEnum::DropStmt(_)
+                | NodeEnum::RenameStmt(_)
+                | NodeEnum::AlterObjectSchemaStmt(_)
+                | NodeEnum::CreateStmt(_)
+        )
+    );
+    if snapshot.search_path.is_some() && !proxy_ddl {
         return None;
     }
     let mut ctes: Vec<&str> = Vec::new();
@@ -45,6 +61,19 @@ pub(super) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Snapshot) -> 
     None
 }
 
+/// A recorded table that a WITH query of the statement is named like (as an unqualified name
+/// means it): which of the two a reference means depends on where it stands, which the router
+/// does not follow — it would route the WITH query's reads as the table's.
+pub(super) fn cte_named_like_table<'s>(stmt: &Node, snapshot: &'s Scope) -> Option<&'s Table> {
+    let mut found = None;
+    walk(stmt, &mut |n| {
+        if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
+            found = found.or_else(|| resolve_name(snapshot, "", &c.ctename));
+        }
+    });
+    found
+}
+
 /// The refusal of an unqualified name that a recorded table outside `public` has.
 pub(super) fn ambiguous(t: &Table) -> Plan {
     Plan::Refused(Refusal::Ambiguous {
@@ -55,7 +84,7 @@ pub(super) fn ambiguous(t: &Table) -> Plan {
 
 /// The recorded table that a data-modifying statement nested in `stmt` (not `stmt` itself)
 /// writes, if any.
-pub(super) fn nested_write_target<'s>(stmt: &Node, snapshot: &'s Snapshot) -> Option<&'s Table> {
+pub(super) fn nested_write_target<'s>(stmt: &Node, snapshot: &'s Scope) -> Option<&'s Table> {
     let mut found = None;
     walk(stmt, &mut |n| {
         if found.is_some() || std::ptr::eq(n, stmt) {

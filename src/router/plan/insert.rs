@@ -7,7 +7,7 @@ use super::*;
 
 pub(super) fn plan_insert(
     i: &pg_query::protobuf::InsertStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
     shards: Vec<ShardId>,
 ) -> Planned {

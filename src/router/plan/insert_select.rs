@@ -7,11 +7,12 @@ use std::sync::Arc;
 use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
 use pg_query::NodeEnum;
 
+use super::Scope;
 use super::{
     plan_one, top_level_uses, unsupported, using_columns, ColumnSource, Keys, Merge, Plan, Planned,
     ShardedPlan, Slots, StatementKind,
 };
-use crate::catalog::{ShardId, Snapshot, Table};
+use crate::catalog::{ShardId, Table};
 
 /// An INSERT … SELECT the proxy runs in two steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,7 @@ pub(super) fn plan_insert_select(
     target: &Table,
     names: &[String],
     select: &SelectStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
     shards: Vec<ShardId>,
 ) -> Planned {
@@ -125,7 +126,7 @@ pub(super) fn plan_insert_select(
 
 /// Whether the SELECT's output column at each key position is the same sharding-key column of
 /// a table of the family it reads (so every row it reads on a shard belongs on that shard).
-fn colocated(select: &SelectStmt, key_positions: &[usize], snapshot: &Snapshot) -> bool {
+fn colocated(select: &SelectStmt, key_positions: &[usize], snapshot: &Scope) -> bool {
     let mut uses = Vec::new();
     top_level_uses(&select.from_clause, snapshot, &mut uses);
     let mut merged = Vec::new();

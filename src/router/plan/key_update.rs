@@ -79,7 +79,7 @@ struct Assignment<'a> {
 pub(super) fn plan_key_update(
     u: &UpdateStmt,
     target: &Table,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Option<Result<KeyUpdate, Planned>> {
     let assignments = assignments(u)?;
@@ -190,7 +190,7 @@ fn assignment(r: &ResTarget) -> Result<Assignment<'_>, String> {
 }
 
 /// The tables of the family below `root`, each after its parent.
-fn family_below<'s>(snapshot: &'s Snapshot, root: &Table) -> Vec<&'s Table> {
+fn family_below<'s>(snapshot: &'s Scope, root: &Table) -> Vec<&'s Table> {
     let mut out: Vec<&Table> = Vec::new();
     let mut next = 0;
     let mut frontier = snapshot.children(root.id);

@@ -5,7 +5,7 @@ use super::*;
 
 pub(super) fn plan_select(
     s: &SelectStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     sharded: &[&Table],
     shards: Vec<ShardId>,
 ) -> Plan {
@@ -123,7 +123,7 @@ pub(super) fn needs_combining(s: &SelectStmt) -> Option<String> {
 /// Whether every group of a grouped read (or every row of a DISTINCT one) lies on one shard:
 /// its GROUP BY (or DISTINCT list) names every sharding-key column (and partition-set column)
 /// of one of the family's tables in the FROM list.
-fn groups_are_local(s: &SelectStmt, snapshot: &Snapshot) -> bool {
+fn groups_are_local(s: &SelectStmt, snapshot: &Scope) -> bool {
     if !s.window_clause.is_empty() || needs_window(s) {
         return false;
     }

@@ -145,7 +145,7 @@ fn sequence_function_call(node: &Node) -> Option<(&'static str, &str)> {
 
 /// The sharded table and generated key column whose sequence `text` names, if any; unqualified
 /// names mean `public`, as table names do here.
-fn key_sequence<'s>(snapshot: &'s Snapshot, text: &str) -> Option<(&'s Table, &'s str, String)> {
+fn key_sequence<'s>(snapshot: &'s Scope, text: &str) -> Option<(&'s Table, &'s str, String)> {
     let (schema, name) = regclass_name(text)?;
     let schema = schema.unwrap_or_else(|| "public".into());
     snapshot
@@ -160,7 +160,7 @@ fn key_sequence<'s>(snapshot: &'s Snapshot, text: &str) -> Option<(&'s Table, &'
         })
 }
 
-fn key_call<'a>(node: &'a Node, snapshot: &'a Snapshot) -> Option<KeyCall<'a>> {
+fn key_call<'a>(node: &'a Node, snapshot: &'a Scope) -> Option<KeyCall<'a>> {
     let (function, text) = sequence_function_call(node)?;
     let (table, column, sequence) = key_sequence(snapshot, text)?;
     Some(KeyCall {
@@ -198,7 +198,7 @@ pub(super) fn mentions_sequence_function(text: &[u8]) -> bool {
 /// only as an INSERT's key values (which [`super::insert`] routes as generated keys).
 pub(super) fn plan_sequence_calls(
     stmt: &Node,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Option<Planned> {
     if snapshot.tables().iter().all(|t| t.generated.is_empty()) {
@@ -281,7 +281,7 @@ fn lone_call(s: &SelectStmt, call: &Node) -> Option<String> {
 /// are needed first.
 fn insert_key_values<'a>(
     i: &'a pg_query::protobuf::InsertStmt,
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     columns: &dyn ColumnSource,
 ) -> Result<Vec<&'a Node>, TableId> {
     let Some(target) = i.relation.as_ref().and_then(|r| resolve(snapshot, r)) else {

@@ -37,7 +37,7 @@ pub enum UtilityKind {
 
 /// The plan of a utility statement naming recorded tables or of a shared object's DDL; `None`
 /// for every other statement.
-pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
     use UtilityKind::*;
     let relations = |nodes: &[Node]| -> Vec<Name> {
         nodes
@@ -143,7 +143,7 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan>
 }
 
 /// CREATE, ALTER and DROP of a type, domain, schema or extension: on every shard.
-fn shared_object(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+fn shared_object(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
     let elsewhere = match node {
         NodeEnum::CreateFunctionStmt(f) => {
             if let Some(refused) = function_body::body_refusal(f, snapshot) {
@@ -282,7 +282,7 @@ fn holds_tables(verb: &str, table: &Table) -> Plan {
 /// not all recorded or not all on the same shards (no one shard runs the statement whole).
 fn on_shards_of(
     names: &[Name],
-    snapshot: &Snapshot,
+    snapshot: &Scope,
     verb: &str,
 ) -> Option<Result<Vec<ShardId>, Plan>> {
     let resolved: Vec<(&Name, Option<&Table>)> =
@@ -320,7 +320,7 @@ fn sorted(mut shards: Vec<ShardId>) -> Vec<ShardId> {
 
 /// `GRANT … ON ALL TABLES IN SCHEMA s`: every shard holding a recorded table of `s`, and the
 /// first shard, where the schema's other tables live.
-fn grant_in_schemas(schemas: &[Node], snapshot: &Snapshot) -> Option<Plan> {
+fn grant_in_schemas(schemas: &[Node], snapshot: &Scope) -> Option<Plan> {
     let schemas = strings(schemas);
     let mut shards: Vec<ShardId> = snapshot
         .tables()
@@ -341,7 +341,7 @@ fn grant_in_schemas(schemas: &[Node], snapshot: &Snapshot) -> Option<Plan> {
 
 /// DDL the proxy runs itself on every shard holding a recorded table — when the statement is
 /// the query string's only one. Planned here, it came with other statements.
-fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> {
+fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
     let (relation, verb) = match node {
         NodeEnum::IndexStmt(i) => (i.relation.as_ref()?, "CREATE INDEX"),
         NodeEnum::AlterTableStmt(a) => (a.relation.as_ref()?, "ALTER TABLE"),
@@ -370,10 +370,7 @@ fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Snapshot) -> Option<Plan> 
 
 /// A `CREATE TABLE` the sharding rules decide on when it is a statement of its own: one whose
 /// foreign key references a recorded table, or a NoSQL child (`parent.child`).
-fn create_table_among_others(
-    c: &pg_query::protobuf::CreateStmt,
-    snapshot: &Snapshot,
-) -> Option<Plan> {
+fn create_table_among_others(c: &pg_query::protobuf::CreateStmt, snapshot: &Scope) -> Option<Plan> {
     let relation = c.relation.as_ref()?;
     let foreign_key = |n: &Node| match n.node.as_ref() {
         Some(NodeEnum::Constraint(k)) if k.contype == ConstrType::ConstrForeign as i32 => {
@@ -460,7 +457,7 @@ impl Name {
         })
     }
 
-    fn resolve<'s>(&self, snapshot: &'s Snapshot) -> Option<&'s Table> {
+    fn resolve<'s>(&self, snapshot: &'s Scope) -> Option<&'s Table> {
         resolve_name(snapshot, &self.schema, &self.name)
     }
 }
