@@ -667,3 +667,30 @@ async fn functions_are_made_on_every_shard_unless_they_read_sharded_tables() {
         );
     }
 }
+
+/// A temporary table is searched before every schema: named like a recorded table, it would
+/// stand in for that table on the one shard holding it. Refused in each way one is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temporary_tables_named_like_recorded_tables_are_refused() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    create_customers(&c, "ut_tmp").await;
+    fill(&c, "ut_tmp").await;
+    for sql in [
+        "CREATE TEMP TABLE ut_tmp (a int)",
+        "CREATE TEMPORARY TABLE ut_tmp AS SELECT 1 AS a",
+        "SELECT 1 AS a INTO TEMP ut_tmp",
+        "CREATE TEMP VIEW ut_tmp AS SELECT 1 AS a",
+        "CREATE TABLE pg_temp.ut_tmp (a int)",
+    ] {
+        let e = c.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e}");
+        assert!(message(&e).contains("another name"), "{sql}: {e}");
+    }
+    c.batch_execute("CREATE TEMP TABLE ut_tmp_scratch (a int)")
+        .await
+        .expect("another name");
+    let rows = simple_rows(&c, "SELECT count(*) FROM ut_tmp").await;
+    assert_eq!(rows, [[Some("40".to_string())]]);
+    c.batch_execute("DROP TABLE ut_tmp").await.unwrap();
+}

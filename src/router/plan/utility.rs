@@ -39,6 +39,9 @@ pub enum UtilityKind {
 /// for every other statement.
 pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
     use UtilityKind::*;
+    if let Some(refused) = temporary_named_like_recorded(node, snapshot) {
+        return Some(refused);
+    }
     let relations = |nodes: &[Node]| -> Vec<Name> {
         nodes
             .iter()
@@ -395,6 +398,28 @@ fn create_table_among_others(c: &pg_query::protobuf::CreateStmt, snapshot: &Scop
         relation.schemaname,
         relation.relname,
         parent.qualified_name()
+    )))
+}
+
+/// A temporary table or view named like a recorded table: PostgreSQL looks in the session's
+/// temporary schema first, so on the shard holding it the name would mean it, and on the others
+/// the recorded table — one statement would read two different tables.
+fn temporary_named_like_recorded(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
+    let made = match node {
+        NodeEnum::CreateStmt(c) => c.relation.as_ref()?,
+        NodeEnum::CreateTableAsStmt(c) => c.into.as_ref()?.rel.as_ref()?,
+        NodeEnum::ViewStmt(v) => v.view.as_ref()?,
+        NodeEnum::SelectStmt(s) => s.into_clause.as_ref()?.rel.as_ref()?,
+        _ => return None,
+    };
+    if made.relpersistence != "t" && made.schemaname != "pg_temp" {
+        return None;
+    }
+    let table = snapshot.tables().iter().find(|t| t.name == made.relname)?;
+    Some(unsupported(format!(
+        "a temporary table or view named like table \"{}\" is not supported: PostgreSQL would \
+         read it in place of that table on one shard only; give it another name",
+        table.qualified_name()
     )))
 }
 
