@@ -139,6 +139,30 @@ async fn settings_given_in_startup_options_apply_to_that_client_only() {
     }
 }
 
+/// RESET goes back to the value the client's startup packet gave, as on PostgreSQL (the proxy's
+/// connections got it by set_config, so theirs is the server's), also for RESET ALL, DISCARD
+/// ALL and SET … TO DEFAULT; a setting the startup packet did not give goes to the server's.
+#[tokio::test]
+async fn reset_goes_back_to_the_startup_value() {
+    let proxy = TestProxy::start();
+    let c = connect_with(&proxy, "options='-c DateStyle=SQL,DMY'").await;
+    for reset in [
+        "RESET DateStyle",
+        "SET DateStyle TO DEFAULT",
+        "RESET ALL",
+        "DISCARD ALL",
+    ] {
+        c.batch_execute("SET DateStyle = 'German'; SET extra_float_digits = 2")
+            .await
+            .unwrap();
+        assert_eq!(show(&c, "DateStyle").await, "German, DMY");
+        c.batch_execute(reset).await.unwrap();
+        assert_eq!(show(&c, "DateStyle").await, "SQL, DMY", "{reset}");
+        let digits = if reset.ends_with("ALL") { "1" } else { "2" };
+        assert_eq!(show(&c, "extra_float_digits").await, digits, "{reset}");
+    }
+}
+
 #[tokio::test]
 async fn set_local_and_transaction_settings_do_not_pin() {
     // If anything pinned A, B would wait for the only connection and time out.

@@ -362,11 +362,12 @@ async fn unqualified_names_follow_the_sessions_search_path() {
         simple_rows(&started, count).await,
         [[Some("2".to_string())]]
     );
-    // The shards' connections go back to the server's default on RESET, where PostgreSQL
-    // goes back to the startup packet's path: unknown, so refused.
+    // RESET goes back to the startup packet's path, on the shards as for the router.
     started.batch_execute("RESET search_path").await.unwrap();
-    let e = started.batch_execute(count).await.expect_err("reset");
-    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+    assert_eq!(
+        simple_rows(&started, count).await,
+        [[Some("41".to_string())]]
+    );
     // Without a startup path, RESET goes back to the proxy's default.
     app.batch_execute("RESET search_path").await.unwrap();
     assert_eq!(simple_rows(&app, count).await, [[Some("2".to_string())]]);

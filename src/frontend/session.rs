@@ -158,6 +158,8 @@ pub struct Session {
     /// on its shards at the Sync (not before: the shards are in the middle of the batch).
     fail_block_at_sync: Option<String>,
     settings: Settings,
+    /// The settings of the client's startup packet, which RESET goes back to.
+    startup_settings: Settings,
     /// A SET or RESET ran on the current connection since the session's settings were last
     /// read from it: the session's other shards must take them on before they next serve it.
     settings_changed: bool,
@@ -262,6 +264,7 @@ impl Session {
             waits_bounded: false,
             skip_until_sync: false,
             fail_block_at_sync: None,
+            startup_settings: settings.clone(),
             settings,
             settings_changed: false,
             cancel,

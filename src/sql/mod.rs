@@ -7,6 +7,7 @@ pub mod func;
 pub mod nested_names;
 pub mod params;
 pub mod quote;
+pub mod reset;
 pub mod row_ttl;
 pub mod script;
 pub mod search_path;

@@ -152,6 +152,7 @@ impl Session {
             ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
             _ => None,
         };
+        let mut reset = None;
         if let Some(effect) = effect {
             if effect.pins && !self.pinned {
                 self.pinned = true;
@@ -168,6 +169,12 @@ impl Session {
                     && (matches!(first_keyword(sql), SET | RESET)
                         || memchr::memmem::find(sql, b"set_config").is_some());
                 self.note_search_path(sql, frame.tag == b'Q');
+                if frame.tag == b'Q' && !self.startup_settings.is_empty() {
+                    reset = crate::sql::reset::resets(sql);
+                    // What the connection has now is read back before another shard serves
+                    // the session (a DISCARD ALL does not pin, nor mark it otherwise).
+                    self.settings_changed |= reset.is_some();
+                }
             }
             self.unpreparable_block |= effect.unpreparable;
         }
@@ -197,6 +204,14 @@ impl Session {
         );
         if forwarded.is_err() {
             self.skip_until_sync = true;
+        } else if let Some(reset) = reset {
+            // PostgreSQL resets to the startup packet's values, the connection to the server's.
+            let restore = super::settings::restore_sql(conn, &self.startup_settings, &reset);
+            if !restore.is_empty() {
+                conn.unnamed = None;
+                protocol::query(&mut link.out, &restore);
+                self.pipeline.push(Pending::Internal, &mut self.cout);
+            }
         }
         Ok(())
     }

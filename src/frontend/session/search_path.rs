@@ -28,13 +28,8 @@ impl Session {
         let path = match change_of(sql, sure) {
             PathChange::Keeps => return,
             PathChange::To(schemas) => known_path(&self.ctx, schemas),
-            // The shards' connections took the startup packet's path by `set_config`, so a
-            // RESET there goes back to the server's default, not to it: what each shard then
-            // reads is not known (PostgreSQL itself would go back to the startup value).
-            PathChange::Resets if self.start_path.is_some() => {
-                Some(Arc::new(SearchPath::unknown()))
-            }
-            PathChange::Resets => None,
+            // Back to the startup packet's path, which the proxy restores after the RESET.
+            PathChange::Resets => self.start_path.clone(),
             PathChange::Unknown => Some(Arc::new(SearchPath::unknown())),
         };
         if path != self.search_path {

@@ -34,3 +34,29 @@ pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Se
     }
     set
 }
+
+/// What gives the client's startup values (`startup`) back to the settings a statement of its
+/// reset to the server's defaults (it ran on `conn` just before).
+pub(super) fn restore_sql(
+    conn: &mut crate::backend::BackendConn,
+    startup: &Settings,
+    reset: &crate::sql::reset::Reset,
+) -> String {
+    use crate::sql::reset::Reset;
+    let restored = |name: &str| match reset {
+        Reset::All => true,
+        Reset::Names(names) => names.iter().any(|n| n.eq_ignore_ascii_case(name)),
+    };
+    if *reset == Reset::All {
+        conn.applied = startup.clone();
+    }
+    let mut set = String::new();
+    for (name, value) in startup.iter().filter(|(name, _)| restored(name)) {
+        set.push_str(&format!(
+            "SELECT pg_catalog.set_config({}, {}, false);",
+            quote_literal(name),
+            quote_literal(value)
+        ));
+    }
+    set
+}
