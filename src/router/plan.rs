@@ -25,9 +25,12 @@ mod hidden;
 mod insert;
 mod insert_select;
 mod key_update;
+mod localize;
 mod partial;
+mod scope;
 mod select;
 mod sequence;
+mod strings;
 mod utility;
 mod walk;
 
@@ -40,8 +43,11 @@ use insert::*;
 pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
 pub use partial::{PartialPlan, PARTIAL_TABLE};
+pub use scope::Scope;
+use scope::{resolve, resolve_name};
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
+use strings::{own_statement_among_others, string_plan};
 pub use utility::{UtilityKind, UtilityPlan};
 use walk::*;
 
@@ -304,113 +310,6 @@ pub enum Planned {
     NeedColumns(TableId),
 }
 
-impl Plan {
-    /// Turns the constants at the offsets of `literals` (the plain literals of the planned
-    /// text, in order) into references to the literals of whatever text is routed with the
-    /// plan. Returns the indexes referenced: every other literal must be the same for the plan
-    /// to serve another text (it may be built into the plan).
-    pub fn localize(&mut self, literal_offsets: &[usize], text: &[u8]) -> Vec<usize> {
-        let mut used = Vec::new();
-        // Whether `nextval('<name>')` is a key sequence's call depends on the literal.
-        let calls_sequences = sequence::mentions_sequence_function(text);
-        let p = match self {
-            // Where these go does not depend on any value.
-            Plan::Anywhere
-            | Plan::Fixed(_)
-            | Plan::AnyOf(_)
-            | Plan::Every(_)
-            | Plan::Script
-            | Plan::Refused(_)
-                if !calls_sequences =>
-            {
-                return (0..literal_offsets.len()).collect()
-            }
-            // Unless what other shards run is built from the text, literals included.
-            Plan::Utility(u) if u.elsewhere.is_none() && !calls_sequences => {
-                return (0..literal_offsets.len()).collect()
-            }
-            Plan::Anywhere
-            | Plan::Fixed(_)
-            | Plan::AnyOf(_)
-            | Plan::Every(_)
-            | Plan::Utility(_)
-            | Plan::Script
-            | Plan::Refused(_)
-            | Plan::Sequence(_) => return used,
-            // The statements each shard runs are built from the text, values included.
-            Plan::Copy(_) | Plan::Combine(_) | Plan::Explain(_) => return used,
-            Plan::Sharded(p) => p,
-        };
-        if p.merge.shard_sql.is_some()
-            || p.insert_select.is_some()
-            || p.key_update.is_some()
-            || p.combine.is_some()
-        {
-            // The rewritten text has the values in it.
-            return used;
-        }
-        let p = Arc::make_mut(p);
-        let tuples = match &mut p.keys {
-            // Every shard whatever the values, unless LIMIT/OFFSET took some.
-            Keys::Any if !p.merge.bounds_rows() && !calls_sequences => {
-                return (0..literal_offsets.len()).collect()
-            }
-            Keys::Any => return used,
-            // Pruning bounds are kept as the planned text gave them.
-            Keys::Constrained(_) => return used,
-            Keys::OneOf(t) | Keys::Rows(t) => t,
-        };
-        for op in tuples
-            .iter_mut()
-            .flat_map(|t| t.key.iter_mut().chain(t.set_key.iter_mut()))
-        {
-            let Operand::Located(Some(_), at) = *op else {
-                continue;
-            };
-            let at = at.max(0) as usize;
-            let found = literal_offsets
-                .iter()
-                .position(|&o| o == at)
-                .map(|i| (i, false))
-                .or_else(|| {
-                    // `-5` is one constant to the parser, the minus sign and a literal to the
-                    // scanner.
-                    let after_minus = text.get(at).filter(|&&c| c == b'-').map(|_| {
-                        at + 1
-                            + text[at + 1..]
-                                .iter()
-                                .take_while(|c| c.is_ascii_whitespace())
-                                .count()
-                    })?;
-                    literal_offsets
-                        .iter()
-                        .position(|&o| o == after_minus)
-                        .map(|i| (i, true))
-                });
-            if let Some((index, negated)) = found {
-                *op = Operand::Literal { index, negated };
-                used.push(index);
-            }
-        }
-        used
-    }
-}
-
-/// The catalog as one statement's names see it: an unqualified name is looked up along the
-/// session's `search_path` when the proxy knows it, else in schema `public`.
-pub struct Scope<'a> {
-    snapshot: &'a Snapshot,
-    search_path: Option<&'a [String]>,
-}
-
-impl std::ops::Deref for Scope<'_> {
-    type Target = Snapshot;
-
-    fn deref(&self) -> &Snapshot {
-        self.snapshot
-    }
-}
-
 /// Plans `sql` against `snapshot`, unqualified names meaning schema `public`.
 pub fn plan(sql: &str, snapshot: &Snapshot, columns: &dyn ColumnSource) -> Planned {
     plan_in(sql, snapshot, None, columns)
@@ -467,59 +366,8 @@ fn plan_scoped(sql: &str, snapshot: &Scope, columns: &dyn ColumnSource) -> Plann
     Planned::Plan(match plans.len() {
         0 => Plan::Anywhere,
         1 => plans.pop().unwrap_or(Plan::Anywhere),
-        _ => combine(&stmts, plans),
+        _ => string_plan(&stmts, plans),
     })
-}
-
-/// A statement of a query string with several that the proxy answers or runs itself only as a
-/// statement of its own (admin SHOW, sharding DDL), refused with what to do instead.
-fn own_statement_among_others(texts: &[&str]) -> Option<Plan> {
-    texts.iter().find_map(|text| {
-        if crate::sql::admin::parse(text.as_bytes()).is_some() {
-            Some(unsupported(format!(
-                "\"{}\" is answered by shardwire only as a statement of its own: send it alone, \
-                 not together with other statements in one query string",
-                text.trim()
-            )))
-        } else if crate::ddl::is_sharding_ddl(text) {
-            Some(unsupported(
-                "sharding DDL must be sent as a statement of its own: send it alone, not \
-                 together with other statements in one query string",
-            ))
-        } else {
-            None
-        }
-    })
-}
-
-/// Several statements in one query string: sent whole when they all go to one shard, which
-/// runs them as PostgreSQL does (one implicit transaction); otherwise a script the session runs
-/// statement by statement.
-fn combine(stmts: &[&Node], plans: Vec<Plan>) -> Plan {
-    let mut fixed: Option<ShardId> = None;
-    let mut script = false;
-    for p in &plans {
-        match p {
-            Plan::Anywhere => {}
-            Plan::Fixed(s) if fixed.is_none_or(|f| f == *s) => fixed = Some(*s),
-            Plan::Refused(r) => return Plan::Refused(r.clone()),
-            _ => script = true,
-        }
-    }
-    if !script {
-        return fixed.map_or(Plan::Anywhere, Plan::Fixed);
-    }
-    // COPY's data would come from the client in the middle of the string.
-    if stmts
-        .iter()
-        .any(|s| matches!(s.node, Some(NodeEnum::CopyStmt(_))))
-    {
-        return unsupported(
-            "COPY in a query string whose statements go to several shards is not supported: \
-             send the COPY as a query of its own",
-        );
-    }
-    Plan::Script
 }
 
 /// A table as the statement names it.
@@ -831,22 +679,5 @@ fn write_target(node: &NodeEnum) -> Option<&RangeVar> {
         NodeEnum::UpdateStmt(u) => u.relation.as_ref(),
         NodeEnum::DeleteStmt(d) => d.relation.as_ref(),
         _ => None,
-    }
-}
-
-/// The catalog's table for a name; an unqualified one is looked up along the session's
-/// `search_path` when the proxy knows it, else in `public`. Only recorded tables are seen: a
-/// plain table of the same name earlier on the path would hide the recorded one from
-/// PostgreSQL, not from the router.
-fn resolve<'s>(snapshot: &'s Scope, r: &RangeVar) -> Option<&'s Table> {
-    resolve_name(snapshot, &r.schemaname, &r.relname)
-}
-
-/// [`resolve`] of a name given as its parts (`schema` empty when unqualified).
-fn resolve_name<'s>(snapshot: &'s Scope, schema: &str, name: &str) -> Option<&'s Table> {
-    match (schema, snapshot.search_path) {
-        ("", Some(path)) => snapshot.resolve_table(path, name),
-        ("", None) => snapshot.table_by_name("public", name),
-        (schema, _) => snapshot.table_by_name(schema, name),
     }
 }
