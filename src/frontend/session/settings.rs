@@ -15,15 +15,9 @@ pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Se
                 set.push_str(&format!("RESET {};", quote_ident(name)));
             }
         }
-        // set_config takes the value as the client gave it, as the startup packet does (a
-        // SET literal would make `a, b` one search_path entry).
         for (name, value) in settings.iter() {
             if !conn.applied.iter().any(|(n, v)| n == name && v == value) {
-                set.push_str(&format!(
-                    "SELECT pg_catalog.set_config({}, {}, false);",
-                    quote_literal(name),
-                    quote_literal(value)
-                ));
+                push_set_config(&mut set, name, value);
             }
         }
     }
@@ -52,11 +46,18 @@ pub(super) fn restore_sql(
     }
     let mut set = String::new();
     for (name, value) in startup.iter().filter(|(name, _)| restored(name)) {
-        set.push_str(&format!(
-            "SELECT pg_catalog.set_config({}, {}, false);",
-            quote_literal(name),
-            quote_literal(value)
-        ));
+        push_set_config(&mut set, name, value);
     }
     set
+}
+
+/// Appends the session-level setting of `name` to `value`. set_config takes the value as the
+/// client gave it, as the startup packet does (a SET literal would make `a, b` one search_path
+/// entry).
+fn push_set_config(sql: &mut String, name: &str, value: &str) {
+    sql.push_str(&format!(
+        "SELECT pg_catalog.set_config({}, {}, false);",
+        quote_literal(name),
+        quote_literal(value)
+    ));
 }
