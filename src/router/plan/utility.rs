@@ -429,9 +429,7 @@ const ALONE: &str = "must be sent as a statement of its own (shardwire runs it i
 
 fn send_alone(verb: &str, table: &Table) -> Plan {
     unsupported(format!(
-        "{verb} of table \"{}\" must be sent as a statement of its own (shardwire runs it on \
-         every shard that holds the table): send it alone, not together with other statements \
-         in one query string",
+        "{verb} of table \"{}\" {ALONE}",
         table.qualified_name()
     ))
 }
