@@ -27,6 +27,7 @@ mod insert_select;
 mod key_update;
 mod localize;
 mod partial;
+mod row_origin;
 mod scope;
 mod select;
 mod sequence;
@@ -43,6 +44,7 @@ use insert::*;
 pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
 pub use partial::{PartialPlan, PARTIAL_TABLE};
+use row_origin::{preserved_range_vars, repeated_rows};
 pub use scope::Scope;
 use scope::{resolve, resolve_name};
 use select::*;
@@ -193,6 +195,8 @@ pub struct ShardedPlan {
     pub merge: Merge,
     /// Why it cannot run on several shards, when it cannot (an aggregate, GROUP BY, …).
     pub multi_shard_refusal: Option<String>,
+    /// Whether the shards' answers to the statement, run whole on each, can be merged.
+    pub answers: ShardAnswers,
     /// The INSERT has RETURNING: the rows come back from each shard.
     pub returning: bool,
     /// An INSERT whose generated key column the proxy fills from the cluster-wide sequence.
@@ -206,6 +210,18 @@ pub struct ShardedPlan {
     pub combine: Option<Arc<CombinePlan>>,
     /// A grouped read the proxy merges itself (simple protocol; `combine` when it cannot).
     pub aggregate: Option<Arc<AggregateMerge>>,
+}
+
+/// What running a statement whole on each of its shards gives (the rule: `plan/row_origin.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardAnswers {
+    /// Every output row comes from exactly one shard: the shards' answers are merged, and
+    /// each shard may aggregate its own rows first.
+    Disjoint,
+    /// Merged answers would repeat rows (an outer join padding a relation every shard holds)
+    /// or miss some (a join of tables not equal on the whole key): over several shards only
+    /// the general path, reading each table's rows, answers.
+    Overlapping,
 }
 
 /// The generated key column of an INSERT.
@@ -406,7 +422,8 @@ fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn Column
                 Ok(mut c) => {
                     // One family, joined on its key: each shard can aggregate its own rows.
                     let inner = Arc::make_mut(&mut p);
-                    if let Some(NodeEnum::SelectStmt(s)) = stmt.node.as_ref() {
+                    let disjoint = inner.answers == ShardAnswers::Disjoint;
+                    if let (Some(NodeEnum::SelectStmt(s)), true) = (stmt.node.as_ref(), disjoint) {
                         c.partial = partial::plan_partial(s);
                         inner.aggregate = aggregate::plan_aggregate_merge(s).map(Arc::new);
                     }

@@ -483,6 +483,48 @@ SELECT tier, cust_id, percent_rank() OVER (PARTITION BY tier ORDER BY score, cus
 -- session: RESET ALL
 SELECT count(*) FROM df_orders WHERE placed_at::date = date '2023-05-01';
 
+-- ===== Relations every shard holds, on the preserved side of outer joins (issue 33) ==========
+-- Each shard pads the unmatched rows with NULLs: merged, they came once per shard.
+SELECT p.product_id, o.order_id FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id ORDER BY 1, 2 NULLS FIRST;
+SELECT p.product_id, o.order_id FROM df_orders o RIGHT JOIN df_products p ON o.order_id = p.product_id * 7 ORDER BY 1, 2 NULLS FIRST;
+SELECT p.product_id, l.order_id, l.line_no FROM df_products p FULL JOIN df_order_lines l ON l.product_id = p.product_id AND l.qty > 8 ORDER BY 1 NULLS FIRST, 2 NULLS FIRST, 3 NULLS FIRST;
+SELECT p.product_id, c.cust_id FROM df_products p LEFT JOIN df_customers c ON c.cust_id = p.product_id AND c.tier = 1 WHERE p.product_id < 30 ORDER BY 1, 2 NULLS FIRST;
+SELECT v.x, c.cust_id, c.tier FROM (VALUES (1), (2), (3), (100000)) v(x) LEFT JOIN df_customers c ON c.cust_id = v.x ORDER BY 1;
+SELECT g, c.name FROM generate_series(1, 6) g LEFT JOIN df_customers c ON c.cust_id = g * 3 ORDER BY 1;
+SELECT x.id, c.cust_id FROM (SELECT 1 AS id) x LEFT JOIN df_customers c ON c.cust_id = x.id + 1000000 ORDER BY 1;
+SELECT * FROM (SELECT 1 AS id) AS xx LEFT JOIN (df_customers AS a1 FULL JOIN (SELECT 1 AS id) AS yy ON (a1.cust_id = yy.id)) ON (xx.id = coalesce(yy.id)) ORDER BY 1;
+SELECT * FROM (SELECT 1 AS id) AS xx LEFT JOIN (df_customers AS a1 FULL JOIN (SELECT 1 AS id) AS yy ON (a1.tier = yy.id)) ON (xx.id = coalesce(yy.id)) ORDER BY a1.cust_id NULLS FIRST;
+SELECT p.product_id, ss.v, c.cust_id FROM df_products p LEFT JOIN LATERAL (SELECT p.product_id + 1 AS v) ss ON true LEFT JOIN df_customers c ON c.cust_id = ss.v WHERE p.product_id IN (3, 5, 59, 60) ORDER BY 1;
+WITH d AS (SELECT product_id FROM df_products WHERE category IS NOT NULL) SELECT d.product_id, count(l.line_no) FROM d LEFT JOIN df_order_lines l USING (product_id) GROUP BY 1 ORDER BY 1;
+SELECT count(*), count(o.order_id) FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id;
+SELECT p.category, count(*) FROM df_products p LEFT JOIN df_order_lines l ON l.product_id = p.product_id AND l.qty = 1 GROUP BY 1 ORDER BY 1 NULLS FIRST;
+SELECT DISTINCT o.cust_id FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id ORDER BY 1 NULLS FIRST;
+SELECT p.product_id, o.order_id FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id ORDER BY 1 LIMIT 7;
+SELECT p.product_id, o.order_id FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id WHERE o.cust_id = 5 ORDER BY 1;
+SELECT p.product_id, o.order_id, row_number() OVER (ORDER BY p.product_id) FROM df_products p LEFT JOIN df_orders o ON o.order_id = p.product_id ORDER BY 1;
+-- A group key read from the nullable side is NULL in every shard's padded rows.
+SELECT o.cust_id, count(*) FROM df_customers c LEFT JOIN df_orders o ON o.cust_id = c.cust_id AND o.qty > 9 GROUP BY o.cust_id ORDER BY 1 NULLS FIRST;
+SELECT DISTINCT o.cust_id FROM df_customers c LEFT JOIN df_orders o ON o.cust_id = c.cust_id AND o.qty > 9 ORDER BY 1 NULLS FIRST;
+SELECT o.cust_id, count(*) FROM df_orders o RIGHT JOIN df_customers c ON o.cust_id = c.cust_id AND o.gift GROUP BY 1 ORDER BY 1 NULLS FIRST;
+-- Replicated relations meeting sharded ones elsewhere (issue 33, item 2).
+SELECT p.product_id, (SELECT count(*) FROM df_order_lines l WHERE l.product_id = p.product_id) FROM df_products p ORDER BY 1;
+SELECT p.product_id, (SELECT max(l.price) FROM df_order_lines l WHERE l.product_id = p.product_id AND l.qty > 5) FROM df_products p WHERE p.product_id < 20 ORDER BY 1;
+SELECT c.cust_id FROM df_customers c WHERE c.tier = 1 OR EXISTS (SELECT 1 FROM df_orders o WHERE o.cust_id = c.cust_id AND o.qty > 9) ORDER BY 1;
+SELECT p.product_id FROM df_products p WHERE p.stock < 0 OR p.product_id IN (SELECT l.product_id FROM df_order_lines l WHERE l.qty = 2) ORDER BY 1;
+SELECT p.product_id FROM df_products p WHERE NOT EXISTS (SELECT 1 FROM df_order_lines l WHERE l.product_id = p.product_id) OR p.product_id = 1 ORDER BY 1;
+SELECT * FROM (SELECT cust_id, name FROM df_customers ORDER BY cust_id LIMIT 5) s ORDER BY 1;
+SELECT p.product_id FROM df_products p WHERE p.product_id IN (SELECT product_id FROM df_order_lines WHERE product_id IS NOT NULL ORDER BY price DESC NULLS LAST, cust_id, order_id, line_no LIMIT 3) ORDER BY 1;
+SELECT c.cust_id, t.order_id FROM df_customers c JOIN (SELECT cust_id, order_id FROM df_orders ORDER BY order_id LIMIT 10) t ON t.cust_id = c.cust_id ORDER BY 2;
+SELECT p.product_id, t.order_id FROM df_products p JOIN (SELECT product_id, order_id FROM df_order_lines ORDER BY order_id, line_no LIMIT 10) t ON t.product_id = p.product_id ORDER BY 2, 1;
+SELECT DISTINCT ON (o.cust_id) o.cust_id, o.order_id, p.title FROM df_orders o JOIN df_order_lines l ON l.cust_id = o.cust_id AND l.order_id = o.order_id JOIN df_products p ON p.product_id = l.product_id ORDER BY o.cust_id, o.order_id, l.line_no;
+SELECT DISTINCT ON (p.category) p.category, l.order_id FROM df_products p JOIN df_order_lines l ON l.product_id = p.product_id ORDER BY p.category NULLS FIRST, l.order_id, l.line_no;
+SELECT p.category, c.tier, count(*) FROM df_products p JOIN df_order_lines l ON l.product_id = p.product_id JOIN df_customers c ON c.cust_id = l.cust_id GROUP BY GROUPING SETS ((p.category), (c.tier), ()) ORDER BY 1 NULLS FIRST, 2 NULLS FIRST, 3;
+SELECT p.category, p.discontinued, sum(l.qty) FROM df_products p JOIN df_order_lines l ON l.product_id = p.product_id GROUP BY ROLLUP (p.category, p.discontinued) ORDER BY 1 NULLS FIRST, 2 NULLS FIRST, 3;
+SELECT c.tier, o.gift, count(*) FROM df_customers c JOIN df_orders o USING (cust_id) GROUP BY CUBE (c.tier, o.gift) ORDER BY 1 NULLS FIRST, 2 NULLS FIRST, 3;
+WITH RECURSIVE chain(cust_id, depth) AS (SELECT cust_id, 0 FROM df_customers WHERE cust_id = 1 UNION ALL SELECT c.cust_id, chain.depth + 1 FROM chain JOIN df_customers c ON c.cust_id = chain.cust_id + 1 WHERE chain.depth < 6) SELECT * FROM chain ORDER BY 1;
+WITH RECURSIVE up(n) AS (SELECT min(cust_id) FROM df_customers UNION ALL SELECT n + 1 FROM up WHERE n < 5) SELECT up.n, c.name FROM up LEFT JOIN df_customers c ON c.cust_id = up.n ORDER BY 1;
+VALUES (0::bigint, 'none'::text) UNION ALL SELECT cust_id, name FROM df_customers WHERE cust_id < 4 ORDER BY 1;
+
 -- ===== Expected refusals =======================================================================
 -- refused: FOR UPDATE over a join across families
 SELECT c.cust_id FROM df_customers c JOIN df_accounts a USING (cust_id) FOR UPDATE;

@@ -295,28 +295,6 @@ impl Found {
     }
 }
 
-/// The RangeVars of a FROM list whose rows every result row is built from (not the nullable
-/// side of an outer join).
-fn preserved_range_vars<'a>(from: &'a [Node], out: &mut Vec<&'a RangeVar>) {
-    for item in from {
-        match item.node.as_ref() {
-            Some(NodeEnum::RangeVar(r)) => out.push(r),
-            Some(NodeEnum::JoinExpr(j)) => {
-                let left = j.jointype == JoinType::JoinInner as i32
-                    || j.jointype == JoinType::JoinLeft as i32;
-                let right = j.jointype == JoinType::JoinInner as i32
-                    || j.jointype == JoinType::JoinRight as i32;
-                for (side, keep) in [(&j.larg, left), (&j.rarg, right)] {
-                    if let (Some(side), true) = (side.as_deref(), keep) {
-                        preserved_range_vars(std::slice::from_ref(side), out);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Node kinds a pushed-down condition may contain: operators, constants, casts, plain
 /// functions and the like. No subqueries (they would read the shard's rows only), no
 /// parameters (the shards' queries take none), no whole-row references.

@@ -649,22 +649,31 @@ pub(super) fn plan_filtered(
         }
     }
     let table = slots.uses[family[0]].table.map_or(sharded[0].id, |t| t.id);
-    let mut refusal = None;
-    if !colocated {
-        let msg = "a join of sharded tables that are not equal on the whole sharding key is not \
-                   supported yet: join the family's tables on their sharding-key columns";
-        if keys == Keys::Any {
-            return unsupported(msg);
-        }
-        refusal = Some(msg.to_string());
-    }
+    // Run whole on several shards, the statement must give each output row on exactly one
+    // of them (the rule: row_origin.rs). Where it does not, it runs whole only when its keys
+    // pin it to one shard; over several, the general path answers.
+    let overlap = if colocated {
+        repeated_rows(from, snapshot)
+    } else {
+        Some(
+            "a join of sharded tables that are not equal on the whole sharding key is not \
+             supported yet: join the family's tables on their sharding-key columns"
+                .to_string(),
+        )
+    };
+    let answers = match overlap {
+        Some(why) if keys == Keys::Any => return unsupported(why),
+        Some(_) => ShardAnswers::Overlapping,
+        None => ShardAnswers::Disjoint,
+    };
     Plan::Sharded(Arc::new(ShardedPlan {
         table,
         kind,
         keys,
         shards,
         merge: Merge::default(),
-        multi_shard_refusal: refusal,
+        multi_shard_refusal: overlap,
+        answers,
         returning,
         generated: None,
         insert_select: None,

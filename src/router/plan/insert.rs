@@ -119,6 +119,7 @@ pub(super) fn plan_insert(
         shards,
         merge: Merge::default(),
         multi_shard_refusal: None,
+        answers: ShardAnswers::Disjoint,
         returning: i.returning_clause.is_some(),
         generated,
         insert_select: None,

@@ -10,7 +10,7 @@ use pg_query::NodeEnum;
 use super::Scope;
 use super::{
     plan_one, top_level_uses, unsupported, using_columns, ColumnSource, Keys, Merge, Plan, Planned,
-    ShardedPlan, Slots, StatementKind,
+    ShardAnswers, ShardedPlan, Slots, StatementKind,
 };
 use crate::catalog::{ShardId, Table};
 
@@ -79,6 +79,7 @@ pub(super) fn plan_insert_select(
                 shards: sp.shards.clone(),
                 merge: Merge::default(),
                 multi_shard_refusal: sp.multi_shard_refusal.clone(),
+                answers: sp.answers,
                 returning: insert.returning_clause.is_some(),
                 generated: None,
                 insert_select: None,
@@ -108,6 +109,7 @@ pub(super) fn plan_insert_select(
         shards,
         merge: Merge::default(),
         multi_shard_refusal: None,
+        answers: ShardAnswers::Disjoint,
         returning: insert.returning_clause.is_some(),
         generated: None,
         insert_select: Some(Box::new(InsertSelect {

@@ -149,12 +149,15 @@ fn groups_are_local(s: &SelectStmt, snapshot: &Scope) -> bool {
     } else {
         return false;
     };
-    let mut uses = Vec::new();
-    top_level_uses(&s.from_clause, snapshot, &mut uses);
-    uses.iter().any(|u| {
-        let Some(t) = u.table.filter(|t| t.kind == TableKind::Sharded) else {
+    // A table on the nullable side of an outer join has NULL keys in every shard's padded
+    // rows: its key does not keep a group on one shard.
+    let mut preserved = Vec::new();
+    preserved_range_vars(&s.from_clause, &mut preserved);
+    preserved.iter().any(|r| {
+        let Some(t) = resolve(snapshot, r).filter(|t| t.kind == TableKind::Sharded) else {
             return false;
         };
+        let qualifier = r.alias.as_ref().map_or(&r.relname, |a| &a.aliasname);
         t.key_columns
             .iter()
             .chain(&t.partition_set_columns)
@@ -162,7 +165,7 @@ fn groups_are_local(s: &SelectStmt, snapshot: &Scope) -> bool {
                 keys.iter().any(|g| match column_fields(g) {
                     Some([f]) => field_name(f) == Some(k.name.as_str()),
                     Some([q, f]) => {
-                        field_name(q) == Some(u.qualifier.as_str())
+                        field_name(q) == Some(qualifier.as_str())
                             && field_name(f) == Some(k.name.as_str())
                     }
                     _ => false,
