@@ -695,3 +695,97 @@ async fn temporary_tables_named_like_recorded_tables_are_refused() {
     assert_eq!(rows, [[Some("40".to_string())]]);
     c.batch_execute("DROP TABLE ut_tmp").await.unwrap();
 }
+
+/// The shards holding a table of that name.
+async fn shards_with_table(table: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        if has_table(i, table).await {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// What SQLAlchemy's `create_all` sends through psycopg with autocommit off, after a type was
+/// made: a block made the type on every shard and changed a setting (which pins the session),
+/// then a block read the catalog and made a plain table. The table lands on the first shard,
+/// where the proxy sends later statements on it (it was made on the shard the session was
+/// pinned to, and the INSERT failed with "relation does not exist"); so does a temporary table.
+async fn plain_tables_after_a_block_over_every_shard(c: &Client, prefix: &str) {
+    let run = |sql: String| async move {
+        c.batch_execute(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    run("BEGIN".into()).await;
+    run(format!("CREATE TYPE {prefix}_e AS ENUM ('a', 'b')")).await;
+    run("SET TIME ZONE 'UTC'".into()).await;
+    run("COMMIT".into()).await;
+    run("BEGIN".into()).await;
+    run(format!(
+        "SELECT relname FROM pg_catalog.pg_class WHERE relname = '{prefix}_p'"
+    ))
+    .await;
+    run(format!("CREATE TABLE {prefix}_p (id int, e {prefix}_e)")).await;
+    run("COMMIT".into()).await;
+    run(format!("INSERT INTO {prefix}_p VALUES (1, 'b')")).await;
+    assert_eq!(
+        simple_rows(c, &format!("SELECT id, e FROM {prefix}_p")).await,
+        vec![vec![Some("1".into()), Some("b".into())]]
+    );
+    assert_eq!(shards_with_table(&format!("{prefix}_p")).await, vec![0]);
+    // In one block with the type's DDL (every shard) before it.
+    run("BEGIN".into()).await;
+    run(format!("CREATE TYPE {prefix}_f AS ENUM ('x')")).await;
+    run(format!("CREATE TABLE {prefix}_q (f {prefix}_f)")).await;
+    run(format!("INSERT INTO {prefix}_q VALUES ('x')")).await;
+    run("COMMIT".into()).await;
+    assert_eq!(shards_with_table(&format!("{prefix}_q")).await, vec![0]);
+    assert_eq!(
+        simple_rows(c, &format!("SELECT f FROM {prefix}_q")).await,
+        vec![vec![Some("x".into())]]
+    );
+    // The pinned session's own state is the first shard's connection's.
+    assert_eq!(
+        simple_rows(c, "SHOW TimeZone").await,
+        vec![vec![Some("UTC".into())]]
+    );
+    run(format!("CREATE TEMP TABLE {prefix}_t (a int)")).await;
+    run(format!("INSERT INTO {prefix}_t VALUES (7)")).await;
+    assert_eq!(
+        simple_rows(c, &format!("SELECT a FROM {prefix}_t")).await,
+        vec![vec![Some("7".into())]]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_table_made_after_a_block_over_every_shard_lands_on_the_first() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    // Recorded tables exist: statements are planned.
+    create_customers(&c, "ut_pin_rec").await;
+    plain_tables_after_a_block_over_every_shard(&c, "ut_pina").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_table_made_after_a_block_over_every_shard_lands_on_the_first_with_no_table_recorded(
+) {
+    // A catalog of this test's own, recording no table: statements are not planned.
+    common::use_shards(SHARDS);
+    let admin = shards().connect(0).await;
+    admin
+        .batch_execute("CREATE DATABASE ut_pin_catalog")
+        .await
+        .expect("catalog database");
+    let url = shards().url(0);
+    let catalog = format!(
+        "{}/ut_pin_catalog",
+        &url[..url.rfind('/').expect("db in url")]
+    );
+    let proxy = common::TestProxy::start_with(|config| {
+        config.catalog = Some(shardwire::config::CatalogConfig { url: catalog })
+    });
+    let c = proxy.connect().await;
+    plain_tables_after_a_block_over_every_shard(&c, "ut_pinb").await;
+}

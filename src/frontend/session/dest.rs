@@ -15,7 +15,9 @@ use crate::router::route::{self as routing, Params};
 /// Where a client frame goes. Kept two words wide, the rare destinations' data boxed: the
 /// keyed path returns one through several calls and drops it per statement.
 pub(super) enum Dest {
-    /// The connection held, else the first shard.
+    /// A statement that names no recorded table: the connection held while a block or batch
+    /// is open on it, else the first shard ([`Session::unrouted_shard`]). Other frames: the
+    /// connection held, else one the session's batch is on.
     Here,
     Shard(ShardId),
     /// A Parse held back until its Bind, which decides its shard.
@@ -363,7 +365,7 @@ impl Session {
             }
         };
         match self.current_shard() {
-            Some(c) if shards.contains(&c) => Dest::Here,
+            Some(c) if shards.contains(&c) => Dest::Shard(c),
             _ => shards.first().map_or(Dest::Here, |s| Dest::Shard(*s)),
         }
     }
@@ -517,7 +519,7 @@ impl Session {
             Plan::Anywhere => Dest::Here,
             Plan::Fixed(s) => Dest::Shard(*s),
             Plan::AnyOf(shards) => match self.current_shard() {
-                Some(c) if shards.contains(&c) => Dest::Here,
+                Some(c) if shards.contains(&c) => Dest::Shard(c),
                 _ => {
                     self.round_robin = self.round_robin.wrapping_add(1);
                     Dest::Shard(shards[self.round_robin % shards.len()])

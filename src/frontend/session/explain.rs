@@ -34,7 +34,7 @@ impl Session {
             Plan::Fixed(s) => return Dest::Shard(*s),
             Plan::AnyOf(shards) => {
                 return match self.current_shard() {
-                    Some(c) if shards.contains(&c) => Dest::Here,
+                    Some(c) if shards.contains(&c) => Dest::Shard(c),
                     _ => Dest::Shard(shards[0]),
                 }
             }

@@ -60,8 +60,11 @@ impl Session {
         let parsed = ClientFrame::parse(frame)?;
         let shard = match self.decide(frame, parsed, literals)? {
             Dest::Here => match self.current_shard() {
-                Some(_) => None,
                 None => Some(ShardId(0)),
+                Some(s) if s == self.unrouted_shard() => None,
+                // A pinned session's connection to another shard: the general path switches.
+                Some(_) if matches!(frame.tag, b'Q' | b'P' | b'B') => return Ok(false),
+                Some(_) => None,
             },
             Dest::Shard(s) if self.current_shard() == Some(s) => None,
             Dest::Shard(s) if self.current.is_none() => Some(s),

@@ -135,6 +135,7 @@ impl Session {
             }
         }
         let shard = match dest {
+            Dest::Here if matches!(frame.tag, b'Q' | b'P' | b'B') => self.unrouted_shard(),
             // A Sync after a multi-shard batch goes to one of the shards that took part.
             Dest::Here => self
                 .current_shard()

@@ -163,6 +163,18 @@ impl Session {
         self.current.as_ref().map(ShardLink::shard)
     }
 
+    /// Where a statement that names no recorded table runs ([`Dest::Here`]): on the current
+    /// connection while a transaction block or batch is open on it, else on the first shard —
+    /// where plain tables live and where session state (SET, LISTEN, temporary tables) must
+    /// be kept, also when a pinned session still holds another shard's connection, or a
+    /// statement over several shards left the block's connections all parked.
+    pub(super) fn unrouted_shard(&self) -> ShardId {
+        match &self.current {
+            Some(link) if link.shard() == ShardId(0) || !link.idle() => link.shard(),
+            _ => ShardId(0),
+        }
+    }
+
     /// The current connection's transaction status; without one, the session is in none (a
     /// connection in a block is parked, never dropped).
     pub(super) fn tx_status(&self) -> u8 {
