@@ -344,6 +344,7 @@ pub fn plan_in(
     let scope = Scope {
         snapshot,
         search_path,
+        cte_refs: Vec::new(),
     };
     plan_scoped(sql, &scope, columns)
 }
@@ -362,6 +363,8 @@ fn plan_scoped(sql: &str, snapshot: &Scope, columns: &dyn ColumnSource) -> Plann
         }
     };
     let raw = &parsed.protobuf.stmts;
+    let scope = snapshot.of_text(raw);
+    let snapshot = &scope;
     if raw.len() > 1 {
         let texts: Vec<&str> = raw
             .iter()
@@ -504,12 +507,6 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
     if let Some(t) = unqualified_elsewhere(stmt, snapshot) {
         return Planned::Plan(ambiguous(t));
     }
-    if let Some(t) = cte_named_like_table(stmt, snapshot) {
-        return Planned::Plan(unsupported(format!(
-            "a WITH query named like table \"{}\" is not supported: rename the WITH query",
-            t.qualified_name()
-        )));
-    }
     if let Some(plan) = utility::plan_utility(node, snapshot) {
         return Planned::Plan(plan);
     }
@@ -532,7 +529,10 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
     // path, which finds every table; anything else is refused.
     let missed = combine::named_tables(stmt)
         .into_iter()
-        .find_map(|(schema, name)| {
+        .find_map(|(schema, name, location)| {
+            if schema.is_empty() && snapshot.is_cte_ref(location) {
+                return None;
+            }
             let t = resolve_name(snapshot, &schema, &name)?;
             (!resolved.iter().flatten().any(|r| r.id == t.id)).then_some(t)
         });

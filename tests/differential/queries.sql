@@ -525,8 +525,21 @@ WITH RECURSIVE chain(cust_id, depth) AS (SELECT cust_id, 0 FROM df_customers WHE
 WITH RECURSIVE up(n) AS (SELECT min(cust_id) FROM df_customers UNION ALL SELECT n + 1 FROM up WHERE n < 5) SELECT up.n, c.name FROM up LEFT JOIN df_customers c ON c.cust_id = up.n ORDER BY 1;
 VALUES (0::bigint, 'none'::text) UNION ALL SELECT cust_id, name FROM df_customers WHERE cust_id < 4 ORDER BY 1;
 
+-- ===== WITH queries named like recorded tables; TABLE t (issue 33, item 5) ==================
+-- A name means the WITH query inside its scope, the table outside it.
+WITH df_orders AS (SELECT 1 AS x) SELECT count(*) FROM df_orders, df_customers;
+WITH RECURSIVE df_customers(a) AS (SELECT 1 UNION ALL SELECT a + 1 FROM df_customers WHERE a < 3) SELECT * FROM df_customers ORDER BY 1;
+WITH RECURSIVE x(a) AS (SELECT 1 UNION ALL SELECT a + 1 FROM x WHERE a < 4) SELECT x.a, c.name FROM x JOIN df_customers c ON c.cust_id = x.a ORDER BY 1;
+SELECT c.cust_id, (WITH df_orders AS (SELECT 5 AS n) SELECT n FROM df_orders) FROM df_customers c WHERE c.cust_id < 5 ORDER BY 1;
+WITH df_products AS (SELECT cust_id FROM df_customers WHERE tier = 2) SELECT count(*) FROM df_products;
+WITH a AS (SELECT 1 AS v), df_orders AS (SELECT v + 1 AS v FROM a) SELECT * FROM df_orders;
+VALUES (0::bigint, 0::bigint, 'none', NULL::date, 0::numeric, 0, true, 0::int8) UNION ALL TABLE df_accounts ORDER BY 1;
+SELECT count(*), sum(qty) FROM (TABLE df_orders) t;
+TABLE df_customers ORDER BY cust_id LIMIT 3;
+(TABLE df_products) EXCEPT SELECT * FROM df_products WHERE product_id > 3 ORDER BY 1;
+
 -- ===== Expected refusals =======================================================================
 -- refused: FOR UPDATE over a join across families
 SELECT c.cust_id FROM df_customers c JOIN df_accounts a USING (cust_id) FOR UPDATE;
--- refused: a CTE named like a sharded table
-WITH df_orders AS (SELECT 1 AS x) SELECT count(*) FROM df_orders, df_customers;
+-- refused: a table named like a WITH query, outside the WITH query's scope
+SELECT count(*) FROM df_orders o, (WITH df_orders AS (SELECT 1 AS x) SELECT x FROM df_orders) s;

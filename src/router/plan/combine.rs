@@ -86,6 +86,10 @@ pub(super) fn plan_combine(
     let mut pulled: Vec<(&Table, Vec<&TableRef>)> = Vec::new();
     let mut reads_unrecorded = false;
     for r in &found.tables {
+        if r.schema.is_empty() && snapshot.is_cte_ref(r.location as i32) {
+            continue;
+        }
+        // A name the router's walk did not place in a WITH query's scope.
         if r.schema.is_empty() && found.ctes.contains(&r.name) {
             if resolve_name(snapshot, &r.schema, &r.name).is_some() {
                 return refuse(&format!(
@@ -199,7 +203,7 @@ pub(super) fn plan_combine(
     }
 
     let sql = rewrite(sql, &found.tables, |r| {
-        if r.schema.is_empty() && found.ctes.contains(&r.name) {
+        if r.schema.is_empty() && snapshot.is_cte_ref(r.location as i32) {
             return None;
         }
         resolve_name(snapshot, &r.schema, &r.name).and_then(|t| temp_of.get(&t.id).cloned())
@@ -215,8 +219,9 @@ pub(super) fn plan_combine(
 }
 
 /// Every table reference in `stmt` held as a node, found by a walk of every field of the parse
-/// tree (the planner's own walk descends only into the node kinds it knows): schema and name.
-pub(super) fn named_tables(stmt: &Node) -> Vec<(String, String)> {
+/// tree (the planner's own walk descends only into the node kinds it knows): schema, name and
+/// position in the text.
+pub(super) fn named_tables(stmt: &Node) -> Vec<(String, String, i32)> {
     let Ok(tree) = serde_json::to_value(stmt) else {
         return Vec::new();
     };
@@ -225,7 +230,7 @@ pub(super) fn named_tables(stmt: &Node) -> Vec<(String, String)> {
     found
         .tables
         .into_iter()
-        .map(|r| (r.schema, r.name))
+        .map(|r| (r.schema, r.name, r.location as i32))
         .collect()
 }
 
@@ -468,9 +473,12 @@ fn rewrite(
                 r.name
             ));
         }
+        // `TABLE t` takes no alias; its columns are the temporary table's, named alike.
         let text = match &r.alias {
-            Some(_) => temp,
-            None => format!("{temp} AS {}", quote_ident(&r.name)),
+            None if !after_table_keyword(&sql[..r.location.min(sql.len())]) => {
+                format!("{temp} AS {}", quote_ident(&r.name))
+            }
+            _ => temp,
         };
         edits.push((r.location, len, text));
     }
@@ -487,6 +495,23 @@ fn rewrite(
     }
     out.push_str(&sql[at..]);
     Ok(out)
+}
+
+/// Whether `before` ends with the keyword TABLE (and blanks): a name after it is the
+/// `TABLE t` command, which is `SELECT * FROM t`.
+fn after_table_keyword(before: &str) -> bool {
+    let word = before.trim_end();
+    let Some(start) = word.len().checked_sub(5) else {
+        return false;
+    };
+    let Some(keyword) = word.get(start..) else {
+        return false;
+    };
+    let boundary = word[..start]
+        .chars()
+        .next_back()
+        .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '$' || c == '"'));
+    keyword.eq_ignore_ascii_case("table") && boundary
 }
 
 /// The length of a possibly qualified, possibly quoted name at the start of `text`.
@@ -560,6 +585,15 @@ fn check_rewrite(sql: &str, snapshot: &Scope, ctes: &[String]) -> Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_command_is_told_from_a_name() {
+        assert!(after_table_keyword("VALUES (1) UNION ALL TABLE "));
+        assert!(after_table_keyword("(table\n\t"));
+        assert!(!after_table_keyword("SELECT * FROM "));
+        assert!(!after_table_keyword("SELECT * FROM my_table "));
+        assert!(!after_table_keyword(""));
+    }
 
     #[test]
     fn names_with_quotes_dots_and_spaces() {

@@ -61,19 +61,6 @@ pub(super) fn unqualified_elsewhere<'s>(stmt: &Node, snapshot: &'s Scope) -> Opt
     None
 }
 
-/// A recorded table that a WITH query of the statement is named like (as an unqualified name
-/// means it): which of the two a reference means depends on where it stands, which the router
-/// does not follow — it would route the WITH query's reads as the table's.
-pub(super) fn cte_named_like_table<'s>(stmt: &Node, snapshot: &'s Scope) -> Option<&'s Table> {
-    let mut found = None;
-    walk(stmt, &mut |n| {
-        if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
-            found = found.or_else(|| resolve_name(snapshot, "", &c.ctename));
-        }
-    });
-    found
-}
-
 /// The refusal of an unqualified name that a recorded table outside `public` has.
 pub(super) fn ambiguous(t: &Table) -> Plan {
     Plan::Refused(Refusal::Ambiguous {
