@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pgwire::api::auth::mechanism::AuthMechanismFactory;
 
+use crate::backend::types::{ListedType, LIST_TYPES_SQL};
 use crate::backend::{Pools, SettingsRegistry};
 use crate::catalog::Catalog;
 use crate::config::{Config, TlsConfig};
@@ -99,10 +100,48 @@ impl ServerCtx {
             failpoints,
         )?;
         ctx.plans.set_default_path(default_path.as_ref());
+        ctx.refresh_type_oids().await;
         if let Some(report) = report {
             ctx.metrics.note_recovery(&report);
         }
         Ok(ctx)
+    }
+
+    /// Reads every shard's run-time types again when they may have changed
+    /// ([`crate::backend::types`]); a shard that cannot be read leaves the maps stale, to be
+    /// read again before the next statement that needs them.
+    pub async fn refresh_type_oids(&self) {
+        let types = self.pools.types();
+        let Some(refresh) = types.begin_refresh().await else {
+            return;
+        };
+        let read = async {
+            let mut listed = Vec::with_capacity(self.config.shards.len());
+            for i in 0..self.config.shards.len() {
+                let conn = self
+                    .control
+                    .shard(ShardId(i as u32))
+                    .pool
+                    .get()
+                    .await
+                    .ok()?;
+                let rows = conn.query(LIST_TYPES_SQL, &[]).await.ok()?;
+                listed.push(
+                    rows.iter()
+                        .map(|r| ListedType {
+                            oid: r.get::<_, i64>(0) as u32,
+                            schema: r.get(1),
+                            name: r.get(2),
+                        })
+                        .collect(),
+                );
+            }
+            Some(listed)
+        };
+        match tokio::time::timeout(Duration::from_secs(2), read).await {
+            Ok(Some(listed)) => types.install(refresh, &listed),
+            _ => tracing::warn!("the shards' types could not be read: their OIDs pass unchanged"),
+        }
     }
 
     /// The periodic pass over in-doubt transactions, which the accept loop runs beside the

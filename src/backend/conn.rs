@@ -2,6 +2,7 @@
 //! SCRAM-SHA-256) with postgres-protocol, then the same frame reader as the client side. The proxy
 //! copies frames to and from it; it never decodes result rows on the single-shard path.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,6 +81,9 @@ pub struct BackendConn {
     pub unnamed: Option<Arc<StatementText>>,
     /// Set when the connection's protocol state is unknown; the pool then drops it.
     pub broken: bool,
+    /// How the shard's type OIDs become the first shard's in the descriptions it sends, and
+    /// the first shard's its own in Parse; none on the first shard.
+    pub types: Option<Arc<super::ShardTypes>>,
 }
 
 impl BackendConn {
@@ -240,12 +244,14 @@ impl BackendConn {
             prepared: PreparedStatements::default(),
             unnamed: None,
             broken: false,
+            types: None,
         })
     }
 
     /// Reads until at least one more complete frame is buffered, then returns it.
     pub async fn read_frame(&mut self) -> Result<Frame, BackendError> {
         loop {
+            self.translate_front_types();
             if let Some(f) = protocol::split_frame(&mut self.read_buf)? {
                 return Ok(f);
             }
@@ -254,6 +260,58 @@ impl BackendConn {
                 self.broken = true;
                 return Err(BackendError::Closed);
             }
+        }
+    }
+
+    /// Gives the first buffered frame, when it is a complete description, the first shard's
+    /// type OIDs ([`super::types`]).
+    fn translate_front_types(&mut self) {
+        let Some(types) = &self.types else {
+            return;
+        };
+        let buf = &mut self.read_buf[..];
+        if buf.len() < 5 || !matches!(buf[0], b'T' | b't') {
+            return;
+        }
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if let Some(frame) = buf.get_mut(..len + 1) {
+            let tag = frame[0];
+            types.to_first(tag, &mut frame[5..]);
+        }
+    }
+
+    /// `messages` (whole frames) with the parameter types of each Parse among them made the
+    /// shard's own ([`super::types`]).
+    pub fn with_own_types<'m>(&self, messages: &'m [u8]) -> Cow<'m, [u8]> {
+        let Some(types) = self.types.as_deref().filter(|t| t.differs()) else {
+            return Cow::Borrowed(messages);
+        };
+        let mut out: Option<BytesMut> = None;
+        let mut at = 0;
+        while let Some(len) = messages.get(at + 1..at + 5) {
+            let end = at + 1 + u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            let Some(frame) = messages.get(at..end) else {
+                break;
+            };
+            let translated = (frame[0] == b'P')
+                .then(|| parse_with_types(&frame[5..], types))
+                .flatten();
+            match (translated, &mut out) {
+                (Some(parse), out) => {
+                    let out = out.get_or_insert_with(|| BytesMut::from(&messages[..at]));
+                    out.extend_from_slice(&parse);
+                }
+                (None, Some(out)) => out.extend_from_slice(frame),
+                (None, None) => {}
+            }
+            at = end;
+        }
+        match out {
+            Some(mut out) => {
+                out.extend_from_slice(&messages[at..]);
+                Cow::Owned(out.to_vec())
+            }
+            None => Cow::Borrowed(messages),
         }
     }
 
@@ -323,6 +381,20 @@ pub async fn send_cancel(ep: &Endpoint, key: CancelKey) -> Result<(), BackendErr
     let mut sink = [0u8; 1];
     let _ = stream.read(&mut sink).await;
     Ok(())
+}
+
+/// A Parse (its body given) again with the shard's own parameter types, when they differ.
+fn parse_with_types(body: &[u8], types: &super::ShardTypes) -> Option<BytesMut> {
+    let name_end = body.iter().position(|&c| c == 0)?;
+    let query_end = name_end + 1 + body[name_end + 1..].iter().position(|&c| c == 0)?;
+    let params = types.from_first(&body[query_end + 1..])?;
+    let mut out = BytesMut::with_capacity(body.len() + 5);
+    protocol::MessageBuilder::new(&mut out, b'P')
+        .cstr(&body[..name_end])
+        .cstr(&body[name_end + 1..query_end])
+        .bytes(&params)
+        .finish();
+    Some(out)
 }
 
 #[cfg(test)]

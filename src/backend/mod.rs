@@ -5,11 +5,13 @@ pub mod conn;
 pub mod pool;
 pub mod prepared;
 pub mod stream;
+pub mod types;
 
 use crate::protocol::FrameError;
 pub use conn::{BackendConn, CancelKey, Settings, SettingsRegistry};
 pub use pool::{Pooled, Pools, ShardPool};
 pub use prepared::StatementText;
+pub use types::{ShardTypes, TypeOids};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {

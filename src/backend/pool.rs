@@ -34,6 +34,8 @@ pub struct ShardManager {
     connect_timeout: Duration,
     /// The ParameterStatus values of the first connection made to this shard.
     first_params: Arc<OnceLock<HashMap<String, String>>>,
+    /// The shard's type OIDs as the first shard's (none for the first shard).
+    types: Option<Arc<super::ShardTypes>>,
 }
 
 /// What the pool hands out: the connection and when it last went back to the pool.
@@ -81,9 +83,10 @@ impl bb8::ManageConnection for ShardManager {
         // first shard only (unsharded tables): the first shard checks a body as PostgreSQL does,
         // the others take what it accepted.
         let check_bodies = self.shard == ShardId(0);
-        let conn = Box::new(
+        let mut conn = Box::new(
             BackendConn::connect(&self.endpoint, check_bodies, self.connect_timeout).await?,
         );
+        conn.types = self.types.clone();
         let _ = self.first_params.set(conn.params.clone());
         Ok(PooledBackend {
             shard: self.shard,
@@ -305,11 +308,13 @@ impl ShardPool {
 /// One pool per configured shard, in configuration order.
 pub struct Pools {
     shards: Vec<ShardPool>,
+    types: super::TypeOids,
 }
 
 impl Pools {
     pub fn new(config: &Config) -> Pools {
         let wait = Duration::from_millis(config.pool.connect_timeout_ms);
+        let types = super::TypeOids::new(config.shards.len());
         let shards = config
             .shards
             .iter()
@@ -323,6 +328,7 @@ impl Pools {
                     endpoint: endpoint.clone(),
                     connect_timeout: wait,
                     first_params: first_params.clone(),
+                    types: types.of(id),
                 };
                 let connect_errors =
                     ConnectErrors(Arc::new(tokio::sync::watch::Sender::new(String::new())));
@@ -349,11 +355,16 @@ impl Pools {
                 }
             })
             .collect();
-        Pools { shards }
+        Pools { shards, types }
     }
 
     pub fn shard(&self, id: ShardId) -> &ShardPool {
         &self.shards[id.index()]
+    }
+
+    /// The shards' type OIDs as the first shard's.
+    pub fn types(&self) -> &super::TypeOids {
+        &self.types
     }
 
     pub fn all(&self) -> &[ShardPool] {

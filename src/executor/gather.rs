@@ -193,7 +193,8 @@ pub async fn run_batches(
     for (conn, msg) in conns.iter_mut().zip(messages) {
         // The messages parse into the backend's unnamed statement.
         conn.unnamed = None;
-        conn.stream.write_all(msg).await?;
+        let msg = conn.with_own_types(msg);
+        conn.stream.write_all(&msg).await?;
     }
     let mut answers = Vec::with_capacity(conns.len());
     for conn in conns.iter_mut() {
@@ -255,7 +256,8 @@ pub async fn run_extended(
     for (conn, msg) in conns.iter_mut().zip(messages) {
         // The messages parse into the backend's unnamed statement.
         conn.unnamed = None;
-        conn.stream.write_all(msg).await?;
+        let msg = conn.with_own_types(msg);
+        conn.stream.write_all(&msg).await?;
     }
     let mut answers = Vec::with_capacity(conns.len());
     for conn in conns.iter_mut() {

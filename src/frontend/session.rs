@@ -516,6 +516,9 @@ impl Session {
                 }
             };
             let tag = buf[pos];
+            if let (b'T' | b't', Some(types)) = (tag, &conn.types) {
+                types.to_first(tag, &mut buf[pos + 5..pos + len]);
+            }
             if self.pipeline.passes_through(tag) {
                 pos += len;
                 continue;

@@ -12,7 +12,7 @@ use bytes::BytesMut;
 
 use super::pipeline::{Pending, Pipeline, Undo};
 use super::FrontendError;
-use crate::backend::{BackendConn, StatementText};
+use crate::backend::{BackendConn, ShardTypes, StatementText};
 use crate::error::ClientError;
 use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
 
@@ -236,7 +236,10 @@ impl StatementNames {
                         }
                         _ => conn.unnamed = Some(statement.clone()),
                     }
-                    bout.extend_from_slice(frame.raw);
+                    match conn.types.as_deref().and_then(|t| t.from_first(types)) {
+                        None => bout.extend_from_slice(frame.raw),
+                        Some(_) => write_parse(bout, b"", &statement, conn.types.as_deref()),
+                    }
                     pipeline.push(
                         Pending::Parse {
                             statement,
@@ -263,7 +266,12 @@ impl StatementNames {
                     );
                 } else {
                     let backend_name = conn.prepared.insert(statement.clone());
-                    write_parse(bout, backend_name.as_bytes(), &statement);
+                    write_parse(
+                        bout,
+                        backend_name.as_bytes(),
+                        &statement,
+                        conn.types.as_deref(),
+                    );
                     pipeline.push(
                         Pending::Parse {
                             statement,
@@ -345,7 +353,7 @@ impl StatementNames {
         let statement = self.get(client_name)?;
         if client_name.is_empty() {
             if conn.unnamed.as_ref() != Some(statement) {
-                write_parse(bout, b"", statement);
+                write_parse(bout, b"", statement, conn.types.as_deref());
                 conn.unnamed = Some(statement.clone());
                 pipeline.push(
                     Pending::Parse {
@@ -363,7 +371,7 @@ impl StatementNames {
             return Some(name);
         }
         let name = conn.prepared.insert(statement.clone());
-        write_parse(bout, name.as_bytes(), statement);
+        write_parse(bout, name.as_bytes(), statement, conn.types.as_deref());
         pipeline.push(
             Pending::Parse {
                 statement: statement.clone(),
@@ -425,10 +433,18 @@ pub fn send_unchanged(
     pipeline.push(expected, cout);
 }
 
-fn write_parse(out: &mut BytesMut, name: &[u8], statement: &StatementText) {
+/// A Parse of the client's statement, its parameter types the shard's own (`types`: the
+/// shard's translation of the first shard's type OIDs).
+fn write_parse(
+    out: &mut BytesMut,
+    name: &[u8],
+    statement: &StatementText,
+    types: Option<&ShardTypes>,
+) {
+    let translated = types.and_then(|t| t.from_first(&statement.param_types));
     MessageBuilder::new(out, b'P')
         .cstr(name)
         .cstr(&statement.query)
-        .bytes(&statement.param_types)
+        .bytes(translated.as_deref().unwrap_or(&statement.param_types))
         .finish();
 }

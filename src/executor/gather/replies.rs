@@ -46,7 +46,8 @@ pub async fn run_batches_each(
     for (conn, msg) in conns.iter_mut().zip(messages) {
         // The messages parse into the backend's unnamed statement.
         conn.unnamed = None;
-        conn.stream.write_all(msg).await?;
+        let msg = conn.with_own_types(msg);
+        conn.stream.write_all(&msg).await?;
     }
     let mut out = Vec::with_capacity(conns.len());
     for conn in conns.iter_mut() {

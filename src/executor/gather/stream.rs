@@ -144,7 +144,8 @@ pub async fn describe_portal(
     for (conn, msg) in conns.iter_mut().zip(messages) {
         // The messages parse into the backend's unnamed statement.
         conn.unnamed = None;
-        tokio::io::AsyncWriteExt::write_all(&mut conn.stream, msg).await?;
+        let msg = conn.with_own_types(msg);
+        tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &msg).await?;
     }
     let mut d = Described {
         description: None,

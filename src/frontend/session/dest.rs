@@ -527,6 +527,8 @@ impl Session {
             },
             Plan::Every(shards) => self.every_dest(shards, None, Combine::Copies, source),
             Plan::Utility(u) => {
+                // DDL of shared objects may make or drop types: their OIDs are read again.
+                self.ctx.pools.types().mark_stale();
                 let elsewhere = u.elsewhere.as_deref();
                 match u.kind {
                     UtilityKind::Atomic => {

@@ -50,6 +50,10 @@ impl Session {
         if self.with_nested_names(frame)?.is_some() || self.may_set_row_ttl(frame) {
             return Ok(false);
         }
+        // The shards' types may have changed: the general path reads them first.
+        if self.ctx.pools.types().is_stale() {
+            return Ok(false);
+        }
         // A session holding connections on several shards takes the general path: Syncs and
         // transaction ends must reach them all.
         if !self.parked.is_empty()

@@ -38,6 +38,10 @@ impl Session {
         if frame.tag == b'S' && self.end_atomic_batch().await? {
             return Ok(());
         }
+        if matches!(frame.tag, b'Q' | b'P' | b'B') && self.ctx.pools.types().is_stale() {
+            // Before a description of another shard can name a type made since.
+            self.ctx.refresh_type_oids().await;
+        }
         if self.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
