@@ -588,14 +588,15 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
                 .map(|t| snapshot.shards_of(t.id)[0]);
             return Planned::Plan(Plan::Fixed(unsharded.unwrap_or(ShardId(0))));
         }
-        // Duplicated tables only: the shards holding every one of them.
+        // Duplicated tables, and unsharded ones on their one shard: the shards holding every
+        // one of them.
         let mut shards = snapshot.shards_of(duplicated[0].id);
-        for t in &duplicated[1..] {
+        for t in resolved.iter().flatten() {
             let theirs = snapshot.shards_of(t.id);
             shards.retain(|s| theirs.contains(s));
         }
         return Planned::Plan(if shards.is_empty() {
-            unsupported("the duplicated tables of this statement share no shard")
+            unsupported("the tables of this statement share no shard")
         } else {
             Plan::AnyOf(shards)
         });

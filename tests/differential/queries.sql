@@ -538,6 +538,20 @@ SELECT count(*), sum(qty) FROM (TABLE df_orders) t;
 TABLE df_customers ORDER BY cust_id LIMIT 3;
 (TABLE df_products) EXCEPT SELECT * FROM df_products WHERE product_id > 3 ORDER BY 1;
 
+-- ===== Found by the random-query tester (tests/qfuzz.rs) ======================================
+SELECT count(DISTINCT kind), count(*), count(kind) FROM df_events WHERE false;
+SELECT count(DISTINCT status), count(*) FROM df_orders WHERE order_id < 0 GROUP BY cust_id ORDER BY 1;
+SELECT ((SELECT count(*) FROM df_regions) = 12) IS TRUE FROM df_products LIMIT 1;
+SELECT p.product_id, r.rname FROM df_products p JOIN df_regions r ON r.region_id = p.product_id ORDER BY 1;
+SELECT DISTINCT NULLIF(qty, 1) FROM df_orders ORDER BY 1;
+SELECT NULLIF(qty, 1), count(*) FROM df_orders GROUP BY 1 ORDER BY 1;
+SELECT DISTINCT CASE WHEN qty > 3 THEN 1 ELSE qty END FROM df_orders ORDER BY 1;
+SELECT DISTINCT (CASE WHEN qty > 3 THEN 1 ELSE qty END)::numeric FROM df_orders ORDER BY 1;
+SELECT DISTINCT CASE WHEN qty > 3 THEN 1 END FROM df_orders ORDER BY 1;
+SELECT DISTINCT (DATE '2022-08-29')::text FROM df_orders;
+SELECT DISTINCT (SELECT 1 AS one), EXISTS (SELECT 1), ARRAY[1], (SELECT max(p.product_id) FROM df_products p), current_date - current_date FROM df_orders;
+SELECT DISTINCT qty::text::int, 'x'::text, status COLLATE "C" FROM df_orders ORDER BY 1, 3;
+
 -- ===== Expected refusals =======================================================================
 -- refused: FOR UPDATE over a join across families
 SELECT c.cust_id FROM df_customers c JOIN df_accounts a USING (cust_id) FOR UPDATE;

@@ -377,7 +377,9 @@ impl Builder {
             node: Some(NodeEnum::FuncCall(Box::new(f.clone()))),
         };
         let sql = match name.as_str() {
-            "count" => format!("sum({})::pg_catalog.int8", self.partial(own)),
+            // No partial rows at all (the shards grouped by a DISTINCT aggregate's argument and
+            // found no row): a count over nothing is 0, where sum gives NULL.
+            "count" => format!("COALESCE(sum({}), 0)::pg_catalog.int8", self.partial(own)),
             "sum" => {
                 let p = self.partial(own);
                 let i = p[1..].parse::<usize>().ok()? - 1;
@@ -464,51 +466,104 @@ fn bare_name(node: &Node) -> Option<&str> {
     }
 }
 
-/// The name PostgreSQL gives an unnamed output column (FigureColname), for the expressions
-/// whose name it can tell; `None` otherwise.
+/// The name PostgreSQL gives an unnamed output column (FigureColname), `None` for the few
+/// expressions whose name is not worked out here (XML functions).
 fn figure_name(node: &Node) -> Option<String> {
+    let (strength, name) = figure(node)?;
+    Some(if strength == 0 {
+        "?column?".into()
+    } else {
+        name
+    })
+}
+
+/// PostgreSQL's FigureColnameInternal: a name and how strongly the expression gives it (2: a
+/// column's or function's name; 1: a type's, or `case`; 0: none).
+fn figure(node: &Node) -> Option<(u8, String)> {
+    use pg_query::protobuf::{AExprKind, SqlValueFunctionOp as Op, SubLinkType};
+    let last_string = |fields: &[Node]| {
+        fields.iter().rev().find_map(|f| match f.node.as_ref() {
+            Some(NodeEnum::String(s)) => Some(s.sval.clone()),
+            _ => None,
+        })
+    };
+    let none = (0, String::new());
     Some(match node.node.as_ref()? {
-        NodeEnum::ColumnRef(c) => match c.fields.last()?.node.as_ref()? {
-            NodeEnum::String(s) => s.sval.clone(),
-            _ => return None,
+        NodeEnum::ColumnRef(c) => last_string(&c.fields).map_or(none, |n| (2, n)),
+        NodeEnum::AIndirection(a) => match last_string(&a.indirection) {
+            Some(n) => (2, n),
+            None => figure(a.arg.as_deref()?)?,
         },
-        NodeEnum::FuncCall(f) => match f.funcname.last()?.node.as_ref()? {
-            NodeEnum::String(s) => s.sval.clone(),
-            _ => return None,
-        },
+        NodeEnum::FuncCall(f) => (2, last_string(&f.funcname)?),
+        NodeEnum::AExpr(e) if e.kind == AExprKind::AexprNullif as i32 => (2, "nullif".into()),
         NodeEnum::TypeCast(t) => {
-            match t.arg.as_deref().and_then(figure_name) {
-                // A name from the argument wins over the type's (FigureColnameInternal's
-                // strength 2 over 1), except for a constant's "?column?".
-                Some(n) if n != "?column?" => n,
-                _ => {
-                    let tn = t.type_name.as_ref()?;
-                    match tn.names.last()?.node.as_ref()? {
-                        NodeEnum::String(s) => s.sval.clone(),
+            let inner = match t.arg.as_deref() {
+                Some(arg) => figure(arg)?,
+                None => none,
+            };
+            match (inner.0, t.type_name.as_ref()) {
+                (0 | 1, Some(tn)) => (1, last_string(&tn.names)?),
+                _ => inner,
+            }
+        }
+        NodeEnum::CollateClause(c) => figure(c.arg.as_deref()?)?,
+        NodeEnum::GroupingFunc(_) => (2, "grouping".into()),
+        NodeEnum::SubLink(l) => match SubLinkType::try_from(l.sub_link_type) {
+            Ok(SubLinkType::ExistsSublink) => (2, "exists".into()),
+            Ok(SubLinkType::ArraySublink) => (2, "array".into()),
+            // The subquery's one output column's name.
+            Ok(SubLinkType::ExprSublink) => match l.subselect.as_deref()?.node.as_ref()? {
+                NodeEnum::SelectStmt(q) if q.op == SetOperation::SetopNone as i32 => {
+                    match q.target_list.first()?.node.as_ref()? {
+                        NodeEnum::ResTarget(r) if !r.name.is_empty() => (2, r.name.clone()),
+                        NodeEnum::ResTarget(r) => (2, figure_name(r.val.as_deref()?)?),
                         _ => return None,
                     }
                 }
+                _ => return None,
+            },
+            _ => none,
+        },
+        NodeEnum::CaseExpr(c) => {
+            let otherwise = match c.defresult.as_deref() {
+                Some(d) => figure(d)?,
+                None => none,
+            };
+            if otherwise.0 <= 1 {
+                (1, "case".into())
+            } else {
+                otherwise
             }
         }
-        NodeEnum::CollateClause(c) => figure_name(c.arg.as_deref()?)?,
-        NodeEnum::CaseExpr(_) => "case".into(),
-        NodeEnum::CoalesceExpr(_) => "coalesce".into(),
+        NodeEnum::AArrayExpr(_) => (2, "array".into()),
+        NodeEnum::RowExpr(_) => (2, "row".into()),
+        NodeEnum::CoalesceExpr(_) => (2, "coalesce".into()),
         NodeEnum::MinMaxExpr(m) => {
             if m.op == pg_query::protobuf::MinMaxOp::IsGreatest as i32 {
-                "greatest".into()
+                (2, "greatest".into())
             } else {
-                "least".into()
+                (2, "least".into())
             }
         }
-        NodeEnum::AArrayExpr(_) => "array".into(),
-        NodeEnum::RowExpr(_) => "row".into(),
-        NodeEnum::AExpr(_)
-        | NodeEnum::BoolExpr(_)
-        | NodeEnum::AConst(_)
-        | NodeEnum::ParamRef(_)
-        | NodeEnum::NullTest(_)
-        | NodeEnum::BooleanTest(_) => "?column?".into(),
-        _ => return None,
+        NodeEnum::SqlvalueFunction(f) => {
+            let name = match Op::try_from(f.op).ok()? {
+                Op::SvfopCurrentDate => "current_date",
+                Op::SvfopCurrentTime | Op::SvfopCurrentTimeN => "current_time",
+                Op::SvfopCurrentTimestamp | Op::SvfopCurrentTimestampN => "current_timestamp",
+                Op::SvfopLocaltime | Op::SvfopLocaltimeN => "localtime",
+                Op::SvfopLocaltimestamp | Op::SvfopLocaltimestampN => "localtimestamp",
+                Op::SvfopCurrentRole => "current_role",
+                Op::SvfopCurrentUser => "current_user",
+                Op::SvfopUser => "user",
+                Op::SvfopSessionUser => "session_user",
+                Op::SvfopCurrentCatalog => "current_catalog",
+                Op::SvfopCurrentSchema => "current_schema",
+                Op::SqlvalueFunctionOpUndefined => return None,
+            };
+            (2, name.into())
+        }
+        NodeEnum::XmlExpr(_) | NodeEnum::XmlSerialize(_) => return None,
+        _ => none,
     })
 }
 

@@ -93,11 +93,29 @@ pub(super) fn children(n: &NodeEnum) -> Vec<&Node> {
         NodeEnum::ResTarget(r) => push_opt!(r.val),
         NodeEnum::FuncCall(f) => {
             v.extend(f.args.iter());
+            v.extend(f.agg_order.iter());
             push_opt!(f.agg_filter);
+            if let Some(w) = &f.over {
+                v.extend(w.partition_clause.iter());
+                v.extend(w.order_clause.iter());
+            }
         }
         NodeEnum::TypeCast(t) => push_opt!(t.arg),
         NodeEnum::List(l) => v.extend(l.items.iter()),
         NodeEnum::NullTest(t) => push_opt!(t.arg),
+        NodeEnum::BooleanTest(t) => push_opt!(t.arg),
+        NodeEnum::MinMaxExpr(m) => v.extend(m.args.iter()),
+        NodeEnum::CollateClause(c) => push_opt!(c.arg),
+        NodeEnum::NamedArgExpr(a) => push_opt!(a.arg),
+        NodeEnum::AIndirection(a) => {
+            push_opt!(a.arg);
+            v.extend(a.indirection.iter());
+        }
+        NodeEnum::AIndices(i) => {
+            push_opt!(i.lidx);
+            push_opt!(i.uidx);
+        }
+        NodeEnum::GroupingSet(g) => v.extend(g.content.iter()),
         NodeEnum::CaseExpr(c) => {
             push_opt!(c.arg);
             v.extend(c.args.iter());
