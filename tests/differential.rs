@@ -15,22 +15,24 @@
 mod common;
 #[path = "differential/data.rs"]
 mod data;
+#[path = "differential/setup.rs"]
+mod setup;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use common::raw::{RawClient, Reply};
-use common::{shards, use_shards, TestProxy, APP};
+use common::{use_shards, TestProxy, APP};
 use tokio_postgres::error::{DbError, SqlState};
 use tokio_postgres::types::{FromSql, Type};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 const SHARDS: usize = 4;
-const REF_DB: &str = "df_ref";
 const QUERIES: &str = include_str!("differential/queries.sql");
 
 use data::*;
+use setup::{load, reference_db};
 
 // ---------------------------------------------------------------------------------------------
 // Queries file
@@ -431,54 +433,12 @@ async fn raw_connect(url: &str) -> RawClient {
         .unwrap_or_else(|e| panic!("raw connect to {db}: {e:?}"))
 }
 
-async fn load(proxy: &Client, plain: &Client, data: &Data) {
-    for t in TABLES {
-        proxy
-            .batch_execute(&proxy_ddl(t))
-            .await
-            .unwrap_or_else(|e| panic!("{}: {}", proxy_ddl(t), failure(&e)));
-        plain
-            .batch_execute(&format!("CREATE TABLE {} ({})", t.name, t.body))
-            .await
-            .unwrap_or_else(|e| panic!("reference {}: {}", t.name, failure(&e)));
-    }
-    for (table, rows) in &data.tables {
-        for chunk in rows.chunks(500) {
-            let sql = format!("INSERT INTO {table} VALUES {}", chunk.join(", "));
-            for (who, client) in [("proxy", proxy), ("reference", plain)] {
-                let msgs = client
-                    .simple_query(&sql)
-                    .await
-                    .unwrap_or_else(|e| panic!("{who}: INSERT INTO {table}: {}", failure(&e)));
-                let n = msgs.iter().find_map(|m| match m {
-                    SimpleQueryMessage::CommandComplete(n) => Some(*n),
-                    _ => None,
-                });
-                assert_eq!(n, Some(chunk.len() as u64), "{who}: INSERT INTO {table}");
-            }
-        }
-    }
-    for t in TABLES {
-        plain
-            .batch_execute(&format!("ANALYZE {}", t.name))
-            .await
-            .expect("analyze");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_shard_reads_answer_as_one_postgres() {
     use_shards(SHARDS);
     let started = Instant::now();
     let proxy = TestProxy::start();
-    shards().clusters[0]
-        .create_database(REF_DB)
-        .unwrap_or_else(|e| panic!("create {REF_DB}: {e}"));
-    let ref_url = shards().clusters[0].url(REF_DB);
-    let (plain, conn) = tokio_postgres::connect(&ref_url, NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {REF_DB}: {e}"));
-    tokio::spawn(conn);
+    let (plain, ref_url) = reference_db().await;
     let proxy_client = proxy.connect().await;
 
     let data = generate();
