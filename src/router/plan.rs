@@ -394,6 +394,8 @@ pub(super) struct Use<'a> {
     pub(super) table: Option<&'a Table>,
     /// The name columns are qualified with: the alias, else the table's name.
     pub(super) qualifier: String,
+    /// On the nullable side of an outer join: its columns are NULL in padded rows.
+    pub(super) null_extended: bool,
 }
 
 fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {

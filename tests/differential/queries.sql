@@ -348,6 +348,12 @@ SELECT * FROM df_orders o JOIN df_order_lines l ON l.order_id = o.order_id AND l
 SELECT o.order_id, max(l.price) FILTER (WHERE l.note IS NOT NULL), min(l.qty) FROM df_orders o JOIN df_order_lines l ON l.order_id = o.order_id GROUP BY o.order_id ORDER BY o.order_id LIMIT 100;
 SELECT a.acct_id, count(e.event_id), sum(e.weight) FROM df_accounts a LEFT JOIN df_events e ON e.acct_id = a.acct_id GROUP BY a.acct_id ORDER BY a.acct_id;
 SELECT a.acct_id FROM df_accounts a LEFT JOIN df_events e USING (acct_id) WHERE e.event_id IS NULL ORDER BY 1;
+-- The sharding key IS NULL on the nullable side holds for the padded rows of every shard, not
+-- for the rows of the shard a NULL key hashes to.
+SELECT c.cust_id FROM df_customers c LEFT JOIN df_orders o ON o.cust_id = c.cust_id WHERE o.cust_id IS NULL ORDER BY 1;
+SELECT o.order_id FROM df_customers c RIGHT JOIN df_orders o ON o.cust_id = c.cust_id AND c.tier = 1 WHERE c.cust_id IS NULL ORDER BY 1;
+SELECT t1.flags, t1.credit, t3.c0 FROM df_accounts t1 FULL JOIN (VALUES (7, 160.42), (9, 595.80), (2, 484.70)) AS t3(c0, c1) ON t1.flags = t3.c0 WHERE t1.acct_id IS NULL ORDER BY 3;
+SELECT p.product_id, a.acct_id FROM df_products p LEFT JOIN df_accounts a ON a.acct_id = p.product_id WHERE a.acct_id IS NULL ORDER BY 1;
 
 -- ===== Joins across families ===================================================================
 SELECT c.cust_id, a.acct_id FROM df_customers c FULL JOIN df_accounts a ON a.cust_id = c.cust_id WHERE c.cust_id IS NULL OR a.acct_id IS NULL ORDER BY c.cust_id NULLS FIRST, a.acct_id NULLS FIRST;

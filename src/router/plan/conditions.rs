@@ -9,6 +9,10 @@ use super::*;
 /// The tables of the top-level FROM list, and whether a sharded table appears anywhere else
 /// (a subquery, a CTE, a set operation's arm).
 pub(super) fn top_level_uses<'s>(from: &[Node], snapshot: &'s Scope, out: &mut Vec<Use<'s>>) {
+    uses_below(from, false, snapshot, out);
+}
+
+fn uses_below<'s>(from: &[Node], null_extended: bool, snapshot: &'s Scope, out: &mut Vec<Use<'s>>) {
     for item in from {
         match item.node.as_ref() {
             Some(NodeEnum::RangeVar(r)) => out.push(Use {
@@ -17,14 +21,23 @@ pub(super) fn top_level_uses<'s>(from: &[Node], snapshot: &'s Scope, out: &mut V
                     .alias
                     .as_ref()
                     .map_or_else(|| r.relname.clone(), |a| a.aliasname.clone()),
+                null_extended,
             }),
             Some(NodeEnum::JoinExpr(j)) => {
-                let sides: Vec<Node> = [&j.larg, &j.rarg]
-                    .into_iter()
-                    .flatten()
-                    .map(|b| (**b).clone())
-                    .collect();
-                top_level_uses(&sides, snapshot, out);
+                let kind = j.jointype;
+                let full = kind == JoinType::JoinFull as i32;
+                let left_padded = full || kind == JoinType::JoinRight as i32;
+                let right_padded = full || kind == JoinType::JoinLeft as i32;
+                for (side, padded) in [(&j.larg, left_padded), (&j.rarg, right_padded)] {
+                    if let Some(side) = side.as_deref() {
+                        uses_below(
+                            std::slice::from_ref(side),
+                            null_extended || padded,
+                            snapshot,
+                            out,
+                        );
+                    }
+                }
             }
             _ => {}
         }
@@ -368,9 +381,11 @@ pub(super) fn read_conditions(
         match node.node.as_ref() {
             Some(NodeEnum::AExpr(a)) => read_comparison(a, slots, b),
             Some(NodeEnum::NullTest(t)) if t.nulltesttype == 1 => {
-                // IS NULL (NullTestType::IsNull = 1): a NULL key hashes as no value.
+                // IS NULL (NullTestType::IsNull = 1): a NULL key hashes as no value. On the
+                // nullable side of an outer join it also holds for every shard's padded rows,
+                // so it says nothing of where the rows are.
                 if let Some(f) = t.arg.as_deref().and_then(column_fields) {
-                    if let Some(s) = slots.slot(f) {
+                    if let Some(s) = slots.slot(f).filter(|s| !slots.uses[s.0].null_extended) {
                         b.bind(s, vec![Value::One(Operand::Const(None))]);
                     }
                 }
