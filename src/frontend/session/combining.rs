@@ -260,6 +260,17 @@ impl Session {
                 return Ok(Answered::Combined(f));
             }
         }
+        // Temporary tables have no statistics (autovacuum never sees them): without them the
+        // planner guesses, and a correlated subquery may rescan a table per outer row (seconds
+        // where the one PostgreSQL holding the rows takes milliseconds).
+        if !plan.pulls.is_empty() {
+            let temps: Vec<&str> = plan.pulls.iter().map(|p| p.temp.as_str()).collect();
+            if let Some(error) =
+                combiner::run(conn, &format!("ANALYZE {}", temps.join(", "))).await?
+            {
+                return Ok(Answered::Combined(failed(error)));
+            }
+        }
         let bound = job
             .bound
             .as_ref()
