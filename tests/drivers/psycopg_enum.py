@@ -1,0 +1,64 @@
+"""psycopg 3 with a registered enum, through the proxy (run by tests/drivers.rs).
+
+argv: DSN, then the tables to use; each has columns (id bigint, mood drv_mood, moods
+drv_mood[]) and starts empty. Every row must come back as the registered Python enum, whichever
+shard it lives on, in text and in binary results.
+"""
+import enum
+import sys
+
+import psycopg
+from psycopg.types.enum import EnumInfo, register_enum
+
+
+class Mood(enum.Enum):
+    sad = "sad"
+    ok = "ok"
+    happy = "happy"
+
+
+def rows():
+    moods = list(Mood)
+    return [(i, moods[i % 3], [moods[i % 3], Mood.ok]) for i in range(1, 41)]
+
+
+def main(dsn, tables):
+    with psycopg.connect(dsn) as conn:  # autocommit off, as psycopg's default
+        info = EnumInfo.fetch(conn, "drv_mood")
+        assert info is not None, "EnumInfo.fetch found no drv_mood"
+        register_enum(info, conn, Mood)
+        want = rows()
+        for table in tables:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {table} (id, mood, moods) VALUES (%s, %s, %s)", want
+                )
+            conn.commit()
+            for binary in (False, True):
+                with conn.cursor(binary=binary) as cur:
+                    cur.execute(f"SELECT id, mood FROM {table} ORDER BY id")
+                    got = cur.fetchall()
+                    assert got == [(i, m) for i, m, _ in want], (table, binary, got[:3])
+                    cur.execute(f"SELECT id, mood FROM {table} WHERE id = %s", (8,))
+                    assert cur.fetchone() == (8, Mood.happy), (table, binary)
+                    cur.execute(
+                        f"SELECT count(*) FROM {table} WHERE mood = %s", (Mood.ok,)
+                    )
+                    assert cur.fetchone()[0] == 14, (table, binary)
+            # Arrays of the enum come back as lists of it in text results (binary arrays of a
+            # user-defined type carry each shard's own element OID: docs/behaviour.md).
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT id, moods FROM {table} ORDER BY id")
+                got = cur.fetchall()
+                assert got == [(i, ms) for i, _, ms in want], (table, got[:3])
+                cur.execute(
+                    f"SELECT id FROM {table} WHERE moods = %s ORDER BY id",
+                    ([Mood.happy, Mood.ok],),
+                )
+                assert [r[0] for r in cur.fetchall()] == [i for i in range(1, 41) if i % 3 == 2]
+            conn.commit()
+    print("psycopg: ok", tables)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
