@@ -132,6 +132,7 @@ impl ServerCtx {
                             oid: r.get::<_, i64>(0) as u32,
                             schema: r.get(1),
                             name: r.get(2),
+                            element: r.get::<_, Option<i64>>(3).map(|e| e as u32),
                         })
                         .collect(),
                 );

@@ -160,6 +160,29 @@ async fn clients_see_the_first_shards_type_oids_from_every_shard() {
         .expect("count by enum")
         .get(0);
     assert_eq!(happy, 1 + (1..=40).filter(|i| i % 3 == 2).count() as i64);
+
+    // The general path copies the shards' rows in binary into a table on the first shard,
+    // binary arrays of the enum among them.
+    exec(
+        &c,
+        "CREATE SHARDED TABLE rty_other (id bigint PRIMARY KEY, v int8) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO TABLESPACE SET rty_tsa",
+    )
+    .await;
+    let rows: Vec<String> = (1..=40).map(|i| format!("({}, {i})", 100 + i)).collect();
+    insert_rows(&c, "rty_other", "id, v", &rows).await;
+    let joined = simple_rows(
+        &c,
+        "SELECT t.id, t.ms FROM rty_t t JOIN rty_other o ON o.v = t.id ORDER BY t.id",
+    )
+    .await;
+    let want: Vec<Vec<Option<String>>> = (1..=40i64)
+        .map(|i| {
+            let l = label(i).0;
+            vec![Some(i.to_string()), Some(format!("{{{l},ok}}"))]
+        })
+        .collect();
+    assert_eq!(joined, want);
 }
 
 /// A type made after the proxy started, and one made directly on the shards (as another proxy

@@ -84,6 +84,8 @@ pub struct BackendConn {
     /// How the shard's type OIDs become the first shard's in the descriptions it sends, and
     /// the first shard's its own in Parse; none on the first shard.
     pub types: Option<Arc<super::ShardTypes>>,
+    /// The columns of the result being read that `types` changes in each DataRow.
+    pub binary_arrays: Option<super::types::BinaryArrays>,
 }
 
 impl BackendConn {
@@ -245,6 +247,7 @@ impl BackendConn {
             unnamed: None,
             broken: false,
             types: None,
+            binary_arrays: None,
         })
     }
 
@@ -263,20 +266,20 @@ impl BackendConn {
         }
     }
 
-    /// Gives the first buffered frame, when it is a complete description, the first shard's
-    /// type OIDs ([`super::types`]).
+    /// Gives the first buffered frame, when it is complete, the first shard's type OIDs
+    /// ([`super::types`]).
     fn translate_front_types(&mut self) {
         let Some(types) = &self.types else {
             return;
         };
         let buf = &mut self.read_buf[..];
-        if buf.len() < 5 || !matches!(buf[0], b'T' | b't') {
+        if buf.len() < 5 || !super::types::translated(buf[0], &self.binary_arrays) {
             return;
         }
         let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
         if let Some(frame) = buf.get_mut(..len + 1) {
             let tag = frame[0];
-            types.to_first(tag, &mut frame[5..]);
+            types.translate(tag, &mut frame[5..], &mut self.binary_arrays);
         }
     }
 

@@ -28,7 +28,8 @@ pub const FIRST_NORMAL_OID: u32 = 16384;
 
 /// What each shard is asked: its types made at run time, by schema and name. Temporary schemas
 /// are listed too, so that a session's own temporary row types are known not to be shared.
-pub const LIST_TYPES_SQL: &str = "SELECT t.oid::int8, n.nspname::text, t.typname::text \
+pub const LIST_TYPES_SQL: &str = "SELECT t.oid::int8, n.nspname::text, t.typname::text, \
+     CASE WHEN t.typcategory = 'A' THEN t.typelem::int8 END \
      FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace \
      WHERE t.oid >= 16384";
 
@@ -38,6 +39,8 @@ pub struct ListedType {
     pub oid: u32,
     pub schema: String,
     pub name: String,
+    /// An array type's element type.
+    pub element: Option<u32>,
 }
 
 /// One shard's run-time types against the first shard's.
@@ -50,6 +53,22 @@ struct TypeMap {
     /// The shard's run-time types the first shard has under the same OID, or has not at all:
     /// they pass as they are.
     unchanged: HashSet<u32>,
+    /// The shard's array types whose element type has another OID on the first shard: a
+    /// binary array value names its element type, so such values need it changed too.
+    /// Array OID → (the shard's element OID, the first shard's).
+    arrays: HashMap<u32, (u32, u32)>,
+}
+
+/// The columns of the result being read whose values are binary arrays naming the shard's own
+/// element type (set by a RowDescription, applied to each DataRow until the result ends).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinaryArrays(Box<[ArrayColumn]>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ArrayColumn {
+    column: u16,
+    shard_element: u32,
+    first_element: u32,
 }
 
 /// The translation of one shard's type OIDs, shared by its connections.
@@ -69,29 +88,57 @@ impl ShardTypes {
         }
     }
 
-    /// Turns the shard's type OIDs in the body of a RowDescription (`T`) or ParameterDescription
-    /// (`t`) into the first shard's, in place. An OID the map does not know marks the maps
-    /// stale and passes unchanged. Built-in types only (the usual answer) cost a walk over
-    /// the fields.
-    pub fn to_first(&self, tag: u8, body: &mut [u8]) {
+    /// Translates one frame from the shard in place: the type OIDs of a RowDescription (`T`)
+    /// or ParameterDescription (`t`) become the first shard's, and so does the element OID
+    /// inside each binary array value of a user-defined type in the DataRows (`D`) of the
+    /// result a RowDescription began — `arrays` holds which columns those are until the result
+    /// ends. An OID the map does not know marks the maps stale and passes unchanged. Built-in
+    /// types only (the usual answer) cost a walk over a description's fields.
+    pub fn translate(&self, tag: u8, body: &mut [u8], arrays: &mut Option<BinaryArrays>) {
+        match tag {
+            b'T' | b't' => {}
+            b'D' => {
+                if let Some(a) = arrays {
+                    a.apply(body);
+                }
+                return;
+            }
+            // The result ends (or is suspended: a later Execute may not describe it again).
+            b'C' | b'E' | b'Z' | b's' | b'I' => {
+                *arrays = None;
+                return;
+            }
+            _ => return,
+        }
         let mut map: Option<Arc<TypeMap>> = None;
         let mut unknown = false;
-        let mut translate = |oid: u32| -> Option<u32> {
+        let mut binary_arrays = Vec::new();
+        let mut translate = |column: usize, oid: u32, binary: bool| -> Option<u32> {
             if oid < FIRST_NORMAL_OID {
                 return None;
             }
             let m = map.get_or_insert_with(|| self.map());
             let first = m.to_first.get(&oid).copied();
             unknown |= first.is_none() && !m.unchanged.contains(&oid);
+            if let (true, Some(&(shard_element, first_element))) = (binary, m.arrays.get(&oid)) {
+                binary_arrays.push(ArrayColumn {
+                    column: column as u16,
+                    shard_element,
+                    first_element,
+                });
+            }
             first
         };
-        match tag {
-            b'T' => for_each_row_type(body, &mut translate),
-            b't' => for_each_oid_list(body, &mut translate),
-            _ => {}
+        if tag == b'T' {
+            for_each_row_type(body, &mut translate);
+        } else {
+            for_each_oid_list(body, &mut |oid| translate(0, oid, false));
         }
         if unknown {
             self.stale.store(true, Ordering::Relaxed);
+        }
+        if tag == b'T' {
+            *arrays = (!binary_arrays.is_empty()).then(|| BinaryArrays(binary_arrays.into()));
         }
     }
 
@@ -217,6 +264,12 @@ impl TypeOids {
                     }
                 }
             }
+            for t in types {
+                let Some(element) = t.element else { continue };
+                if let Some(&first_element) = map.to_first.get(&element) {
+                    map.arrays.insert(t.oid, (element, first_element));
+                }
+            }
             shard
                 .differs
                 .store(!map.to_first.is_empty(), Ordering::Relaxed);
@@ -228,26 +281,67 @@ impl TypeOids {
     }
 }
 
-/// Calls `f` on each field's type OID of a RowDescription body, storing what it returns.
-fn for_each_row_type(body: &mut [u8], f: &mut dyn FnMut(u32) -> Option<u32>) {
+/// Calls `f` on each field of a RowDescription body (its number, type OID, and whether its
+/// format is binary), storing the OID it returns.
+fn for_each_row_type(body: &mut [u8], f: &mut dyn FnMut(usize, u32, bool) -> Option<u32>) {
     let Some(count) = body.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]])) else {
         return;
     };
     let mut at = 2;
-    for _ in 0..count {
+    for column in 0..count as usize {
         // Name, then table OID (4), column number (2), type OID (4), size (2), modifier (4),
         // format (2).
         let Some(nul) = body.get(at..).and_then(|b| b.iter().position(|&c| c == 0)) else {
             return;
         };
         let oid_at = at + nul + 1 + 6;
+        let binary = body.get(oid_at + 10..oid_at + 12) == Some(&[0, 1][..]);
         let Some(oid) = body.get_mut(oid_at..oid_at + 4) else {
             return;
         };
-        if let Some(new) = f(u32::from_be_bytes([oid[0], oid[1], oid[2], oid[3]])) {
+        if let Some(new) = f(
+            column,
+            u32::from_be_bytes([oid[0], oid[1], oid[2], oid[3]]),
+            binary,
+        ) {
             oid.copy_from_slice(&new.to_be_bytes());
         }
         at = oid_at + 4 + 8;
+    }
+}
+
+/// Whether [`ShardTypes::translate`] has anything to do with a frame tagged `tag`: the cheap
+/// test the forwarding loop makes per frame.
+#[inline]
+pub fn translated(tag: u8, arrays: &Option<BinaryArrays>) -> bool {
+    matches!(tag, b'T' | b't') || arrays.is_some()
+}
+
+impl BinaryArrays {
+    /// Gives each listed column's binary array value in a DataRow body the first shard's
+    /// element OID. An array value begins: dimensions (4), null flag (4), element OID (4).
+    fn apply(&self, body: &mut [u8]) {
+        let mut at = 2;
+        let mut next = self.0.iter().peekable();
+        let mut column = 0u16;
+        while let Some(c) = next.peek() {
+            let Some(len) = body.get(at..at + 4) else {
+                return;
+            };
+            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            at += 4;
+            let value = len.max(0) as usize;
+            if column == c.column {
+                if let Some(oid) = body.get_mut(at + 8..at + 12).filter(|_| value >= 12) {
+                    if oid == c.shard_element.to_be_bytes() {
+                        oid.copy_from_slice(&c.first_element.to_be_bytes());
+                    }
+                }
+                next.next();
+            }
+            at += value;
+            column += 1;
+        }
     }
 }
 
@@ -287,10 +381,22 @@ mod tests {
             oid,
             schema: "public".into(),
             name: name.into(),
+            element: None,
+        }
+    }
+
+    fn array(oid: u32, name: &str, element: u32) -> ListedType {
+        ListedType {
+            element: Some(element),
+            ..listed(oid, name)
         }
     }
 
     fn row_description(fields: &[(&str, u32)]) -> Vec<u8> {
+        described(fields, 0)
+    }
+
+    fn described(fields: &[(&str, u32)], format: u16) -> Vec<u8> {
         let mut b = (fields.len() as u16).to_be_bytes().to_vec();
         for (name, oid) in fields {
             b.extend_from_slice(name.as_bytes());
@@ -300,7 +406,7 @@ mod tests {
             b.extend_from_slice(&oid.to_be_bytes());
             b.extend_from_slice(&(-1i16).to_be_bytes());
             b.extend_from_slice(&(-1i32).to_be_bytes());
-            b.extend_from_slice(&0u16.to_be_bytes());
+            b.extend_from_slice(&format.to_be_bytes());
         }
         b
     }
@@ -321,12 +427,12 @@ mod tests {
             &[
                 vec![
                     listed(20000, "mood"),
-                    listed(20001, "_mood"),
+                    array(20001, "_mood", 20000),
                     listed(20100, "same"),
                 ],
                 vec![
                     listed(30000, "mood"),
-                    listed(30001, "_mood"),
+                    array(30001, "_mood", 30000),
                     listed(20100, "same"),
                 ],
             ],
@@ -340,13 +446,13 @@ mod tests {
         assert!(!oids.is_stale());
         let shard = oids.of(ShardId(1)).expect("second shard");
         let mut body = row_description(&[("a", 23), ("m", 30000), ("ms", 30001), ("s", 20100)]);
-        shard.to_first(b'T', &mut body);
+        shard.translate(b'T', &mut body, &mut None);
         assert_eq!(
             body,
             row_description(&[("a", 23), ("m", 20000), ("ms", 20001), ("s", 20100)])
         );
         let mut params = oid_list(&[30001, 25, 30000]);
-        shard.to_first(b't', &mut params);
+        shard.translate(b't', &mut params, &mut None);
         assert_eq!(params, oid_list(&[20001, 25, 20000]));
         assert!(!oids.is_stale());
         assert!(oids.of(ShardId(0)).is_none());
@@ -369,7 +475,7 @@ mod tests {
         let oids = oids();
         let shard = oids.of(ShardId(1)).expect("second shard");
         let mut body = row_description(&[("x", 40000)]);
-        shard.to_first(b'T', &mut body);
+        shard.translate(b'T', &mut body, &mut None);
         assert_eq!(body, row_description(&[("x", 40000)]));
         assert!(oids.is_stale());
     }
@@ -380,9 +486,61 @@ mod tests {
         let shard = oids.of(ShardId(1)).expect("second shard");
         for mut body in [vec![], vec![0, 3, b'a'], vec![0, 1, b'a', 0, 1, 2]] {
             let before = body.clone();
-            shard.to_first(b'T', &mut body);
-            shard.to_first(b't', &mut body);
+            shard.translate(b'T', &mut body, &mut None);
+            shard.translate(b't', &mut body, &mut None);
             assert_eq!(body, before);
         }
+    }
+
+    /// A DataRow body of `values` (None: NULL).
+    fn data_row(values: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let mut b = (values.len() as u16).to_be_bytes().to_vec();
+        for v in values {
+            match v {
+                Some(v) => {
+                    b.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                    b.extend_from_slice(v);
+                }
+                None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        b
+    }
+
+    /// A one-dimensional binary array of `element` holding one 2-byte value.
+    fn binary_array(element: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for word in [1u32, 0, element, 1, 1, 2] {
+            b.extend_from_slice(&word.to_be_bytes());
+        }
+        b.extend_from_slice(b"ok");
+        b
+    }
+
+    #[test]
+    fn binary_arrays_name_the_first_shards_element_type_until_the_result_ends() {
+        let oids = oids();
+        let shard = oids.of(ShardId(1)).expect("second shard");
+        let mut arrays = None;
+        let fields = [("a", 23), ("ms", 30001), ("ms2", 30001)];
+        shard.translate(b'T', &mut described(&fields, 1), &mut arrays);
+        assert!(arrays.is_some());
+        let int4 = Some(7i32.to_be_bytes().to_vec());
+        let mut row = data_row(&[int4.clone(), Some(binary_array(30000)), None]);
+        shard.translate(b'D', &mut row, &mut arrays);
+        assert_eq!(
+            row,
+            data_row(&[int4.clone(), Some(binary_array(20000)), None])
+        );
+        // An empty array names its element type too; a short value is left alone.
+        let empty = |e: u32| [0u32, 0, e].iter().flat_map(|w| w.to_be_bytes()).collect();
+        let mut row = data_row(&[None, Some(empty(30000)), Some(vec![1, 2])]);
+        shard.translate(b'D', &mut row, &mut arrays);
+        assert_eq!(row, data_row(&[None, Some(empty(20000)), Some(vec![1, 2])]));
+        shard.translate(b'C', &mut b"SELECT 2\0".to_vec(), &mut arrays);
+        assert!(arrays.is_none());
+        // Text results, and the first shard's arrays, are not touched.
+        shard.translate(b'T', &mut described(&fields, 0), &mut arrays);
+        assert!(arrays.is_none());
     }
 }

@@ -516,8 +516,10 @@ impl Session {
                 }
             };
             let tag = buf[pos];
-            if let (b'T' | b't', Some(types)) = (tag, &conn.types) {
-                types.to_first(tag, &mut buf[pos + 5..pos + len]);
+            if let Some(types) = &conn.types {
+                if crate::backend::types::translated(tag, &conn.binary_arrays) {
+                    types.translate(tag, &mut buf[pos + 5..pos + len], &mut conn.binary_arrays);
+                }
             }
             if self.pipeline.passes_through(tag) {
                 pos += len;

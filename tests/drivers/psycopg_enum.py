@@ -45,12 +45,16 @@ def main(dsn, tables):
                         f"SELECT count(*) FROM {table} WHERE mood = %s", (Mood.ok,)
                     )
                     assert cur.fetchone()[0] == 14, (table, binary)
-            # Arrays of the enum come back as lists of it in text results (binary arrays of a
-            # user-defined type carry each shard's own element OID: docs/behaviour.md).
+            # Arrays of the enum come back as lists of it, in text and in binary results (a
+            # binary array names its element type's OID).
+            for binary in (False, True):
+                with conn.cursor(binary=binary) as cur:
+                    cur.execute(f"SELECT id, moods FROM {table} ORDER BY id")
+                    got = cur.fetchall()
+                    assert got == [(i, ms) for i, _, ms in want], (table, binary, got[:3])
+                    cur.execute(f"SELECT moods FROM {table} WHERE id = %s", (8,))
+                    assert cur.fetchone() == ([Mood.happy, Mood.ok],), (table, binary)
             with conn.cursor() as cur:
-                cur.execute(f"SELECT id, moods FROM {table} ORDER BY id")
-                got = cur.fetchall()
-                assert got == [(i, ms) for i, _, ms in want], (table, got[:3])
                 cur.execute(
                     f"SELECT id FROM {table} WHERE moods = %s ORDER BY id",
                     ([Mood.happy, Mood.ok],),
