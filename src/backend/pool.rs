@@ -258,6 +258,9 @@ impl ShardPool {
             return;
         }
         c.released = true;
+        // A result ends before release (ReadyForQuery clears it); the next holder's results
+        // must never be read by this one's description.
+        c.conn.binary_arrays = None;
         let mut hot = self.hot.lock().unwrap_or_else(|e| e.into_inner());
         if self.waiting.load(Ordering::SeqCst) == 0 {
             c.hot_since = self.sweeps.load(Ordering::Relaxed);
