@@ -132,25 +132,20 @@ async fn drivers_read_and_bind_user_defined_types_from_every_shard() {
     let c = proxy.connect().await;
     setup(&c).await;
 
-    let tables = vec![
-        sharded_table(&c, "drv_pg_sharded").await,
-        plain_table(&c, "drv_pg_plain").await,
-    ];
-    let mut args = vec![url(&proxy, "postgresql")];
-    args.extend(tables);
-    run_script("psycopg_enum.py", args).await;
-    assert_eq!(rows_per_shard("drv_pg_plain").await, [40, -1, -1, -1]);
-    assert_on_third_and_fourth("drv_pg_sharded").await;
-
-    let tables = vec![
-        sharded_table(&c, "drv_apg_sharded").await,
-        plain_table(&c, "drv_apg_plain").await,
-    ];
-    let mut args = vec![url(&proxy, "postgresql")];
-    args.extend(tables);
-    run_script("asyncpg_enum.py", args).await;
-    assert_eq!(rows_per_shard("drv_apg_plain").await, [40, -1, -1, -1]);
-    assert_on_third_and_fourth("drv_apg_sharded").await;
+    for (script, prefix) in [
+        ("psycopg_enum.py", "drv_pg"),
+        ("asyncpg_enum.py", "drv_apg"),
+    ] {
+        let sharded = sharded_table(&c, &format!("{prefix}_sharded")).await;
+        let plain = plain_table(&c, &format!("{prefix}_plain")).await;
+        run_script(
+            script,
+            vec![url(&proxy, "postgresql"), sharded.clone(), plain.clone()],
+        )
+        .await;
+        assert_eq!(rows_per_shard(&plain).await, [40, -1, -1, -1], "{script}");
+        assert_on_third_and_fourth(&sharded).await;
+    }
 
     for (dialect, prefix) in [("psycopg2", "drv_sa2"), ("psycopg", "drv_sa3")] {
         let sharded = sharded_table(&c, &format!("{prefix}_sharded")).await;

@@ -34,26 +34,19 @@ def main(dsn, tables):
                     f"INSERT INTO {table} (id, mood, moods) VALUES (%s, %s, %s)", want
                 )
             conn.commit()
+            # In text and in binary results; arrays of the enum come back as lists of it (a
+            # binary array names its element type's OID).
             for binary in (False, True):
                 with conn.cursor(binary=binary) as cur:
-                    cur.execute(f"SELECT id, mood FROM {table} ORDER BY id")
+                    cur.execute(f"SELECT id, mood, moods FROM {table} ORDER BY id")
                     got = cur.fetchall()
-                    assert got == [(i, m) for i, m, _ in want], (table, binary, got[:3])
-                    cur.execute(f"SELECT id, mood FROM {table} WHERE id = %s", (8,))
-                    assert cur.fetchone() == (8, Mood.happy), (table, binary)
+                    assert got == want, (table, binary, got[:3])
+                    cur.execute(f"SELECT mood, moods FROM {table} WHERE id = %s", (8,))
+                    assert cur.fetchone() == (Mood.happy, [Mood.happy, Mood.ok]), (table, binary)
                     cur.execute(
                         f"SELECT count(*) FROM {table} WHERE mood = %s", (Mood.ok,)
                     )
                     assert cur.fetchone()[0] == 14, (table, binary)
-            # Arrays of the enum come back as lists of it, in text and in binary results (a
-            # binary array names its element type's OID).
-            for binary in (False, True):
-                with conn.cursor(binary=binary) as cur:
-                    cur.execute(f"SELECT id, moods FROM {table} ORDER BY id")
-                    got = cur.fetchall()
-                    assert got == [(i, ms) for i, _, ms in want], (table, binary, got[:3])
-                    cur.execute(f"SELECT moods FROM {table} WHERE id = %s", (8,))
-                    assert cur.fetchone() == ([Mood.happy, Mood.ok],), (table, binary)
             with conn.cursor() as cur:
                 cur.execute(
                     f"SELECT id FROM {table} WHERE moods = %s ORDER BY id",
