@@ -7,8 +7,8 @@
 //!
 //! Which point does what comes from the environment variable `SHARDWIRE_FAILPOINTS`, read once
 //! when the proxy starts ([`FailPoints::from_env`]) and handed down explicitly (the accept loop's
-//! [`crate::server::Deps`], then [`crate::context::ServerCtx`] and the coordinator): no global
-//! state, so several proxies in one process each keep their own. The value is `point=action`
+//! `Deps`, then the sessions' shared context and the coordinator): no global state, so several
+//! proxies in one process each keep their own. The value is `point=action`
 //! pairs separated by `;`:
 //!
 //! ```text

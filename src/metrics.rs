@@ -204,14 +204,12 @@ impl Metrics {
         }
     }
 
-    /// Records what a pass of in-doubt recovery did.
-    pub fn note_recovery(&self, report: &crate::txn::RecoveryReport) {
-        self.recovered_committed
-            .increment(report.committed.len() as u64);
-        self.recovered_rolled_back
-            .increment(report.rolled_back.len() as u64);
-        self.in_doubt
-            .set((report.left_to_coordinator.len() + report.errors.len()) as f64);
+    /// Records what a pass of in-doubt recovery did: prepared transactions it committed and
+    /// rolled back, and how many it left in doubt.
+    pub fn note_recovery(&self, committed: usize, rolled_back: usize, in_doubt: usize) {
+        self.recovered_committed.increment(committed as u64);
+        self.recovered_rolled_back.increment(rolled_back as u64);
+        self.in_doubt.set(in_doubt as f64);
     }
 
     pub fn ttl_purged(&self, shard: crate::model::ShardId, rows: u64) {

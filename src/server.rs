@@ -1,5 +1,5 @@
 //! The accept loop, the runtime it runs on, and logging setup. What sessions share is
-//! [`crate::context::ServerCtx`].
+//! [`crate::frontend::context::ServerCtx`].
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,9 +10,9 @@ use tokio::runtime::RuntimeFlavor;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::context::ServerCtx;
-use crate::error::StartError;
 use crate::failpoint::FailPoints;
+use crate::frontend::context::ServerCtx;
+use crate::frontend::context::StartError;
 use crate::frontend::driver::{Next, SessionDriver};
 
 /// What a running proxy needs from its caller, passed explicitly so tests can run several
@@ -39,7 +39,7 @@ pub async fn run(
         let ctx = ctx.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let done = |report: &crate::txn::RecoveryReport| ctx.metrics.note_recovery(report);
+            let done = |report: &crate::txn::RecoveryReport| report.note_in(&ctx.metrics);
             ctx.recovery().run_until(stop.cancelled(), done).await
         })
     };

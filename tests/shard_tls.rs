@@ -448,7 +448,7 @@ async fn prefer_takes_plaintext_from_a_server_without_tls_and_require_refuses_it
     // The catalog is a shard here, so the proxy does not start at all.
     let mut config = Config::clone(&proxy_config(&common::shards().urls, "sslmode=require"));
     config.catalog = None;
-    let err = match shardwire::context::ServerCtx::start(
+    let err = match shardwire::frontend::context::ServerCtx::start(
         Arc::new(config),
         shardwire::failpoint::FailPoints::none(),
     )

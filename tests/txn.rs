@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardwire::client_error::ClientError;
 use shardwire::config::Config;
 use shardwire::model::ShardId;
 use shardwire::pgcluster::StopMode;

@@ -39,3 +39,58 @@ pub enum BackendError {
     #[error("cannot connect to shard \"{shard}\": {reason}")]
     Unreachable { shard: String, reason: String },
 }
+
+impl crate::client_error::ClientError for BackendError {
+    fn sqlstate(&self) -> tokio_postgres::error::SqlState {
+        use tokio_postgres::error::SqlState;
+        match self {
+            BackendError::Connect { .. }
+            | BackendError::Tls { .. }
+            | BackendError::Timeout { .. }
+            | BackendError::Unreachable { .. } => {
+                SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION
+            }
+            BackendError::Auth { .. } => {
+                SqlState::SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION
+            }
+            BackendError::Io(_) | BackendError::Frame(_) | BackendError::Closed => {
+                SqlState::CONNECTION_FAILURE
+            }
+            BackendError::PoolTimeout { .. } => SqlState::TOO_MANY_CONNECTIONS,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        match self {
+            BackendError::PoolTimeout { shard, waited_ms } => format!(
+                "all connections to shard \"{shard}\" stayed busy for {waited_ms} ms; \
+                 raise [pool] size or connect_timeout_ms, or shorten transactions"
+            ),
+            BackendError::Unreachable { .. } => self.to_string(),
+            BackendError::Connect { .. }
+            | BackendError::Tls { .. }
+            | BackendError::Timeout { .. }
+            | BackendError::Auth { .. }
+            | BackendError::Io(_)
+            | BackendError::Frame(_)
+            | BackendError::Closed => format!("shard unavailable: {self}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_error::ClientError;
+    use tokio_postgres::error::SqlState;
+
+    #[test]
+    fn pool_exhaustion_says_what_to_change() {
+        let e = BackendError::PoolTimeout {
+            shard: "s1".into(),
+            waited_ms: 5000,
+        };
+        assert_eq!(e.sqlstate(), SqlState::TOO_MANY_CONNECTIONS);
+        assert!(e.client_message().contains("[pool] size"));
+    }
+}

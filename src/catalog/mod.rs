@@ -38,14 +38,14 @@ use crate::config::{Config, Endpoint};
 pub enum CatalogError {
     #[error(
         "cannot connect to the catalog database {endpoint}: {}",
-        crate::error::with_causes(source)
+        crate::client_error::with_causes(source)
     )]
     Connect {
         endpoint: String,
         #[source]
         source: tokio_postgres::Error,
     },
-    #[error("catalog database: {}", crate::error::with_causes(.0))]
+    #[error("catalog database: {}", crate::client_error::with_causes(.0))]
     Query(#[from] tokio_postgres::Error),
     #[error("the catalog is inconsistent: {0}")]
     Corrupt(String),

@@ -67,7 +67,7 @@ impl Snapshot {
         self.nested_names
     }
 
-    /// Whether SQL may write a NoSQL table, and so may hold `SET TTL` ([`crate::sql::row_ttl`]).
+    /// Whether SQL may write a NoSQL table, and so may hold `SET TTL` ([`crate::ddl::row_ttl`]).
     pub fn has_nosql_tables(&self) -> bool {
         self.nosql
     }

@@ -216,14 +216,6 @@ pub struct DdlConfig {
     pub default_tablespace_set: Option<String>,
 }
 
-impl DdlConfig {
-    pub fn type_options(&self) -> crate::ddl::types::TypeOptions {
-        crate::ddl::types::TypeOptions {
-            oracle_date: self.oracle_date,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {

@@ -80,6 +80,7 @@ mod parser;
 mod partition;
 pub mod render;
 pub mod rewrite;
+pub mod row_ttl;
 mod rules;
 pub mod ttl;
 mod type_parser;

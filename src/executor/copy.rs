@@ -7,6 +7,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
+
 use crate::catalog::{ShardId, Snapshot, TableId};
 use crate::router::hash::KeyValue;
 use crate::router::place::{self, PlaceError};
@@ -775,6 +779,25 @@ impl RowRouter {
                 source,
             }
         })
+    }
+}
+
+impl ClientError for CopyError {
+    fn sqlstate(&self) -> SqlState {
+        use CopyError as C;
+        match self {
+            C::BadOption(_) => SqlState::INVALID_PARAMETER_VALUE,
+            C::MissingData { .. } | C::UnterminatedCsv { .. } | C::Binary(_) => {
+                SqlState::BAD_COPY_FILE_FORMAT
+            }
+            C::NotUtf8 { .. } => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            C::Place { source, .. } => source.sqlstate(),
+            C::ColumnCount { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
     }
 }
 

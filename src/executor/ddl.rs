@@ -16,6 +16,7 @@ pub use super::recognise::recognise;
 
 use super::layout::{self, DEFAULT_SCHEMA};
 use crate::catalog::{Catalog, CatalogError, Snapshot, Table, UpdateHolder};
+use crate::client_error::ClientError;
 use crate::config::Config;
 use crate::ddl::ast::{
     AlterRowMovement, CreateTable, CreateTablespace, CreateTablespaceSet, DropTablespace,
@@ -25,7 +26,6 @@ use crate::ddl::error::RewriteError;
 use crate::ddl::model::{QualifiedName, ShardStatements};
 use crate::ddl::rewrite::{self, CreateOutcome, TablePlan};
 use crate::ddl::{DdlError, ObjectName, Statement};
-use crate::error::ClientError;
 use crate::model::{RowMovement, ShardId, TableId, TableKind, TableState};
 use crate::txn::{ControlPools, Coordinator, TxnError};
 

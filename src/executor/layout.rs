@@ -63,7 +63,9 @@ pub fn rewrite_context(snapshot: &Snapshot, config: &Config) -> Result<RewriteCo
         chunks_per_shard: config.proxy.chunks_per_shard,
         default_schema: DEFAULT_SCHEMA.to_owned(),
         tables,
-        types: config.ddl.type_options(),
+        types: crate::ddl::types::TypeOptions {
+            oracle_date: config.ddl.oracle_date,
+        },
         default_tablespace_set: config.ddl.default_tablespace_set.clone(),
     })
 }

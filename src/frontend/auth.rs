@@ -20,8 +20,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_util::codec::Framed;
 
 use super::FrontendError;
+use crate::client_error::ClientError;
 use crate::config::{AuthMethod, Config};
-use crate::error::ClientError;
 
 const SCRAM_ITERATIONS: usize = 4096;
 

@@ -1,7 +1,11 @@
 //! What the frontend itself refuses or reports to a client, as opposed to what the shards,
-//! the router or the DDL executor report. `crate::error` maps each variant to its SQLSTATE in
-//! one exhaustive match, so a new refusal cannot reach a client without a deliberate code; the
+//! the router or the DDL executor report. Its [`ClientError`] maps each variant to its SQLSTATE
+//! in one exhaustive match, so a new refusal cannot reach a client without a deliberate code; the
 //! texts are what clients and tests see, so they do not change lightly.
+
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 /// A refusal or failure the frontend reports in an ErrorResponse of its own.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,4 +144,81 @@ pub enum FrontendError {
     CopyFailed(String),
     #[error("unexpected message type 0x{0:02X} during COPY from stdin")]
     CopyUnexpectedMessage(u8),
+}
+
+impl ClientError for FrontendError {
+    fn sqlstate(&self) -> SqlState {
+        use FrontendError as F;
+        match self {
+            F::UnsupportedProtocol { .. }
+            | F::PreparedInsertSelect
+            | F::NotAcrossShards(_)
+            | F::SplitInsert(_)
+            | F::GeneratedKey(_)
+            | F::ColumnsUnknown
+            | F::CopyOrdered => SqlState::FEATURE_NOT_SUPPORTED,
+            F::NoUserName | F::UnknownRole { .. } => SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            F::UnknownDatabase { .. } => SqlState::UNDEFINED_DATABASE,
+            F::WrongPassword { .. } => SqlState::INVALID_PASSWORD,
+            F::ExpectedStartup
+            | F::AuthExchange(_)
+            | F::CopyNotStarted
+            | F::CopyUnexpectedMessage(_)
+            | F::ProtocolViolation(_)
+            | F::UnencryptedAfterRequest { .. } => SqlState::PROTOCOL_VIOLATION,
+            F::TooManyClients | F::TooManyForUser { .. } => SqlState::TOO_MANY_CONNECTIONS,
+            F::IdleInTransactionTimeout => SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            F::QueryTimeout { .. } => SqlState::QUERY_CANCELED,
+            F::StartupSetting { code, .. } => code.clone(),
+            F::SignalNotPermitted { .. } => SqlState::INSUFFICIENT_PRIVILEGE,
+            F::TerminatedByAdministrator => SqlState::ADMIN_SHUTDOWN,
+            F::ShardUnreachable { .. }
+            | F::ColumnsUnreadable(_)
+            | F::CopyNoConnection
+            | F::CopyBegin(_) => SqlState::CONNECTION_FAILURE,
+            F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
+            F::KeyNotUtf8 => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            F::KeysMissing => SqlState::INTERNAL_ERROR,
+            F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
+            F::BlockFailed => SqlState::IN_FAILED_SQL_TRANSACTION,
+            F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
+            F::CombineRowLimit { .. } => SqlState::PROGRAM_LIMIT_EXCEEDED,
+            F::CombineUnrecordedInBlock => SqlState::FEATURE_NOT_SUPPORTED,
+            F::Combine(_) => SqlState::INTERNAL_ERROR,
+            F::UnpreparableAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
+            F::CopyFailed(_) => SqlState::QUERY_CANCELED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontend_refusals_keep_their_texts() {
+        use FrontendError as F;
+        let e = F::UnsupportedProtocol { major: 2, minor: 0 };
+        assert_eq!(e.sqlstate(), SqlState::FEATURE_NOT_SUPPORTED);
+        assert_eq!(
+            e.client_message(),
+            "unsupported frontend protocol 2.0: server supports 3.0 to 3.0"
+        );
+        let e = F::CopyUnexpectedMessage(b'Q');
+        assert_eq!(e.sqlstate(), SqlState::PROTOCOL_VIOLATION);
+        assert_eq!(
+            e.client_message(),
+            "unexpected message type 0x51 during COPY from stdin"
+        );
+        assert_eq!(
+            F::DdlInTransaction.client_message(),
+            "sharding DDL cannot run inside a transaction block: send it outside \
+             BEGIN … COMMIT (it commits on its own)"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod cancel;
+pub mod context;
 pub mod driver;
 mod error;
 pub mod limits;
@@ -24,8 +25,8 @@ use tokio::net::TcpStream;
 use tracing::Instrument;
 
 use crate::catalog::ShardId;
-use crate::context::ServerCtx;
-use crate::error::ClientError;
+use crate::client_error::ClientError;
+use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Severity};
 use driver::{Next, SessionFuture};
 use session::Session;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::error::FrontendError;
-use crate::context::ServerCtx;
+use crate::frontend::context::ServerCtx;
 use crate::model::ShardId;
 
 /// Distinct settings sets remembered before the cache starts over.

@@ -24,9 +24,9 @@ use super::FrontendError;
 use crate::admin;
 use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;
-use crate::context::ServerCtx;
-use crate::error::ClientError;
+use crate::client_error::ClientError;
 use crate::executor::ddl;
+use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity};
 use crate::router::route::Route;
 use crate::sql::classify::{

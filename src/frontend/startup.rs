@@ -19,8 +19,8 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::FrontendError;
-use crate::context::ServerCtx;
-use crate::error::ClientError;
+use crate::client_error::ClientError;
+use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Severity};
 
 /// A client socket before authentication completes.

@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use super::pipeline::{Pending, Pipeline, Undo};
 use super::FrontendError;
 use crate::backend::{BackendConn, ShardTypes, StatementText};
-use crate::error::ClientError;
+use crate::client_error::ClientError;
 use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
 
 /// The parts of a client message the proxy looks at. Read once per frame and handed to every

@@ -137,7 +137,7 @@ catalog_enum!(
 );
 
 /// The schema on the shards that holds the data tables of the NoSQL tables of schema `s` is
-/// `s` followed by this (see `crate::ddl::ttl`).
+/// `s` followed by this (see the DDL layer's `ttl` module).
 pub const ROWS_SCHEMA_SUFFIX: &str = "$rows";
 
 /// The schema of the NoSQL tables whose data tables live in `schema`, when it is a rows schema.

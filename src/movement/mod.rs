@@ -9,6 +9,9 @@
 use std::collections::BTreeMap;
 
 use bytes::{Bytes, BytesMut};
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 use crate::executor::gather;
 use crate::protocol::MessageBuilder;
@@ -305,6 +308,22 @@ pub fn tag_count(tag: &str) -> u64 {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+impl ClientError for MoveError {
+    fn sqlstate(&self) -> SqlState {
+        use MoveError as M;
+        match self {
+            M::RowMovementDisabled { .. } => SqlState::CHECK_VIOLATION,
+            M::Place(e) => e.sqlstate(),
+            M::RowsChanged { .. } => SqlState::T_R_SERIALIZATION_FAILURE,
+            M::Malformed { .. } => SqlState::INTERNAL_ERROR,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -17,10 +17,40 @@ mod jenkins;
 mod numeric;
 mod scalar;
 
+impl ClientError for HashError {
+    fn sqlstate(&self) -> SqlState {
+        use crate::model::KeyTypeError;
+        use HashError as H;
+        match self {
+            H::KeyType(KeyTypeError::UnsupportedType { .. })
+            | H::KeyType(KeyTypeError::InvalidTypeModifier { .. }) => {
+                SqlState::FEATURE_NOT_SUPPORTED
+            }
+            H::InvalidInput { .. } => SqlState::INVALID_TEXT_REPRESENTATION,
+            H::OutOfRange { .. } | H::NumericFieldOverflow { .. } => {
+                SqlState::NUMERIC_VALUE_OUT_OF_RANGE
+            }
+            H::ValueTooLong { .. } => SqlState::STRING_DATA_RIGHT_TRUNCATION,
+            H::InvalidBinary { .. } | H::BinaryLength { .. } => {
+                SqlState::INVALID_BINARY_REPRESENTATION
+            }
+            H::AmbiguousTimeZone { .. } | H::NeedsServer { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
 use std::borrow::Cow;
+
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 pub use jenkins::HASH_PARTITION_SEED;
 pub use numeric::NumericKey;

@@ -7,6 +7,9 @@ use std::cmp::Ordering;
 use super::hash::{self, Comparable, HashError, KeyType, KeyValue};
 use crate::catalog::{Snapshot, Table};
 use crate::model::{BoundValue, KeyColumn, PartitionBound, ShardId, ShardingMethod, TableKind};
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlaceError {
@@ -639,4 +642,18 @@ fn in_range(domains: &[Domain], lower: Option<&[Edge]>, upper: Option<&[Edge]>) 
         }
     }
     false
+}
+
+impl ClientError for PlaceError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            PlaceError::Hash(h) => h.sqlstate(),
+            PlaceError::NoPartition { .. } => SqlState::CHECK_VIOLATION,
+            PlaceError::Undecidable { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
 }

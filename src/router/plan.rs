@@ -12,6 +12,9 @@ use pg_query::protobuf::{
     SetOperation, SortByDir, SortByNulls,
 };
 use pg_query::NodeEnum;
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 use super::hash::KeyType;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
@@ -699,5 +702,20 @@ fn write_target(node: &NodeEnum) -> Option<&RangeVar> {
         NodeEnum::UpdateStmt(u) => u.relation.as_ref(),
         NodeEnum::DeleteStmt(d) => d.relation.as_ref(),
         _ => None,
+    }
+}
+
+impl ClientError for Refusal {
+    fn sqlstate(&self) -> SqlState {
+        use Refusal as R;
+        match self {
+            R::Unsupported(_) | R::Ambiguous { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            R::GeneratedAlways(_) => SqlState::GENERATED_ALWAYS,
+            R::NotActive { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
     }
 }

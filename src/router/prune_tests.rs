@@ -611,7 +611,7 @@ fn an_insert_of_a_timestamptz_without_offset_is_refused() {
     let err = route(&snap, &p, &Params::default()).expect_err("no offset");
     assert!(err.to_string().contains("add an offset"), "{err}");
     assert_eq!(
-        crate::error::ClientError::sqlstate(&err),
+        crate::client_error::ClientError::sqlstate(&err),
         tokio_postgres::error::SqlState::FEATURE_NOT_SUPPORTED
     );
     let p = sharded(&snap, "INSERT INTO h_tstz (k) VALUES ('2024-01-01 10:00Z')");
@@ -692,7 +692,7 @@ fn numeric_ranges_are_placed_and_pruned() {
     assert_eq!(shard_of_row("(10, 100)"), Ok(vec![ShardId(1)]));
     let err = shard_of_row("(20, 200)").expect_err("above the last bound");
     assert_eq!(
-        crate::error::ClientError::sqlstate(&err),
+        crate::client_error::ClientError::sqlstate(&err),
         tokio_postgres::error::SqlState::CHECK_VIOLATION
     );
 }

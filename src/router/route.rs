@@ -9,6 +9,9 @@ use super::plan::{Constraint, KeyTuple, Keys, Operand, ShardedPlan, Value};
 use crate::catalog::Snapshot;
 use crate::model::ShardId;
 use smallvec::SmallVec;
+use tokio_postgres::error::SqlState;
+
+use crate::client_error::ClientError;
 
 mod limits;
 mod params;
@@ -509,3 +512,23 @@ mod array {
 #[cfg(test)]
 #[path = "prune_tests.rs"]
 mod prune_tests;
+
+impl ClientError for RouteError {
+    fn sqlstate(&self) -> SqlState {
+        use RouteError as R;
+        match self {
+            R::Place(e) => e.sqlstate(),
+            R::MissingParameter(_) => SqlState::PROTOCOL_VIOLATION,
+            R::BadParameter(_) => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            R::NegativeLimit => SqlState::INVALID_ROW_COUNT_IN_LIMIT_CLAUSE,
+            R::NegativeOffset => SqlState::INVALID_ROW_COUNT_IN_RESULT_OFFSET_CLAUSE,
+            R::BoundSyntax { .. } => SqlState::INVALID_TEXT_REPRESENTATION,
+            R::BoundBinary(_) => SqlState::INVALID_BINARY_REPRESENTATION,
+            R::BoundRange => SqlState::NUMERIC_VALUE_OUT_OF_RANGE,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}

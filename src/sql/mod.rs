@@ -8,7 +8,6 @@ pub mod nested_names;
 pub mod params;
 pub mod quote;
 pub mod reset;
-pub mod row_ttl;
 pub mod script;
 pub mod search_path;
 pub mod signal;

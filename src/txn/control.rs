@@ -105,7 +105,7 @@ pub enum ConnectError {
         waited: Duration,
         last_error: Option<String>,
     },
-    #[error("{}", crate::error::with_causes(.0))]
+    #[error("{}", crate::client_error::with_causes(.0))]
     Postgres(#[from] tokio_postgres::Error),
 }
 
@@ -138,7 +138,7 @@ impl ErrorSink<tokio_postgres::Error> for LastError {
     fn sink(&self, error: tokio_postgres::Error) {
         tracing::debug!(%error, "control connection attempt failed");
         if let Ok(mut last) = self.0.lock() {
-            *last = Some(crate::error::with_causes(&error));
+            *last = Some(crate::client_error::with_causes(&error));
         }
     }
 

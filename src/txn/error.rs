@@ -6,6 +6,7 @@ use tokio_postgres::error::{DbError, Severity, SqlState};
 
 use super::control::{ConnectError, ShardLabel};
 use super::gid::Gid;
+use crate::client_error::{with_causes, ClientError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TxnError {
@@ -40,7 +41,7 @@ pub enum TxnError {
         "the outcome of distributed transaction {gid} is unknown: the catalog connection failed \
          while its commit decision was being recorded ({}); recovery will finish it, check \
          SHOW TRANSACTIONS",
-        crate::error::with_causes(source)
+        with_causes(source)
     )]
     ResolutionUnknown {
         gid: Gid,
@@ -51,7 +52,7 @@ pub enum TxnError {
     #[error(
         "the outcome of the transaction on {shard} is unknown: the connection failed during \
          COMMIT ({})",
-        crate::error::with_causes(source)
+        with_causes(source)
     )]
     CommitUnknown {
         shard: ShardLabel,
@@ -105,8 +106,8 @@ pub enum TxnError {
     Settings(String),
 }
 
-impl TxnError {
-    pub fn sqlstate(&self) -> SqlState {
+impl ClientError for TxnError {
+    fn sqlstate(&self) -> SqlState {
         match self {
             TxnError::Statement { error, .. } => error.code().clone(),
             TxnError::ShardUnavailable { .. } => SqlState::CONNECTION_FAILURE,
@@ -129,6 +130,12 @@ impl TxnError {
         }
     }
 
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TxnError {
     /// The shard the error is about, if it is about one.
     pub fn shard(&self) -> Option<&ShardLabel> {
         match self {
@@ -167,5 +174,33 @@ impl TxnError {
             shard: shard.clone(),
             source: error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The catalog's and the transaction layer's errors that carry a tokio-postgres error say
+    /// its cause, not only its kind.
+    #[tokio::test]
+    async fn errors_carrying_a_postgres_error_say_its_cause() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let conf = format!("host=127.0.0.1 port={port} user=x connect_timeout=5");
+        let error = || async {
+            tokio_postgres::connect(&conf, tokio_postgres::NoTls)
+                .await
+                .err()
+                .expect("nothing listens on the port")
+        };
+        assert_eq!(error().await.to_string(), "error connecting to server");
+        let reason = |text: String| {
+            assert!(
+                text.contains("refused"),
+                "the cause is missing from {text:?}"
+            );
+        };
+        reason(crate::catalog::CatalogError::Query(error().await).to_string());
+        reason(crate::txn::control::ConnectError::Postgres(error().await).to_string());
     }
 }

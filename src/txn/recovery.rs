@@ -49,6 +49,17 @@ pub struct RecoveryReport {
     pub tables_released: Vec<String>,
 }
 
+impl RecoveryReport {
+    /// Counts the pass in the proxy's metrics.
+    pub fn note_in(&self, metrics: &crate::metrics::Metrics) {
+        metrics.note_recovery(
+            self.committed.len(),
+            self.rolled_back.len(),
+            self.left_to_coordinator.len() + self.errors.len(),
+        );
+    }
+}
+
 /// A prepared transaction of ours on one shard.
 struct Prepared {
     gid: Gid,

@@ -6,7 +6,7 @@ use super::multi_dest::{portal_messages, Multi, MultiPortal};
 use super::sequence::SequenceAnswer;
 use super::*;
 use crate::catalog::{Snapshot, TableId};
-use crate::error::ClientError;
+use crate::client_error::ClientError;
 use crate::executor::gather::Combine;
 use crate::router::normalize::Literals;
 use crate::router::plan::{Plan, UtilityKind};

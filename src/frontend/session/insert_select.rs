@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::catalog::Snapshot;
-use crate::error::ClientError;
+use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
 use crate::router::hash::KeyValue;
 use crate::router::plan::{InsertSelect, Plan, ShardedPlan, StatementKind};

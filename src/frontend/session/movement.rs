@@ -11,7 +11,7 @@
 
 use super::*;
 use crate::catalog::{RowMovement, Snapshot};
-use crate::error::ClientError;
+use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combined, Replies, Reply};
 use crate::failpoint::FailPoint;
 use crate::movement::{self, ClientBind, Locked, MoveError, Moving};

@@ -1,9 +1,9 @@
 //! Client statements with Oracle NoSQL's `SET TTL` clause are handled as if the client had
-//! written the statement on the table's data table: see [`crate::sql::row_ttl`].
+//! written the statement on the table's data table: see [`crate::ddl::row_ttl`].
 
 use super::*;
 use crate::ddl::model::QualifiedName;
-use crate::sql::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
+use crate::ddl::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
 
 /// How often one statement may ask for columns: DDL of another session can drop them between
 /// the fetch and their use.

@@ -1,6 +1,6 @@
 //! `UPDATE … SET <sharding key> = …` of a family root: the statements the proxy runs to move
 //! rows whose key now belongs elsewhere (DESIGN.md §4, row movement). The planner writes them
-//! once per statement text; `crate::movement` fills in the rows at run time.
+//! once per statement text; the movement layer fills in the rows at run time.
 //!
 //! On each source shard the proxy reads the rows the UPDATE touches with their new values,
 //! locking them (`SELECT … FOR UPDATE`: the shard evaluates the SET expressions); a row whose

@@ -7,15 +7,14 @@ use std::time::Duration;
 
 use pgwire::api::auth::mechanism::AuthMechanismFactory;
 
+use super::auth::Users;
+use super::cancel::CancelRegistry;
 use crate::backend::types::{ListedType, LIST_TYPES_SQL};
 use crate::backend::{Pools, SettingsRegistry};
 use crate::catalog::Catalog;
 use crate::config::{Config, TlsConfig};
-use crate::error::StartError;
 use crate::executor::ddl::DdlCtx;
 use crate::failpoint::FailPoints;
-use crate::frontend::auth::Users;
-use crate::frontend::cancel::CancelRegistry;
 use crate::metrics::Metrics;
 use crate::model::ShardId;
 use crate::router::SearchPath;
@@ -24,6 +23,26 @@ use crate::txn::{
     ensure_decision_log, ClusterTag, ControlPools, Coordinator, GidGenerator, Lease, Recovery,
     TxnSettings,
 };
+
+/// Errors that stop the proxy from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("metrics: {0}")]
+    Metrics(String),
+    #[error("catalog: {0}")]
+    Catalog(#[from] crate::catalog::CatalogError),
+    #[error("transaction layer: {0}")]
+    Txn(#[from] crate::txn::TxnError),
+    #[error("{0}")]
+    FailPoints(#[from] crate::failpoint::FailPointError),
+}
 
 /// Everything sessions share.
 pub struct ServerCtx {
@@ -37,11 +56,11 @@ pub struct ServerCtx {
     pub auth_mechanism: Arc<dyn AuthMechanismFactory>,
     pub tls: Option<pgwire::tokio::TlsAcceptor>,
     pub cancels: Arc<CancelRegistry>,
-    pub limits: Arc<crate::frontend::limits::ConnectionLimits>,
+    pub limits: Arc<super::limits::ConnectionLimits>,
     /// Clients' startup settings, one shared copy per distinct set.
     pub settings: SettingsRegistry,
     /// Clients' startup settings as the server shows them.
-    pub reported: crate::frontend::reported::ReportedSettings,
+    pub reported: super::reported::ReportedSettings,
     pub metrics: Metrics,
     /// Routing plans by statement text.
     pub plans: crate::router::PlanCache,
@@ -102,7 +121,7 @@ impl ServerCtx {
         ctx.plans.set_default_path(default_path.as_ref());
         ctx.refresh_type_oids().await;
         if let Some(report) = report {
-            ctx.metrics.note_recovery(&report);
+            report.note_in(&ctx.metrics);
         }
         Ok(ctx)
     }
@@ -190,9 +209,7 @@ impl ServerCtx {
             users,
             tls,
             cancels: Arc::new(CancelRegistry::default()),
-            limits: Arc::new(crate::frontend::limits::ConnectionLimits::new(
-                &config.limits,
-            )),
+            limits: Arc::new(super::limits::ConnectionLimits::new(&config.limits)),
             settings: SettingsRegistry::default(),
             reported: Default::default(),
             metrics: Metrics::new(&shard_names),

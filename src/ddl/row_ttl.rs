@@ -1,7 +1,7 @@
 //! Oracle NoSQL's row time to live in DML: `INSERT … VALUES (…) SET TTL 5 DAYS` and
 //! `UPDATE t SET a = 1, SET TTL 3 HOURS WHERE …` (also `SET TTL USING TABLE DEFAULT`, and
 //! `SET TTL $1 HOURS` with a parameter). PostgreSQL has no such clause, and a NoSQL table's
-//! name on the shards is a view without the expiry column ([`crate::ddl::ttl`]), so the
+//! name on the shards is a view without the expiry column ([`super::ttl`]), so the
 //! statement is rewritten to write the table's data table with the expiry computed by the
 //! shard: the INSERT gains the `$expires` column and a value in every row (and keeps it on ON
 //! CONFLICT DO UPDATE), the UPDATE assigns it and skips expired rows as the view would. The
@@ -14,10 +14,10 @@ use pg_query::NodeEnum;
 
 use tokio_postgres::error::SqlState;
 
-use crate::ddl::lexer::{tokenize, Token, TokenKind};
-use crate::ddl::model::QualifiedName;
-use crate::ddl::ttl;
-use crate::error::ClientError;
+use super::lexer::{tokenize, Token, TokenKind};
+use super::model::QualifiedName;
+use super::ttl;
+use crate::client_error::ClientError;
 use crate::model::{TableId, Ttl, TtlUnit};
 use crate::sql::quote::quote_ident;
 

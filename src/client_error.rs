@@ -1,0 +1,57 @@
+//! How an error reaches a client: every layer's error type says its own SQLSTATE and a message
+//! that says what to change, through [`ClientError`]. This module imports nothing of the crate,
+//! so any layer can implement it without reaching up; each implementation is one exhaustive
+//! match in the layer that owns the error, so a new variant cannot reach a client without a
+//! deliberate code.
+
+use tokio_postgres::error::SqlState;
+
+/// An error as a client sees it.
+pub trait ClientError {
+    fn sqlstate(&self) -> SqlState;
+    /// Text safe to show a client: no passwords, no internal addresses beyond the shard's.
+    fn client_message(&self) -> String;
+}
+
+/// An error with the errors that caused it, `outer: inner: …`. tokio-postgres's errors say
+/// only their kind ("error performing TLS handshake") and keep the reason as their source.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let part = e.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = e.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    /// tokio-postgres's own text is its error's kind alone; `with_causes` says why, as an
+    /// operator needs in a log or a client in a message.
+    #[tokio::test]
+    async fn a_postgres_error_says_its_cause() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let conf = format!("host=127.0.0.1 port={port} user=x connect_timeout=5");
+        let error = || async {
+            tokio_postgres::connect(&conf, tokio_postgres::NoTls)
+                .await
+                .err()
+                .expect("nothing listens on the port")
+        };
+        assert_eq!(error().await.to_string(), "error connecting to server");
+        let reason = |text: String| {
+            assert!(
+                text.contains("refused"),
+                "the cause is missing from {text:?}"
+            );
+        };
+        reason(super::with_causes(&error().await));
+    }
+}
