@@ -220,8 +220,52 @@ pub fn one_column_description(name: &str, type_oid: i32, type_len: i16, binary: 
     out.freeze()
 }
 
-pub fn ready_for_query(out: &mut BytesMut, status: u8) {
-    MessageBuilder::new(out, b'Z').u8(status).finish();
+/// A transaction status, as ReadyForQuery reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum TxStatus {
+    /// Not in a transaction block.
+    #[default]
+    Idle = b'I',
+    /// In a transaction block.
+    InBlock = b'T',
+    /// In a failed transaction block: statements are refused until it ends.
+    Failed = b'E',
+}
+
+impl TxStatus {
+    /// The status a ReadyForQuery's body reports (PostgreSQL sends only these three; anything
+    /// else reads as idle, as a body without one does).
+    pub fn of_ready(body: &[u8]) -> TxStatus {
+        match body.first() {
+            Some(b'T') => TxStatus::InBlock,
+            Some(b'E') => TxStatus::Failed,
+            _ => TxStatus::Idle,
+        }
+    }
+
+    /// The status of several shards' parts of one transaction as one PostgreSQL would report
+    /// it: failed if any part failed, else in a block if any part is.
+    pub fn combined(statuses: impl IntoIterator<Item = TxStatus>) -> TxStatus {
+        statuses.into_iter().fold(TxStatus::Idle, TxStatus::max)
+    }
+
+    /// `self` or `other`, whichever is further along Idle → InBlock → Failed.
+    fn max(self, other: TxStatus) -> TxStatus {
+        match (self, other) {
+            (TxStatus::Failed, _) | (_, TxStatus::Failed) => TxStatus::Failed,
+            (TxStatus::InBlock, _) | (_, TxStatus::InBlock) => TxStatus::InBlock,
+            (TxStatus::Idle, TxStatus::Idle) => TxStatus::Idle,
+        }
+    }
+
+    pub fn in_block(self) -> bool {
+        self != TxStatus::Idle
+    }
+}
+
+pub fn ready_for_query(out: &mut BytesMut, status: TxStatus) {
+    MessageBuilder::new(out, b'Z').u8(status as u8).finish();
 }
 
 pub fn parameter_status(out: &mut BytesMut, name: &str, value: &str) {
@@ -377,7 +421,7 @@ mod tests {
     fn frames_split_only_when_complete() {
         let mut out = BytesMut::new();
         query(&mut out, "select 1");
-        ready_for_query(&mut out, b'I');
+        ready_for_query(&mut out, TxStatus::Idle);
         let total = out.len();
         let mut partial = BytesMut::from(&out[..total - 2]);
         let f = split_frame(&mut partial).unwrap().unwrap();

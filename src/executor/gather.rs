@@ -11,6 +11,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::backend::{BackendConn, BackendError};
 use crate::protocol;
+use crate::protocol::TxStatus;
 use crate::router::plan::{Merge, StatementKind};
 
 pub(crate) mod frames;
@@ -140,7 +141,7 @@ struct Answer {
     error: Option<Bytes>,
     notices: Vec<Bytes>,
     empty: bool,
-    status: u8,
+    status: TxStatus,
 }
 
 /// Sends `sql[i]` to `conns[i]` and writes the combined answer to `out`, ending with
@@ -150,9 +151,9 @@ pub async fn run(
     sql: &[String],
     combine: &Combine,
     origin: &Origin<'_>,
-    session_status: u8,
+    session_status: TxStatus,
     out: &mut BytesMut,
-) -> Result<Vec<u8>, BackendError> {
+) -> Result<Vec<TxStatus>, BackendError> {
     let (combined, statuses) = run_simple(conns, sql, combine, origin).await?;
     write(&combined, out);
     protocol::ready_for_query(out, combined_status(&statuses, session_status));
@@ -166,7 +167,7 @@ pub async fn run_simple(
     sql: &[String],
     combine: &Combine,
     origin: &Origin<'_>,
-) -> Result<(Combined, Vec<u8>), BackendError> {
+) -> Result<(Combined, Vec<TxStatus>), BackendError> {
     for (conn, sql) in conns.iter_mut().zip(sql) {
         // A simple query drops the backend's unnamed statement.
         conn.unnamed = None;
@@ -178,7 +179,7 @@ pub async fn run_simple(
     for conn in conns.iter_mut() {
         answers.push(read_answer(conn, Until::Ready).await?);
     }
-    let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
+    let statuses: Vec<TxStatus> = answers.iter().map(|a| a.status).collect();
     Ok((combined(&mut answers, combine, origin).await, statuses))
 }
 
@@ -189,7 +190,7 @@ pub async fn run_batches(
     messages: &[BytesMut],
     combine: &Combine,
     origin: &Origin<'_>,
-) -> Result<(Combined, Vec<u8>), BackendError> {
+) -> Result<(Combined, Vec<TxStatus>), BackendError> {
     for (conn, msg) in conns.iter_mut().zip(messages) {
         // The messages parse into the backend's unnamed statement.
         conn.unnamed = None;
@@ -200,7 +201,7 @@ pub async fn run_batches(
     for conn in conns.iter_mut() {
         answers.push(read_answer(conn, Until::Ready).await?);
     }
-    let statuses: Vec<u8> = answers.iter().map(|a| a.status).collect();
+    let statuses: Vec<TxStatus> = answers.iter().map(|a| a.status).collect();
     Ok((combined(&mut answers, combine, origin).await, statuses))
 }
 
@@ -231,17 +232,8 @@ pub fn write(combined: &Combined, out: &mut BytesMut) {
 }
 
 /// The status the client sees: failed if any shard's transaction failed, in a block if any is.
-pub fn combined_status(statuses: &[u8], session: u8) -> u8 {
-    if statuses.contains(&b'E') {
-        b'E'
-    } else if statuses.contains(&b'T') {
-        b'T'
-    } else {
-        match session {
-            b'T' | b'E' => session,
-            _ => b'I',
-        }
-    }
+pub fn combined_status(statuses: &[TxStatus], session: TxStatus) -> TxStatus {
+    TxStatus::combined(statuses.iter().copied().chain([session]))
 }
 
 /// Runs one extended-protocol statement on every connection: `messages[i]` (Parse, Bind,
@@ -399,7 +391,7 @@ async fn read_answer(conn: &mut BackendConn, until: Until) -> Result<Answer, Bac
             }
             b'S' => conn.note_parameter_status(f.body()),
             b'Z' => {
-                a.status = f.body().first().copied().unwrap_or(b'I');
+                a.status = TxStatus::of_ready(f.body());
                 return Ok(a);
             }
             _ => {}

@@ -137,7 +137,7 @@ async fn start_session(
         }
     }
     protocol::backend_key_data(&mut greeting, pid, cancel.slot.secret);
-    protocol::ready_for_query(&mut greeting, b'I');
+    protocol::ready_for_query(&mut greeting, protocol::TxStatus::Idle);
 
     settings.sort();
     let settings = ctx.settings.intern(settings);

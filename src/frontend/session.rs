@@ -27,7 +27,7 @@ use crate::catalog::ShardId;
 use crate::client_error::ClientError;
 use crate::executor::ddl;
 use crate::frontend::context::ServerCtx;
-use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity};
+use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity, TxStatus};
 use crate::router::route::Route;
 use crate::sql::classify::{
     first_keyword, keyword, may_start_with, session_effect, LastEffect, SessionEffect,
@@ -527,7 +527,7 @@ impl Session {
             }
             let body = &buf[pos + 5..pos + len];
             match tag {
-                b'Z' => link.tx_status = body.first().copied().unwrap_or(b'I'),
+                b'Z' => link.tx_status = TxStatus::of_ready(body),
                 b'S' => conn.note_parameter_status(body),
                 b'E' => self.ctx.metrics.note_shard_error(body),
                 _ => {}

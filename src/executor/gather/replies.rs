@@ -7,6 +7,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::frames::cstr;
 use crate::backend::{BackendConn, BackendError};
+use crate::protocol::TxStatus;
 
 /// What one statement of a batch answered.
 #[derive(Default)]
@@ -34,7 +35,7 @@ pub struct Replies {
     pub error: Option<Bytes>,
     pub notices: BytesMut,
     /// The transaction status of its ReadyForQuery.
-    pub status: u8,
+    pub status: TxStatus,
 }
 
 /// Sends `messages[i]` (extended-protocol statements ending with one Sync) to `conns[i]`, all
@@ -75,7 +76,7 @@ async fn read_replies(conn: &mut BackendConn) -> Result<Replies, BackendError> {
             b'N' => replies.notices.extend_from_slice(&f.raw),
             b'S' => conn.note_parameter_status(f.body()),
             b'Z' => {
-                replies.status = f.body().first().copied().unwrap_or(b'I');
+                replies.status = TxStatus::of_ready(f.body());
                 return Ok(replies);
             }
             _ => {}

@@ -17,6 +17,7 @@ use super::order::RowOrder;
 use super::{check_text_order, Origin, Until};
 use crate::backend::{BackendConn, BackendError};
 use crate::protocol;
+use crate::protocol::TxStatus;
 use crate::router::plan::{Merge, StatementKind};
 
 /// Where streamed answers go: the client's output buffer, written out as it fills.
@@ -68,7 +69,7 @@ pub struct Spec<'a> {
 #[derive(Debug, Default)]
 pub struct Streamed {
     /// Each connection's transaction status, for a simple query (read up to ReadyForQuery).
-    pub statuses: Vec<u8>,
+    pub statuses: Vec<TxStatus>,
     /// A shard (or the proxy's merge) failed the statement; its ErrorResponse was written.
     pub failed: bool,
     /// The CommandComplete tag written (empty when the statement failed or was empty).
@@ -217,7 +218,7 @@ async fn stream<S: Sink>(
         first_tag: None,
         empty: 0,
     };
-    let mut statuses = vec![b'I'; conns.len()];
+    let mut statuses = vec![TxStatus::Idle; conns.len()];
     if spec.merge.order.is_empty() {
         for (i, (conn, status)) in conns.iter_mut().zip(statuses.iter_mut()).enumerate() {
             while let Some(row) = run.next_row(i, conn, status).await? {
@@ -248,7 +249,7 @@ impl<'m, S: Sink> Run<'_, 'm, S> {
         &mut self,
         i: usize,
         conn: &mut BackendConn,
-        status: &mut u8,
+        status: &mut TxStatus,
     ) -> Result<Option<Bytes>, StreamError> {
         loop {
             if !matches!(protocol::complete_frame_len(&conn.read_buf), Ok(Some(_))) {
@@ -285,7 +286,7 @@ impl<'m, S: Sink> Run<'_, 'm, S> {
                 b'N' => self.sink.out().extend_from_slice(&f.raw),
                 b'S' => conn.note_parameter_status(f.body()),
                 b'Z' => {
-                    *status = f.body().first().copied().unwrap_or(b'I');
+                    *status = TxStatus::of_ready(f.body());
                     return Ok(None);
                 }
                 _ => {}
@@ -339,7 +340,7 @@ impl<'m, S: Sink> Run<'_, 'm, S> {
     async fn merge(
         &mut self,
         conns: &mut [&mut BackendConn],
-        statuses: &mut [u8],
+        statuses: &mut [TxStatus],
         origin: &Origin<'_>,
     ) -> Result<(), StreamError> {
         let mut heads = Vec::with_capacity(conns.len());

@@ -133,7 +133,7 @@ impl Session {
         shards: &[ShardId],
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Answered, SessionError> {
-        let implicit = self.session_status() == b'I';
+        let implicit = self.session_status() == TxStatus::Idle;
         if implicit {
             let begin = vec!["BEGIN".to_string(); shards.len()];
             if let f @ Combined::Failed { .. } = self
@@ -534,12 +534,12 @@ impl Session {
         let current = self
             .current
             .as_ref()
-            .is_some_and(|l| l.shard() == shard && l.tx_status != b'I');
+            .is_some_and(|l| l.shard() == shard && l.tx_status.in_block());
         current
             || self
                 .parked
                 .iter()
-                .any(|p| p.shard() == shard && p.tx_status != b'I')
+                .any(|p| p.shard() == shard && p.tx_status.in_block())
     }
 }
 

@@ -70,8 +70,12 @@ impl Session {
         frame: &Frame<&[u8]>,
         sql: &[u8],
     ) -> Result<bool, SessionError> {
-        let participants = usize::from(self.tx_status() != b'I')
-            + self.parked.iter().filter(|p| p.tx_status != b'I').count();
+        let participants = usize::from(self.tx_status().in_block())
+            + self
+                .parked
+                .iter()
+                .filter(|p| p.tx_status.in_block())
+                .count();
         if !commits(sql) || participants < 2 {
             return Ok(false);
         }
@@ -170,9 +174,12 @@ impl Session {
     /// Commits every parked participant of the block, atomically.
     pub(super) async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
         let open: Vec<usize> = (0..self.parked.len())
-            .filter(|&i| self.parked[i].tx_status != b'I')
+            .filter(|&i| self.parked[i].tx_status.in_block())
             .collect();
-        if open.iter().any(|&i| self.parked[i].tx_status == b'E') {
+        if open
+            .iter()
+            .any(|&i| self.parked[i].tx_status == TxStatus::Failed)
+        {
             // A failed block rolls back, and its COMMIT says so, as PostgreSQL's does.
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Ok("ROLLBACK"));
@@ -396,7 +403,7 @@ impl Session {
                     // The prepared transaction is the coordinator's now, not the session's:
                     // it is finished over a control connection, and the lost one is dropped.
                     tracing::warn!(parent: &self.span, %gid, error = %e, "a participant's connection was lost during {verb} PREPARED");
-                    self.parked[i].tx_status = b'I';
+                    self.parked[i].tx_status = TxStatus::Idle;
                     false
                 }
             };
@@ -410,7 +417,7 @@ impl Session {
     /// Ends every open participant's block with `sql` (ROLLBACK).
     pub(super) async fn end_every_participant(&mut self, sql: &str) -> Result<(), SessionError> {
         let open: Vec<usize> = (0..self.parked.len())
-            .filter(|&i| self.parked[i].tx_status != b'I')
+            .filter(|&i| self.parked[i].tx_status.in_block())
             .collect();
         self.ask(&open, sql).await.map(drop)
     }
@@ -445,13 +452,13 @@ impl Session {
     /// The error is raised on one participant between statements; the others learn of it at
     /// the block's end, which rolls back everywhere once one participant failed.
     pub(super) async fn fail_block(&mut self, message: &str) -> Result<(), SessionError> {
-        if self.session_status() != b'T' {
+        if self.session_status() != TxStatus::InBlock {
             return Ok(());
         }
         self.drain_current().await?;
         self.park_current();
         let Some(i) = (0..self.parked.len())
-            .find(|&i| self.parked[i].tx_status == b'T' && !self.parked[i].unsynced)
+            .find(|&i| self.parked[i].tx_status == TxStatus::InBlock && !self.parked[i].unsynced)
         else {
             return Ok(());
         };
@@ -467,7 +474,7 @@ impl Session {
     /// have failed on another than the one the statement goes to. Only ending the block, or
     /// rolling back to a savepoint, is left, as on PostgreSQL.
     pub(super) fn fails_with_the_block(&self, frame: &Frame<&[u8]>) -> bool {
-        if self.session_status() != b'E' {
+        if self.session_status() != TxStatus::Failed {
             return false;
         }
         let Ok(parsed) = ClientFrame::parse(frame) else {
@@ -557,7 +564,9 @@ impl Session {
     }
 }
 
-async fn read_answer(conn: &mut crate::backend::BackendConn) -> Result<(Answer, u8), BackendError> {
+async fn read_answer(
+    conn: &mut crate::backend::BackendConn,
+) -> Result<(Answer, TxStatus), BackendError> {
     let mut answer = Answer {
         value: None,
         error: None,
@@ -576,7 +585,7 @@ async fn read_answer(conn: &mut crate::backend::BackendConn) -> Result<(Answer, 
                 answer.error.get_or_insert(f.raw);
             }
             b'S' => conn.note_parameter_status(f.body()),
-            b'Z' => return Ok((answer, f.body().first().copied().unwrap_or(b'I'))),
+            b'Z' => return Ok((answer, TxStatus::of_ready(f.body()))),
             _ => {}
         }
     }

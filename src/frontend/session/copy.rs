@@ -44,7 +44,7 @@ pub(super) enum CopyState {
     /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
     /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
     AwaitSync {
-        status: u8,
+        status: TxStatus,
         failed: bool,
     },
 }
@@ -74,7 +74,7 @@ struct Out {
     /// Its COPY was sent (it needs CopyDone or CopyFail, and its block an end).
     started: bool,
     /// Its ReadyForQuery came, with this status: the shard's COPY is over.
-    ready: Option<u8>,
+    ready: Option<TxStatus>,
     error: Option<Bytes>,
     count: u64,
 }
@@ -188,19 +188,17 @@ impl Session {
     /// The client's status after a COPY over parked connections, and the connections given
     /// back where nothing holds them; a failed block is answered from a shard that failed it.
     fn end_copy(&mut self, extended: bool, failed: bool) {
-        let status = if self.parked.iter().any(|p| p.tx_status == b'E') {
-            b'E'
-        } else if self.parked.iter().any(|p| p.tx_status == b'T') {
-            b'T'
-        } else {
-            b'I'
-        };
+        let status = TxStatus::combined(self.parked.iter().map(|p| p.tx_status));
         if extended {
             self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
         } else {
             protocol::ready_for_query(&mut self.cout, status);
         }
-        if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
+        if let Some(i) = self
+            .parked
+            .iter()
+            .position(|p| p.tx_status == TxStatus::Failed)
+        {
             let link = self.parked.take_at(i);
             self.make_current(link);
         }
@@ -210,8 +208,8 @@ impl Session {
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
     /// client; the client's data then comes to [`Session::on_copy_frame`].
     async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
-        let in_block = matches!(self.tx_status(), b'T' | b'E')
-            || self.parked.iter().any(|p| p.tx_status != b'I');
+        let in_block = matches!(self.tx_status(), TxStatus::InBlock | TxStatus::Failed)
+            || self.parked.iter().any(|p| p.tx_status.in_block());
         if self.current.is_some() {
             self.drain_current().await?;
             self.park_current();
@@ -239,7 +237,7 @@ impl Session {
         if let Some(i) = shards.iter().position(|s| {
             self.parked
                 .iter()
-                .any(|p| p.conn.shard == *s && p.tx_status != b'I')
+                .any(|p| p.conn.shard == *s && p.tx_status.in_block())
         }) {
             shards.swap(0, i);
         }
@@ -354,7 +352,7 @@ impl Session {
         let conn = &mut p.conn.conn;
         if !st.in_block {
             if let Err(message) = conn.run_internal("BEGIN").await? {
-                out.ready = Some(b'I');
+                out.ready = Some(TxStatus::Idle);
                 return Err(Stop::Fail(error_frame(&FrontendError::CopyBegin(message))));
             }
         }
@@ -375,7 +373,7 @@ impl Session {
                 b'N' => self.cout.extend_from_slice(&f.raw),
                 b'S' => conn.note_parameter_status(f.body()),
                 b'Z' => {
-                    out.ready = Some(f.body().first().copied().unwrap_or(b'I'));
+                    out.ready = Some(TxStatus::of_ready(f.body()));
                     let e = out
                         .error
                         .clone()
@@ -577,7 +575,7 @@ impl Session {
             };
             p.unsynced = false;
             p.batch_sent = false;
-            p.tx_status = out.ready.unwrap_or(b'I');
+            p.tx_status = out.ready.unwrap_or(TxStatus::Idle);
             p.wrote |= out.count > 0;
         }
         if !st.in_block {
@@ -648,7 +646,7 @@ impl Session {
                 if !st.in_block {
                     // Its own block ends either way; a ROLLBACK that fails has nothing to undo.
                     let _ = conn.run_internal("ROLLBACK").await?;
-                    out.ready = Some(b'I');
+                    out.ready = Some(TxStatus::Idle);
                 }
                 Ok::<_, BackendError>(())
             }
@@ -659,7 +657,7 @@ impl Session {
             }
             p.unsynced = false;
             p.batch_sent = false;
-            p.tx_status = out.ready.unwrap_or(b'I');
+            p.tx_status = out.ready.unwrap_or(TxStatus::Idle);
         }
         self.cout.extend_from_slice(&error);
         self.end_copy(st.extended, true);

@@ -85,7 +85,7 @@ impl Session {
                 None => return Ok(false),
             }
         }
-        if self.tx_status() != b'I' {
+        if self.tx_status().in_block() {
             if let Some((op, _)) = self.savepoint_of(parsed) {
                 self.note_savepoint(&op);
             }

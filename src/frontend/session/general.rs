@@ -27,7 +27,7 @@ impl Session {
         if let Some(name) = self.portals.on_shards() {
             if !reads_portal(&frame, name)? {
                 // The portal's connections must be free for what comes now.
-                if frame.tag == b'S' && self.session_status() != b'T' {
+                if frame.tag == b'S' && self.session_status() != TxStatus::InBlock {
                     let name = name.to_vec();
                     self.drop_portal(&name).await?;
                 } else {
@@ -224,7 +224,7 @@ impl Session {
             return Ok(());
         }
         if frame.tag == b'S' {
-            if self.session_status() != b'T' {
+            if self.session_status() != TxStatus::InBlock {
                 self.drop_portals().await?;
             }
             self.sync_parked().await?;
@@ -272,7 +272,7 @@ impl Session {
             rs.encode(&tag, &mut out);
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
-            if self.tx_status() != b'I' {
+            if self.tx_status().in_block() {
                 let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,

@@ -107,7 +107,7 @@ impl Session {
         sources: &[ShardId],
         sql: &str,
     ) -> Result<(), SessionError> {
-        let implicit = self.session_status() == b'I';
+        let implicit = self.session_status() == TxStatus::Idle;
         let select = Combine::Union {
             kind: StatementKind::Select,
             merge: Default::default(),

@@ -15,7 +15,7 @@ pub(super) struct ShardLink {
     /// current.
     pub out: BytesMut,
     /// Transaction status from the connection's last ReadyForQuery.
-    pub tx_status: u8,
+    pub tx_status: TxStatus,
     /// An extended-protocol message went to the connection and its Sync has not yet (or the
     /// session holds a Parse that will).
     pub unsynced: bool,
@@ -33,7 +33,7 @@ impl ShardLink {
             conn,
             arm: ReadArm::default(),
             out,
-            tx_status: b'I',
+            tx_status: TxStatus::Idle,
             unsynced: false,
             batch_sent: false,
             wrote: false,
@@ -46,7 +46,7 @@ impl ShardLink {
 
     /// Neither in a transaction block nor in a batch before its Sync.
     pub fn idle(&self) -> bool {
-        self.tx_status == b'I' && !self.unsynced
+        self.tx_status == TxStatus::Idle && !self.unsynced
     }
 
     /// Gives the connection back to its pool, to be closed there unless `clean`.
@@ -177,8 +177,10 @@ impl Session {
 
     /// The current connection's transaction status; without one, the session is in none (a
     /// connection in a block is parked, never dropped).
-    pub(super) fn tx_status(&self) -> u8 {
-        self.current.as_ref().map_or(b'I', |link| link.tx_status)
+    pub(super) fn tx_status(&self) -> TxStatus {
+        self.current
+            .as_ref()
+            .map_or(TxStatus::Idle, |link| link.tx_status)
     }
 
     /// Makes a connection from the pool the session's own for a transaction.

@@ -89,7 +89,7 @@ impl Session {
             .iter()
             .chain(self.parked.iter())
             .any(|link| link.batch_sent && link.shard() != shard);
-        if batch_elsewhere && self.session_status() == b'I' {
+        if batch_elsewhere && self.session_status() == TxStatus::Idle {
             self.atomic_batch = true;
         }
         if self.current.is_some() {
@@ -102,7 +102,7 @@ impl Session {
                 self.park_current();
             }
         }
-        let in_block = self.parked.iter().any(|p| p.tx_status != b'I');
+        let in_block = self.parked.iter().any(|p| p.tx_status.in_block());
         if !in_block {
             // Whatever bounded the waits of an earlier block ended with it.
             self.waits_bounded = false;
@@ -110,7 +110,10 @@ impl Session {
         // A connection held from before (a pinned session keeps its idle ones) joins an open
         // block as a new one does.
         let held = self.parked.take(shard);
-        let joins = in_block && held.as_ref().is_none_or(|link| link.tx_status == b'I');
+        let joins = in_block
+            && held
+                .as_ref()
+                .is_none_or(|link| link.tx_status == TxStatus::Idle);
         let bound_waits = if joins {
             self.bound_lock_waits()
         } else {
@@ -120,7 +123,7 @@ impl Session {
             // The block is about to span shards: a lock wait on one shard may now be part of
             // a deadlock no shard can see, so every participant's waits end.
             let alone: Vec<usize> = (0..self.parked.len())
-                .filter(|&i| self.parked[i].tx_status == b'T')
+                .filter(|&i| self.parked[i].tx_status == TxStatus::InBlock)
                 .collect();
             // Only a connection between statements can take one of the proxy's: not one in
             // the middle of a COPY, of an extended-protocol batch, or of a portal's rows (its
@@ -154,7 +157,7 @@ impl Session {
                     self.pipeline.push(Pending::Internal, &mut self.cout);
                 }
                 // The block is open there once BEGIN answers; until then it counts as open.
-                link.tx_status = b'T';
+                link.tx_status = TxStatus::InBlock;
             }
         }
         Ok(())
@@ -216,7 +219,7 @@ impl Session {
         let Some(link) = self.current.as_mut() else {
             return Ok(());
         };
-        if link.batch_sent || link.tx_status == b'E' {
+        if link.batch_sent || link.tx_status == TxStatus::Failed {
             return Ok(());
         }
         // The proxy's own SET LOCAL lock_timeout of a block over several shards is not the
@@ -303,14 +306,14 @@ impl Session {
                 loop {
                     let f = conn.read_frame().await?;
                     match f.tag {
-                        b'Z' => return Ok::<_, BackendError>((f.body()[0], None)),
+                        b'Z' => return Ok::<_, BackendError>((TxStatus::of_ready(f.body()), None)),
                         b'E' => {
                             // An error at the end of the batch (a deferred constraint) is
                             // the client's; the status follows.
                             let status = loop {
                                 let z = conn.read_frame().await?;
                                 if z.tag == b'Z' {
-                                    break z.body()[0];
+                                    break TxStatus::of_ready(z.body());
                                 }
                             };
                             return Ok((status, Some(f.raw)));
@@ -341,15 +344,15 @@ impl Session {
     /// Before the client's COMMIT/ROLLBACK reaches the current connection: every parked
     /// connection of the block ends it the same way.
     pub(super) async fn end_parked_blocks(&mut self, sql: &[u8]) -> Result<(), SessionError> {
-        if !ends_block(sql) || self.parked.iter().all(|p| p.tx_status == b'I') {
+        if !ends_block(sql) || self.parked.iter().all(|p| p.tx_status == TxStatus::Idle) {
             return Ok(());
         }
         self.drain_current().await?;
         let text = String::from_utf8_lossy(sql).into_owned();
         let span = self.span.clone();
-        for p in self.parked.iter_mut().filter(|p| p.tx_status != b'I') {
+        for p in self.parked.iter_mut().filter(|p| p.tx_status.in_block()) {
             match p.conn.conn.run_internal(&text).await {
-                Ok(Ok(())) => p.tx_status = b'I',
+                Ok(Ok(())) => p.tx_status = TxStatus::Idle,
                 Ok(Err(message)) => {
                     tracing::warn!(
                         parent: &span,
@@ -357,7 +360,7 @@ impl Session {
                         error = %message,
                         "ending the transaction on a shard failed; each shard commits on its own"
                     );
-                    p.tx_status = b'I';
+                    p.tx_status = TxStatus::Idle;
                 }
                 Err(e) => {
                     p.conn.conn.broken = true;
@@ -376,14 +379,14 @@ impl Session {
     pub(super) fn note_block_start(&mut self, frame: &ClientFrame<'_>) {
         // Inside a block, BEGIN only warns (the current connection's status is the cheap
         // first look; a parked one may be in a block too).
-        if self.tx_status() != b'I' {
+        if self.tx_status().in_block() {
             return;
         }
         let Some(text) = self.executed_text(frame) else {
             return;
         };
         if !(may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text))
-            || self.session_status() != b'I'
+            || self.session_status().in_block()
         {
             return;
         }
@@ -392,7 +395,7 @@ impl Session {
         self.unpreparable_block = false;
         self.waits_bounded = false;
         if let Some(link) = self.current.as_mut() {
-            link.tx_status = b'T';
+            link.tx_status = TxStatus::InBlock;
         }
     }
 
@@ -429,12 +432,9 @@ impl Session {
 
     /// The transaction status the proxy reports when it answers a Sync itself: failed if any
     /// shard's block failed, in a block if any shard is.
-    pub(super) fn session_status(&self) -> u8 {
-        let all = std::iter::once(self.tx_status()).chain(self.parked.iter().map(|p| p.tx_status));
-        all.fold(b'I', |acc, s| match (acc, s) {
-            (b'E', _) | (_, b'E') => b'E',
-            (b'T', _) | (_, b'T') => b'T',
-            _ => b'I',
-        })
+    pub(super) fn session_status(&self) -> TxStatus {
+        TxStatus::combined(
+            std::iter::once(self.tx_status()).chain(self.parked.iter().map(|p| p.tx_status)),
+        )
     }
 }

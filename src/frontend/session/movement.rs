@@ -83,7 +83,7 @@ enum Ending {
 
 impl Session {
     pub(super) async fn run_key_update(&mut self, job: KeyUpdateJob) -> Result<(), SessionError> {
-        let implicit = self.session_status() == b'I';
+        let implicit = self.session_status() == TxStatus::Idle;
         // A bound statement belongs to its batch, one transaction up to the client's Sync:
         // the move's own block stays open and ends with the batch's other work.
         let ends_here = implicit && job.bound.is_none();

@@ -239,7 +239,7 @@ impl Session {
         // A write over several shards outside a block is one transaction, as on PostgreSQL:
         // each shard runs it in a block, committed together (or rolled back) after; its answer
         // waits for the commit, which may still fail.
-        let atomic = session_status == b'I' && writes(&multi.combine);
+        let atomic = session_status == TxStatus::Idle && writes(&multi.combine);
         if atomic {
             self.begin_on(&order).await?;
         }
@@ -303,7 +303,11 @@ impl Session {
             self.parked[i].tx_status = status;
         }
         // A failed block is answered from the shard that failed it.
-        if let Some(i) = self.parked.iter().position(|p| p.tx_status == b'E') {
+        if let Some(i) = self
+            .parked
+            .iter()
+            .position(|p| p.tx_status == TxStatus::Failed)
+        {
             let link = self.parked.take_at(i);
             self.make_current(link);
         }
@@ -344,7 +348,7 @@ impl Session {
         }
         // A write over several shards outside a block is one transaction, committed at the
         // client's Sync.
-        if self.session_status() == b'I' && writes(&m.combine) {
+        if self.session_status() == TxStatus::Idle && writes(&m.combine) {
             self.atomic_batch = true;
         }
         self.announce_running();

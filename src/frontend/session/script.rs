@@ -64,8 +64,8 @@ impl Session {
         // ReadyForQuery included: from here on the buffer holds this string's answers only.
         self.write_out(client).await?;
         let mut block = match self.session_status() {
-            b'I' => Block::Idle,
-            _ => Block::Client,
+            TxStatus::Idle => Block::Idle,
+            TxStatus::InBlock | TxStatus::Failed => Block::Client,
         };
         let mut failed = false;
         for statement in &statements {
@@ -119,8 +119,8 @@ impl Session {
     /// The string's transaction after a statement that may have ended or begun one.
     fn block_after(&self) -> Block {
         match self.session_status() {
-            b'I' => Block::Idle,
-            _ => Block::Client,
+            TxStatus::Idle => Block::Idle,
+            TxStatus::InBlock | TxStatus::Failed => Block::Client,
         }
     }
 
@@ -305,7 +305,7 @@ impl Session {
     fn heard(&mut self, failed_on_the_way: bool) -> Heard {
         let failed = without_ready_for_query(&mut self.cout)
             || failed_on_the_way
-            || self.session_status() == b'E';
+            || self.session_status() == TxStatus::Failed;
         if failed {
             Heard::Failed
         } else {

@@ -23,8 +23,10 @@ impl Session {
     /// Sure of its outcome only when it is a simple query sent with nothing else under way (no
     /// BEGIN on its way either) and no transaction block open: then it takes effect as written.
     pub(super) fn note_search_path(&mut self, sql: &[u8], simple: bool) {
-        let sure =
-            simple && !self.in_script && self.tx_status() == b'I' && self.pipeline.is_empty();
+        let sure = simple
+            && !self.in_script
+            && self.tx_status() == TxStatus::Idle
+            && self.pipeline.is_empty();
         let path = match change_of(sql, sure) {
             PathChange::Keeps => return,
             PathChange::To(schemas) => known_path(&self.ctx, schemas),

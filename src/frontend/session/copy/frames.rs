@@ -80,7 +80,7 @@ pub(super) fn note_frame(
         }
         b'N' => cout.extend_from_slice(&f.raw),
         b'S' => conn.note_parameter_status(f.body()),
-        b'Z' => out.ready = Some(f.body().first().copied().unwrap_or(b'I')),
+        b'Z' => out.ready = Some(TxStatus::of_ready(f.body())),
         _ => {}
     }
 }

@@ -132,7 +132,7 @@ impl Session {
                     b'N' => self.cout.extend_from_slice(&f.raw),
                     b'S' => conn.note_parameter_status(f.body()),
                     b'Z' => {
-                        p.tx_status = f.body().first().copied().unwrap_or(b'I');
+                        p.tx_status = TxStatus::of_ready(f.body());
                         break;
                     }
                     _ => {}

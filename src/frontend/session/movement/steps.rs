@@ -98,7 +98,7 @@ impl Session {
         let readers: Vec<ShardId> = self
             .parked
             .iter()
-            .filter(|p| p.tx_status != b'I' && !writers.contains(&p.conn.shard))
+            .filter(|p| p.tx_status.in_block() && !writers.contains(&p.conn.shard))
             .map(|p| p.conn.shard)
             .collect();
         let tail = match writers {
@@ -197,7 +197,7 @@ impl Session {
         for (&i, (_, statements)) in at.iter().zip(batches) {
             let mut out = BytesMut::new();
             let mut opened = 0;
-            if implicit && self.parked[i].tx_status == b'I' {
+            if implicit && self.parked[i].tx_status == TxStatus::Idle {
                 out = super::multi::begin_messages();
                 opened = 1;
                 if !bound_waits.is_empty() {
