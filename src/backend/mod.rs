@@ -4,6 +4,7 @@
 pub mod conn;
 pub mod pool;
 pub mod prepared;
+pub mod readiness;
 pub mod stream;
 pub mod types;
 

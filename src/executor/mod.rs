@@ -9,6 +9,7 @@ pub mod insert_select;
 pub mod layout;
 pub mod merge;
 pub mod nosql;
+pub mod participants;
 mod recognise;
 pub mod split;
 pub mod ttl_purge;

@@ -18,10 +18,11 @@ use super::cancel::{CancelGuard, CancelSlot};
 use super::driver::Next;
 use super::limits::Admitted;
 use super::pipeline::{Disposition, Pending, Pipeline};
-use super::socket::{self, ClientSocket, ReadArm};
+use super::socket::{self, ClientSocket};
 use super::statements::{self, ClientFrame, StatementNames};
 use super::FrontendError;
 use crate::admin;
+use crate::backend::readiness::ReadArm;
 use crate::backend::{BackendError, Pooled, Settings};
 use crate::catalog::ShardId;
 use crate::client_error::ClientError;
@@ -36,6 +37,7 @@ pub use crate::sql::quote::{quote_ident, quote_literal};
 use tokio_postgres::error::SqlState;
 
 mod aggregate;
+mod checkout;
 mod combining;
 mod commit;
 mod copy;
@@ -44,8 +46,6 @@ mod explain;
 mod forward;
 mod general;
 mod insert_select;
-mod link;
-mod links;
 mod local;
 mod movement;
 mod multi;
@@ -58,13 +58,14 @@ mod script;
 mod search_path;
 mod sequence;
 mod settings;
+mod shard_switch;
 mod signal;
 mod timeouts;
 mod watch;
 
+use crate::executor::participants::{Participants, ShardLink};
 use crate::router::normalize::Literals;
 use dest::Dest;
-use link::{ParkedLinks, ShardLink};
 use local::{local_candidate, local_kind, LocalKind, TextFacts};
 use multi::{ClientSink, Portals};
 use settings::settings_sql;
@@ -120,14 +121,8 @@ pub struct Session {
     ctx: Arc<ServerCtx>,
     cin: BytesMut,
     cout: BytesMut,
-    /// The connection the session talks to now; those it holds on other shards are `parked`.
-    /// A field of its own rather than an index into the map: the hot loop reaches the current
-    /// connection's socket, buffers and status at fixed offsets in the session, with no look-up
-    /// or pointer to follow per frame, and switching shards moves one struct each way.
-    current: Option<ShardLink>,
-    /// The output buffer of the last link given back, for the next one, so that a checkout
-    /// allocates no buffer.
-    spare_out: BytesMut,
+    /// The backend connections the session holds.
+    links: Participants,
     /// Client bytes arrived since the last look, or frames were left for lack of room.
     client_unread: bool,
     /// Turns of the loop since it last waited.
@@ -164,8 +159,6 @@ pub struct Session {
     /// read from it: the session's other shards must take them on before they next serve it.
     settings_changed: bool,
     cancel: CancelGuard,
-    /// Connections on other shards that a transaction block or batch still holds.
-    parked: ParkedLinks,
     /// The statement that opened the transaction block, replayed on shards that join it.
     begin_sql: Option<String>,
     /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
@@ -249,8 +242,11 @@ impl Session {
             ctx,
             cin: read_buf,
             cout: BytesMut::with_capacity(8192),
-            current: None,
-            spare_out: BytesMut::with_capacity(8192),
+            links: Participants {
+                current: None,
+                parked: Default::default(),
+                spare_out: BytesMut::with_capacity(8192),
+            },
             client_unread: true,
             turns: 0,
             pipeline: Pipeline::default(),
@@ -268,7 +264,6 @@ impl Session {
             settings,
             settings_changed: false,
             cancel,
-            parked: ParkedLinks::default(),
             begin_sql: None,
             savepoints: Vec::new(),
             atomic_batch: false,
@@ -396,7 +391,7 @@ impl Session {
                 }
                 Event::BackendWrote(r) => {
                     let n = r.map_err(|e| self.backend_lost(e))?;
-                    if let Some(link) = self.current.as_mut() {
+                    if let Some(link) = self.links.current.as_mut() {
                         consume(&mut link.out, n);
                     }
                     // Frames left for lack of room may go now.
@@ -486,7 +481,7 @@ impl Session {
     }
 
     fn backend_lost(&mut self, e: std::io::Error) -> SessionError {
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             link.conn.conn.broken = true;
         }
         SessionError::Backend(BackendError::Io(e))
@@ -496,7 +491,7 @@ impl Session {
     /// Consecutive forwarded frames are copied as one piece, and when the whole buffer goes to
     /// a client with nothing else pending, the buffers are swapped instead of copied.
     fn on_backend_data(&mut self) -> Result<(), SessionError> {
-        let Some(link) = self.current.as_mut() else {
+        let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
         let conn = &mut link.conn.conn;

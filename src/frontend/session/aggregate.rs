@@ -40,9 +40,10 @@ impl Session {
                 rest,
             } => {
                 let mid_batch = self
+                    .links
                     .parked
                     .iter()
-                    .chain(self.current.as_ref())
+                    .chain(self.links.current.as_ref())
                     .any(|l| l.batch_sent && shards.contains(&l.shard()));
                 if mid_batch {
                     return None;

@@ -84,7 +84,7 @@ impl Session {
         }
         let combined = match answered {
             Answered::Streamed => {
-                let status = self.session_status();
+                let status = self.links.status();
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
             }
@@ -111,7 +111,7 @@ impl Session {
                 Err(error) => return Ok(Answered::Combined(failed(error))),
             }
         }
-        if plan.reads_unrecorded && self.in_block_on(COMBINER) {
+        if plan.reads_unrecorded && self.links.in_block_on(COMBINER) {
             return Ok(Answered::Combined(failed(error_frame(
                 &FrontendError::CombineUnrecordedInBlock,
             ))));
@@ -133,7 +133,7 @@ impl Session {
         shards: &[ShardId],
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Answered, SessionError> {
-        let implicit = self.session_status() == TxStatus::Idle;
+        let implicit = self.links.status() == TxStatus::Idle;
         if implicit {
             let begin = vec!["BEGIN".to_string(); shards.len()];
             if let f @ Combined::Failed { .. } = self
@@ -511,7 +511,8 @@ impl Session {
                 .iter()
                 .copied()
                 .find(|&s| {
-                    self.current_shard() == Some(s) || self.parked.iter().any(|p| p.shard() == s)
+                    self.links.current_shard() == Some(s)
+                        || self.links.parked.iter().any(|p| p.shard() == s)
                 })
                 .unwrap_or(shards[0])]),
             Plan::Fixed(s) => Ok(vec![*s]),
@@ -527,19 +528,6 @@ impl Session {
                 "a table's rows have no shards to be read from".into(),
             ))),
         }
-    }
-
-    /// Whether the session's connection to `shard` is in a transaction block.
-    fn in_block_on(&self, shard: ShardId) -> bool {
-        let current = self
-            .current
-            .as_ref()
-            .is_some_and(|l| l.shard() == shard && l.tx_status.in_block());
-        current
-            || self
-                .parked
-                .iter()
-                .any(|p| p.shard() == shard && p.tx_status.in_block())
     }
 }
 

@@ -70,12 +70,7 @@ impl Session {
         frame: &Frame<&[u8]>,
         sql: &[u8],
     ) -> Result<bool, SessionError> {
-        let participants = usize::from(self.tx_status().in_block())
-            + self
-                .parked
-                .iter()
-                .filter(|p| p.tx_status.in_block())
-                .count();
+        let participants = self.links.iter().filter(|l| l.tx_status.in_block()).count();
         if !commits(sql) || participants < 2 {
             return Ok(false);
         }
@@ -119,7 +114,7 @@ impl Session {
                     Ok(tag) => protocol::command_complete(&mut out, tag),
                     Err(error) => out.extend_from_slice(&error),
                 }
-                let status = self.session_status();
+                let status = self.links.status();
                 protocol::ready_for_query(&mut out, status);
             }
         }
@@ -139,7 +134,8 @@ impl Session {
         // The answers still owed may hold the batch's failure.
         self.drain_current().await?;
         self.park_current();
-        self.sync_parked_then(super::links::AtSync::Hold).await?;
+        self.sync_parked_then(super::shard_switch::AtSync::Hold)
+            .await?;
         if self.begin_sql.is_some() {
             // The client opened a block in the batch: what ran before its BEGIN is part of
             // the block, as on PostgreSQL, and the Sync is answered as in any block.
@@ -153,7 +149,7 @@ impl Session {
         self.fail_block_at_sync = None;
         self.drop_portals().await?;
         self.release_parked_if_idle();
-        let status = self.session_status();
+        let status = self.links.status();
         protocol::ready_for_query(&mut self.cout, status);
         Ok(true)
     }
@@ -173,12 +169,12 @@ impl Session {
 
     /// Commits every parked participant of the block, atomically.
     pub(super) async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
-        let open: Vec<usize> = (0..self.parked.len())
-            .filter(|&i| self.parked[i].tx_status.in_block())
+        let open: Vec<usize> = (0..self.links.parked.len())
+            .filter(|&i| self.links.parked[i].tx_status.in_block())
             .collect();
         if open
             .iter()
-            .any(|&i| self.parked[i].tx_status == TxStatus::Failed)
+            .any(|&i| self.links.parked[i].tx_status == TxStatus::Failed)
         {
             // A failed block rolls back, and its COMMIT says so, as PostgreSQL's does.
             self.end_every_participant("ROLLBACK").await?;
@@ -186,9 +182,9 @@ impl Session {
         }
         // A transaction that wrote has a transaction id; one that only read has none.
         let (mut writers, unknown): (Vec<usize>, Vec<usize>) =
-            open.iter().partition(|&&i| self.parked[i].wrote);
+            open.iter().partition(|&&i| self.links.parked[i].wrote);
         for &i in &open {
-            self.parked[i].wrote = false;
+            self.links.parked[i].wrote = false;
         }
         let wrote = self
             .ask(
@@ -226,7 +222,10 @@ impl Session {
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Err(error_frame(&FrontendError::UnpreparableAcrossShards)));
         }
-        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
+        let shards: Vec<ShardId> = writers
+            .iter()
+            .map(|&i| self.links.parked[i].conn.shard)
+            .collect();
         let gid = match self.new_gid(&shards) {
             Ok(gid) => gid,
             Err(error) => {
@@ -267,7 +266,10 @@ impl Session {
         prepared: &[Option<Bytes>],
         started: Instant,
     ) -> Result<Ended, SessionError> {
-        let shards: Vec<ShardId> = writers.iter().map(|&i| self.parked[i].conn.shard).collect();
+        let shards: Vec<ShardId> = writers
+            .iter()
+            .map(|&i| self.links.parked[i].conn.shard)
+            .collect();
         let ctx = self.ctx.clone();
         let coordinator = &ctx.coordinator;
         let failed = prepared.iter().flatten().next().cloned();
@@ -328,7 +330,7 @@ impl Session {
             self.ctx.metrics.distributed_rolled_back.increment(1);
             return Ok(Err(error));
         }
-        let at = self.parked.positions(&[decider]);
+        let at = self.links.parked.positions(&[decider]);
         let committed = self.ask_each(&at, "COMMIT").await.pop();
         match committed {
             Some(Ok(answer)) => {
@@ -403,12 +405,12 @@ impl Session {
                     // The prepared transaction is the coordinator's now, not the session's:
                     // it is finished over a control connection, and the lost one is dropped.
                     tracing::warn!(parent: &self.span, %gid, error = %e, "a participant's connection was lost during {verb} PREPARED");
-                    self.parked[i].tx_status = TxStatus::Idle;
+                    self.links.parked[i].tx_status = TxStatus::Idle;
                     false
                 }
             };
             if !confirmed {
-                unconfirmed.push(self.parked[i].conn.shard);
+                unconfirmed.push(self.links.parked[i].conn.shard);
             }
         }
         Ok(unconfirmed)
@@ -416,8 +418,8 @@ impl Session {
 
     /// Ends every open participant's block with `sql` (ROLLBACK).
     pub(super) async fn end_every_participant(&mut self, sql: &str) -> Result<(), SessionError> {
-        let open: Vec<usize> = (0..self.parked.len())
-            .filter(|&i| self.parked[i].tx_status.in_block())
+        let open: Vec<usize> = (0..self.links.parked.len())
+            .filter(|&i| self.links.parked[i].tx_status.in_block())
             .collect();
         self.ask(&open, sql).await.map(drop)
     }
@@ -452,14 +454,14 @@ impl Session {
     /// The error is raised on one participant between statements; the others learn of it at
     /// the block's end, which rolls back everywhere once one participant failed.
     pub(super) async fn fail_block(&mut self, message: &str) -> Result<(), SessionError> {
-        if self.session_status() != TxStatus::InBlock {
+        if self.links.status() != TxStatus::InBlock {
             return Ok(());
         }
         self.drain_current().await?;
         self.park_current();
-        let Some(i) = (0..self.parked.len())
-            .find(|&i| self.parked[i].tx_status == TxStatus::InBlock && !self.parked[i].unsynced)
-        else {
+        let Some(i) = (0..self.links.parked.len()).find(|&i| {
+            self.links.parked[i].tx_status == TxStatus::InBlock && !self.links.parked[i].unsynced
+        }) else {
             return Ok(());
         };
         let sql = format!(
@@ -474,7 +476,7 @@ impl Session {
     /// have failed on another than the one the statement goes to. Only ending the block, or
     /// rolling back to a savepoint, is left, as on PostgreSQL.
     pub(super) fn fails_with_the_block(&self, frame: &Frame<&[u8]>) -> bool {
-        if self.session_status() != TxStatus::Failed {
+        if self.links.status() != TxStatus::Failed {
             return false;
         }
         let Ok(parsed) = ClientFrame::parse(frame) else {
@@ -488,7 +490,7 @@ impl Session {
         let Some(text) = text else {
             return false;
         };
-        !(super::links::ends_block(text)
+        !(super::shard_switch::ends_block(text)
             || matches!(
                 super::savepoints::savepoint_op(text),
                 Some(super::savepoints::SavepointOp::RollbackTo(_))
@@ -529,8 +531,11 @@ impl Session {
         sql_of: &(dyn Fn(ShardId) -> String + Sync),
     ) -> Vec<Result<Answer, SessionError>> {
         let order = at.to_vec();
-        let shards: Vec<ShardId> = order.iter().map(|&i| self.parked[i].conn.shard).collect();
-        let mut conns = self.parked.conns_at(&order);
+        let shards: Vec<ShardId> = order
+            .iter()
+            .map(|&i| self.links.parked[i].conn.shard)
+            .collect();
+        let mut conns = self.links.parked.conns_at(&order);
         let mut sent = Vec::with_capacity(conns.len());
         for (conn, &shard) in conns.iter_mut().zip(&shards) {
             let mut query = BytesMut::new();
@@ -552,11 +557,11 @@ impl Session {
             .zip(answers)
             .map(|(&i, answer)| match answer {
                 Ok((answer, status)) => {
-                    self.parked[i].tx_status = status;
+                    self.links.parked[i].tx_status = status;
                     Ok(answer)
                 }
                 Err(e) => {
-                    self.parked[i].conn.conn.broken = true;
+                    self.links.parked[i].conn.conn.broken = true;
                     Err(e.into())
                 }
             })

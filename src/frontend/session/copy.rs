@@ -182,24 +182,25 @@ impl Session {
     }
 
     fn parked_on(&mut self, shard: ShardId) -> Option<&mut ShardLink> {
-        self.parked.get_mut(shard)
+        self.links.parked.get_mut(shard)
     }
 
     /// The client's status after a COPY over parked connections, and the connections given
     /// back where nothing holds them; a failed block is answered from a shard that failed it.
     fn end_copy(&mut self, extended: bool, failed: bool) {
-        let status = TxStatus::combined(self.parked.iter().map(|p| p.tx_status));
+        let status = TxStatus::combined(self.links.parked.iter().map(|p| p.tx_status));
         if extended {
             self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
         } else {
             protocol::ready_for_query(&mut self.cout, status);
         }
         if let Some(i) = self
+            .links
             .parked
             .iter()
             .position(|p| p.tx_status == TxStatus::Failed)
         {
-            let link = self.parked.take_at(i);
+            let link = self.links.parked.take_at(i);
             self.make_current(link);
         }
         self.release_parked_if_idle();
@@ -208,9 +209,11 @@ impl Session {
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the
     /// client; the client's data then comes to [`Session::on_copy_frame`].
     async fn start_copy_in(&mut self, job: CopyJob, extended: bool) -> Result<(), SessionError> {
-        let in_block = matches!(self.tx_status(), TxStatus::InBlock | TxStatus::Failed)
-            || self.parked.iter().any(|p| p.tx_status.in_block());
-        if self.current.is_some() {
+        let in_block = matches!(
+            self.links.current_status(),
+            TxStatus::InBlock | TxStatus::Failed
+        ) || self.links.parked.iter().any(|p| p.tx_status.in_block());
+        if self.links.current.is_some() {
             self.drain_current().await?;
             self.park_current();
         }
@@ -235,7 +238,8 @@ impl Session {
         // A shard the block already uses opens first, so a failure fails the block there.
         let mut shards = job.shards.clone();
         if let Some(i) = shards.iter().position(|s| {
-            self.parked
+            self.links
+                .parked
                 .iter()
                 .any(|p| p.conn.shard == *s && p.tx_status.in_block())
         }) {
@@ -318,7 +322,7 @@ impl Session {
     /// After a shard connection failed mid-COPY: every connection the COPY holds is in an
     /// unknown state.
     fn copy_lost(&mut self, e: SessionError) -> SessionError {
-        for p in self.parked.iter_mut() {
+        for p in self.links.parked.iter_mut() {
             if p.unsynced {
                 p.conn.conn.broken = true;
             }
@@ -341,7 +345,7 @@ impl Session {
         }
         self.drain_current().await?;
         self.park_current();
-        let Some(p) = self.parked.get_mut(shard) else {
+        let Some(p) = self.links.parked.get_mut(shard) else {
             return Err(Stop::Fail(error_frame(&FrontendError::CopyNoConnection)));
         };
         // Held by the COPY: not given back to the pool, closed if the client leaves.
@@ -495,7 +499,7 @@ impl Session {
                 self.open_shard(st, i).await?;
             }
             let out = &mut st.outs[i];
-            let Some(p) = self.parked.get_mut(out.shard) else {
+            let Some(p) = self.links.parked.get_mut(out.shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;
@@ -550,7 +554,7 @@ impl Session {
         let mut done = BytesMut::new();
         MessageBuilder::new(&mut done, b'c').finish();
         for out in st.outs.iter().filter(|o| o.started && o.ready.is_none()) {
-            if let Some(p) = self.parked.get_mut(out.shard) {
+            if let Some(p) = self.links.parked.get_mut(out.shard) {
                 if let Err(e) = p.conn.conn.stream.write_all(&done).await {
                     p.conn.conn.broken = true;
                     return Err(self.copy_lost(BackendError::Io(e).into()));
@@ -562,7 +566,7 @@ impl Session {
             .iter_mut()
             .filter(|o| o.started && o.ready.is_none())
         {
-            if let Some(p) = self.parked.get_mut(out.shard) {
+            if let Some(p) = self.links.parked.get_mut(out.shard) {
                 if let Err(e) = read_answer(&mut p.conn.conn, out, &mut self.cout).await {
                     return Err(self.copy_lost(e.into()));
                 }
@@ -570,7 +574,7 @@ impl Session {
         }
         let mut error = st.outs.iter().find_map(|o| o.error.clone());
         for out in st.outs.iter().filter(|o| o.started) {
-            let Some(p) = self.parked.get_mut(out.shard) else {
+            let Some(p) = self.links.parked.get_mut(out.shard) else {
                 continue;
             };
             p.unsynced = false;
@@ -632,7 +636,7 @@ impl Session {
             .cstr(b"COPY aborted by shardwire: the COPY failed on another shard or in the proxy")
             .finish();
         for out in st.outs.iter_mut().filter(|o| o.started) {
-            let Some(p) = self.parked.get_mut(out.shard) else {
+            let Some(p) = self.links.parked.get_mut(out.shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;

@@ -189,7 +189,7 @@ impl Session {
         // The snapshot, the statement and its plan are borrowed field by field, not cloned, up
         // to where a keyed statement's shard is known: each Arc clone and drop is a locked
         // instruction, and a prepared read's frames would take a dozen.
-        let tx_failed = self.tx_status() == TxStatus::Failed;
+        let tx_failed = self.links.current_status() == TxStatus::Failed;
         let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
         let parses = &self.ctx.metrics.statement_parses;
         match parsed {
@@ -325,7 +325,7 @@ impl Session {
             // PostgreSQL's portals live until their transaction ends; a new Bind of a
             // portal's name replaces it.
             ClientFrame::Sync => {
-                if self.session_status() != TxStatus::InBlock {
+                if self.links.status() != TxStatus::InBlock {
                     self.portals.clear();
                 }
                 None
@@ -364,7 +364,7 @@ impl Session {
                 return Dest::Here
             }
         };
-        match self.current_shard() {
+        match self.links.current_shard() {
             Some(c) if shards.contains(&c) => Dest::Shard(c),
             _ => shards.first().map_or(Dest::Here, |s| Dest::Shard(*s)),
         }
@@ -440,7 +440,7 @@ impl Session {
         source: Source<'_>,
     ) -> Dest {
         // A failed transaction block refuses everything but its end, wherever it runs.
-        if self.tx_status() == TxStatus::Failed {
+        if self.links.current_status() == TxStatus::Failed {
             return Dest::Here;
         }
         // The common case here, the rest out of line: the code a keyed statement runs stays
@@ -518,7 +518,7 @@ impl Session {
         match plan {
             Plan::Anywhere => Dest::Here,
             Plan::Fixed(s) => Dest::Shard(*s),
-            Plan::AnyOf(shards) => match self.current_shard() {
+            Plan::AnyOf(shards) => match self.links.current_shard() {
                 Some(c) if shards.contains(&c) => Dest::Shard(c),
                 _ => {
                     self.round_robin = self.round_robin.wrapping_add(1);
@@ -535,7 +535,7 @@ impl Session {
                         self.every_dest(&u.shards, elsewhere, Combine::Copies, source)
                     }
                     // Out of a block, PostgreSQL's error comes from one shard.
-                    UtilityKind::InBlock if self.tx_status() == TxStatus::Idle => {
+                    UtilityKind::InBlock if self.links.current_status() == TxStatus::Idle => {
                         Dest::Shard(u.shards[0])
                     }
                     UtilityKind::InBlock => {

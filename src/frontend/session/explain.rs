@@ -33,7 +33,7 @@ impl Session {
             Plan::Anywhere => return Dest::Here,
             Plan::Fixed(s) => return Dest::Shard(*s),
             Plan::AnyOf(shards) => {
-                return match self.current_shard() {
+                return match self.links.current_shard() {
                     Some(c) if shards.contains(&c) => Dest::Shard(c),
                     _ => Dest::Shard(shards[0]),
                 }
@@ -111,7 +111,7 @@ impl Session {
         match answer.portal {
             None => {
                 rs.encode("EXPLAIN", &mut out);
-                let status = self.session_status();
+                let status = self.links.status();
                 protocol::ready_for_query(&mut out, status);
                 self.pipeline
                     .push(Pending::composed(out.freeze()), &mut self.cout);

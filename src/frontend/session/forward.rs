@@ -56,22 +56,22 @@ impl Session {
         }
         // A session holding connections on several shards takes the general path: Syncs and
         // transaction ends must reach them all.
-        if !self.parked.is_empty()
-            || (self.current.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
+        if !self.links.parked.is_empty()
+            || (self.links.current.is_none() && matches!(frame.tag, b'd' | b'c' | b'f'))
         {
             return Ok(false);
         }
         let parsed = ClientFrame::parse(frame)?;
         let shard = match self.decide(frame, parsed, literals)? {
-            Dest::Here => match self.current_shard() {
+            Dest::Here => match self.links.current_shard() {
                 None => Some(ShardId(0)),
                 Some(s) if s == self.unrouted_shard() => None,
                 // A pinned session's connection to another shard: the general path switches.
                 Some(_) if matches!(frame.tag, b'Q' | b'P' | b'B') => return Ok(false),
                 Some(_) => None,
             },
-            Dest::Shard(s) if self.current_shard() == Some(s) => None,
-            Dest::Shard(s) if self.current.is_none() => Some(s),
+            Dest::Shard(s) if self.links.current_shard() == Some(s) => None,
+            Dest::Shard(s) if self.links.current.is_none() => Some(s),
             // Needs no connection at all.
             Dest::Hold => {
                 self.hold_parse(parsed);
@@ -85,7 +85,7 @@ impl Session {
                 None => return Ok(false),
             }
         }
-        if self.tx_status().in_block() {
+        if self.links.current_status().in_block() {
             if let Some((op, _)) = self.savepoint_of(parsed) {
                 self.note_savepoint(&op);
             }
@@ -106,7 +106,7 @@ impl Session {
             if held.is_err() {
                 self.skip_until_sync = true;
             }
-            if let Some(link) = self.current.as_mut() {
+            if let Some(link) = self.links.current.as_mut() {
                 link.unsynced = true;
             }
         }
@@ -120,7 +120,7 @@ impl Session {
         parsed: ClientFrame<'_>,
         effect: Option<SessionEffect>,
     ) -> Result<(), SessionError> {
-        let Some(link) = self.current.as_mut() else {
+        let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
         match frame.tag {
@@ -151,7 +151,7 @@ impl Session {
         if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
             self.note_block_start(&parsed);
         }
-        if self.current.is_none() {
+        if self.links.current.is_none() {
             return Ok(());
         }
         let effect = match parsed {
@@ -185,7 +185,7 @@ impl Session {
             }
             self.unpreparable_block |= effect.unpreparable;
         }
-        let Some(link) = self.current.as_mut() else {
+        let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
         let conn = &mut link.conn.conn;
@@ -229,7 +229,7 @@ impl Session {
         protocol::error_response(&mut self.cout, Severity::Error, code, message);
         match frame.tag {
             b'Q' | b'F' | b'S' => {
-                let status = self.session_status();
+                let status = self.links.status();
                 protocol::ready_for_query(&mut self.cout, status)
             }
             _ => {

@@ -27,7 +27,7 @@ impl Session {
         if let Some(name) = self.portals.on_shards() {
             if !reads_portal(&frame, name)? {
                 // The portal's connections must be free for what comes now.
-                if frame.tag == b'S' && self.session_status() != TxStatus::InBlock {
+                if frame.tag == b'S' && self.links.status() != TxStatus::InBlock {
                     let name = name.to_vec();
                     self.drop_portal(&name).await?;
                 } else {
@@ -59,18 +59,23 @@ impl Session {
                 self.fail_block(&message).await?;
                 self.release_parked_if_idle();
             }
-            if self.current.is_none() {
-                let status = self.session_status();
+            if self.links.current.is_none() {
+                let status = self.links.status();
                 protocol::ready_for_query(&mut self.cout, status);
                 return Ok(());
             }
         }
-        if matches!(frame.tag, b'Q' | b'P' | b'B') && !self.parked.is_empty() {
+        if matches!(frame.tag, b'Q' | b'P' | b'B') && !self.links.parked.is_empty() {
             // Whether the block failed on another shard is known once the answers still owed
             // are read: a client may send on as soon as it has an ErrorResponse, before the
             // ReadyForQuery that reports the failed block. (In the middle of a batch the
             // current connection reports nothing before the Sync: what is known decides.)
-            if self.current.as_ref().is_none_or(|link| !link.unsynced) {
+            if self
+                .links
+                .current
+                .as_ref()
+                .is_none_or(|link| !link.unsynced)
+            {
                 self.drain_current().await?;
             }
             if self.fails_with_the_block(&frame) {
@@ -90,7 +95,7 @@ impl Session {
                 return Ok(());
             }
         }
-        if matches!(frame.tag, b'd' | b'c' | b'f') && self.current.is_none() {
+        if matches!(frame.tag, b'd' | b'c' | b'f') && self.links.current.is_none() {
             // Copy data with no copy in progress, which PostgreSQL ignores too.
             return Ok(());
         }
@@ -142,8 +147,9 @@ impl Session {
             Dest::Here if matches!(frame.tag, b'Q' | b'P' | b'B') => self.unrouted_shard(),
             // A Sync after a multi-shard batch goes to one of the shards that took part.
             Dest::Here => self
+                .links
                 .current_shard()
-                .or_else(|| self.parked.iter().next().map(ShardLink::shard))
+                .or_else(|| self.links.parked.iter().next().map(ShardLink::shard))
                 .unwrap_or(ShardId(0)),
             Dest::Shard(shard) => shard,
             Dest::Hold => {
@@ -224,7 +230,7 @@ impl Session {
             return Ok(());
         }
         if frame.tag == b'S' {
-            if self.session_status() != TxStatus::InBlock {
+            if self.links.status() != TxStatus::InBlock {
                 self.drop_portals().await?;
             }
             self.sync_parked().await?;
@@ -272,7 +278,7 @@ impl Session {
             rs.encode(&tag, &mut out);
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
-            if self.tx_status().in_block() {
+            if self.links.current_status().in_block() {
                 let e = FrontendError::DdlInTransaction;
                 protocol::error_response(
                     &mut out,
@@ -293,7 +299,7 @@ impl Session {
                 }
             }
         }
-        protocol::ready_for_query(&mut out, self.tx_status());
+        protocol::ready_for_query(&mut out, self.links.current_status());
         Some(out)
     }
 }

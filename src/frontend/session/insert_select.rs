@@ -38,7 +38,7 @@ impl Session {
             }
             Plan::Fixed(s) => (vec![*s], job.select_sql.clone(), Default::default()),
             Plan::AnyOf(s) => {
-                let shard = match self.current_shard() {
+                let shard = match self.links.current_shard() {
                     Some(c) if s.contains(&c) => c,
                     _ => s[0],
                 };
@@ -53,7 +53,7 @@ impl Session {
             | Plan::Sequence(_)
             | Plan::Combine(_)
             | Plan::Explain(_) => {
-                let shard = self.current_shard().unwrap_or(ShardId(0));
+                let shard = self.links.current_shard().unwrap_or(ShardId(0));
                 (vec![shard], job.select_sql.clone(), Default::default())
             }
         };
@@ -107,7 +107,7 @@ impl Session {
         sources: &[ShardId],
         sql: &str,
     ) -> Result<(), SessionError> {
-        let implicit = self.session_status() == TxStatus::Idle;
+        let implicit = self.links.status() == TxStatus::Idle;
         let select = Combine::Union {
             kind: StatementKind::Select,
             merge: Default::default(),
@@ -208,7 +208,7 @@ impl Session {
     /// Answers `INSERT 0 n` and ReadyForQuery.
     fn answer_inserted(&mut self, n: u64, mut out: BytesMut) -> Result<(), SessionError> {
         protocol::command_complete(&mut out, &format!("INSERT 0 {n}"));
-        let status = self.session_status();
+        let status = self.links.status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline
             .push(Pending::composed(out.freeze()), &mut self.cout);
@@ -219,7 +219,7 @@ impl Session {
     pub(super) fn answer(&mut self, combined: &Combined) -> Result<(), SessionError> {
         let mut out = BytesMut::new();
         gather::write(combined, &mut out);
-        let status = self.session_status();
+        let status = self.links.status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline
             .push(Pending::composed(out.freeze()), &mut self.cout);
@@ -228,7 +228,7 @@ impl Session {
 
     fn answer_error(&mut self, e: &impl ClientError) -> Result<(), SessionError> {
         let mut out = BytesMut::from(&error_frame(e)[..]);
-        let status = self.session_status();
+        let status = self.links.status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline
             .push(Pending::composed(out.freeze()), &mut self.cout);
@@ -245,7 +245,7 @@ impl Session {
     ) -> Result<Combined, SessionError> {
         let order = self.connections_for(shards).await?;
         self.announce_running();
-        let mut conns = self.parked.conns_at(&order);
+        let mut conns = self.links.parked.conns_at(&order);
         let origin = gather::Origin {
             shards,
             control: &self.ctx.control,
@@ -258,15 +258,11 @@ impl Session {
         self.cancel.slot.set_others(Vec::new());
         match result {
             Ok((combined, statuses)) => {
-                for (&i, status) in order.iter().zip(statuses) {
-                    self.parked[i].tx_status = status;
-                }
+                self.links.parked.set_statuses(&order, &statuses);
                 Ok(combined)
             }
             Err(e) => {
-                for &i in &order {
-                    self.parked[i].conn.conn.broken = true;
-                }
+                self.links.parked.mark_broken(&order);
                 Err(e.into())
             }
         }

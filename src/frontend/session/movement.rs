@@ -83,7 +83,7 @@ enum Ending {
 
 impl Session {
     pub(super) async fn run_key_update(&mut self, job: KeyUpdateJob) -> Result<(), SessionError> {
-        let implicit = self.session_status() == TxStatus::Idle;
+        let implicit = self.links.status() == TxStatus::Idle;
         // A bound statement belongs to its batch, one transaction up to the client's Sync:
         // the move's own block stays open and ends with the batch's other work.
         let ends_here = implicit && job.bound.is_none();
@@ -131,7 +131,7 @@ impl Session {
             }
         }
         if simple {
-            let status = self.session_status();
+            let status = self.links.status();
             protocol::ready_for_query(&mut out, status);
         }
         self.pipeline
@@ -462,7 +462,7 @@ impl Session {
                     .copied()
                     .filter(|w| Some(*w) != decider)
                     .collect();
-                let at = self.parked.positions(&preparing);
+                let at = self.links.parked.positions(&preparing);
                 let prepared: Vec<Option<Bytes>> = preparing
                     .iter()
                     .map(|w| {
@@ -514,7 +514,7 @@ impl Session {
                 }
             }
         };
-        for p in self.parked.iter_mut() {
+        for p in self.links.parked.iter_mut() {
             match ending {
                 Ending::Committed => p.wrote = false,
                 Ending::Open => p.wrote |= writers.contains(&p.conn.shard),

@@ -235,7 +235,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         // Every shard's connection, with the client's settings applied, parked.
         let order = self.connections_for(&multi.shards).await?;
-        let session_status = self.session_status();
+        let session_status = self.links.status();
         // A write over several shards outside a block is one transaction, as on PostgreSQL:
         // each shard runs it in a block, committed together (or rolled back) after; its answer
         // waits for the commit, which may still fail.
@@ -249,7 +249,7 @@ impl Session {
             shards: &multi.shards,
             control: &self.ctx.control,
         };
-        let mut conns = self.parked.conns_at(&order);
+        let mut conns = self.links.parked.conns_at(&order);
         let result = match &multi.combine {
             Combine::Union { kind, merge, rows } if rows.is_empty() && !atomic => {
                 let spec = gather::Spec {
@@ -282,15 +282,13 @@ impl Session {
         self.cancel.slot.set_others(Vec::new());
         let statuses = self.after_multi(&order, result)?;
         if atomic {
-            for (&i, &status) in order.iter().zip(&statuses) {
-                self.parked[i].tx_status = status;
-            }
+            self.links.parked.set_statuses(&order, &statuses);
             // A failed statement rolls back everywhere and its error is the answer.
             match self.commit_participants().await? {
                 Ok(_) => self.cout.extend_from_slice(&held),
                 Err(error) => self.cout.extend_from_slice(&error),
             }
-            let status = self.session_status();
+            let status = self.links.status();
             protocol::ready_for_query(&mut self.cout, status);
             self.release_parked_if_idle();
             return Ok(());
@@ -299,16 +297,15 @@ impl Session {
             &mut self.cout,
             gather::combined_status(&statuses, session_status),
         );
-        for (&i, status) in order.iter().zip(statuses) {
-            self.parked[i].tx_status = status;
-        }
+        self.links.parked.set_statuses(&order, &statuses);
         // A failed block is answered from the shard that failed it.
         if let Some(i) = self
+            .links
             .parked
             .iter()
             .position(|p| p.tx_status == TxStatus::Failed)
         {
-            let link = self.parked.take_at(i);
+            let link = self.links.parked.take_at(i);
             self.make_current(link);
         }
         self.release_parked_if_idle();
@@ -327,7 +324,7 @@ impl Session {
             Ok(t) => Ok(t),
             Err(e) => {
                 for &i in order {
-                    self.parked[i].conn.conn.broken = true;
+                    self.links.parked[i].conn.conn.broken = true;
                 }
                 Err(match e {
                     gather::StreamError::Backend(e) => e.into(),
@@ -348,17 +345,17 @@ impl Session {
         }
         // A write over several shards outside a block is one transaction, committed at the
         // client's Sync.
-        if self.session_status() == TxStatus::Idle && writes(&m.combine) {
+        if self.links.status() == TxStatus::Idle && writes(&m.combine) {
             self.atomic_batch = true;
         }
         self.announce_running();
         let messages = m.messages;
         for &i in &order {
             // The shard's part of the batch stays open until the client's Sync.
-            self.parked[i].unsynced = true;
-            self.parked[i].batch_sent = true;
+            self.links.parked[i].unsynced = true;
+            self.links.parked[i].batch_sent = true;
         }
-        let mut conns = self.parked.conns_at(&order);
+        let mut conns = self.links.parked.conns_at(&order);
         let result = gather::describe_portal(&mut conns, &messages).await;
         drop(conns);
         self.cancel.slot.set_others(Vec::new());
@@ -404,12 +401,12 @@ impl Session {
         else {
             return Ok(());
         };
-        let order = self.parked.positions(&shards);
+        let order = self.links.parked.positions(&shards);
         let origin = gather::Origin {
             shards: &shards,
             control: &self.ctx.control,
         };
-        let mut conns = self.parked.conns_at(&order);
+        let mut conns = self.links.parked.conns_at(&order);
         let result = gather::finish_portal(&mut conns, &combine, &origin, description).await;
         drop(conns);
         let combined = self.after_multi(&order, result.map_err(gather::StreamError::Backend))?;
@@ -510,7 +507,7 @@ impl Session {
         };
         // Every answer owed before this one has been written: the rows go straight out.
         self.drain_current().await?;
-        let order = self.parked.positions(&shards);
+        let order = self.links.parked.positions(&shards);
         let origin = gather::Origin {
             shards: &shards,
             control: &self.ctx.control,
@@ -521,7 +518,7 @@ impl Session {
             describe: false,
             description,
         };
-        let mut conns = self.parked.conns_at(&order);
+        let mut conns = self.links.parked.conns_at(&order);
         let mut sink = ClientSink {
             cout: &mut self.cout,
             client,
@@ -554,8 +551,8 @@ impl Session {
         let PortalRows::OnShards { shards, .. } = portal.rows else {
             return Ok(());
         };
-        let order = self.parked.positions(&shards);
-        let mut conns = self.parked.conns_at(&order);
+        let order = self.links.parked.positions(&shards);
+        let mut conns = self.links.parked.conns_at(&order);
         let mut result = Ok(());
         for conn in conns.iter_mut() {
             result = gather::skip_to_end(conn).await;

@@ -10,7 +10,7 @@ impl Session {
     /// at Sync): an extra write and wake-up per transaction would cost more than routing.
     fn client_output_due(&self) -> bool {
         let only_held_parses = self.cout.len() == self.deferred_parse_len
-            && self.current.is_some()
+            && self.links.current.is_some()
             && !self.pipeline.is_empty();
         !self.cout.is_empty() && !only_held_parses
     }
@@ -49,7 +49,7 @@ impl Session {
                 return Poll::Ready(Event::ClientWrote(r));
             }
         }
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             let conn = &mut link.conn.conn;
             if !link.out.is_empty() {
                 if let Poll::Ready(r) = Pin::new(&mut conn.stream).poll_write(cx, &link.out) {
@@ -87,7 +87,7 @@ impl Session {
         &mut self,
         client: &mut C,
     ) -> Result<(), SessionError> {
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             if !link.out.is_empty() {
                 match link.conn.conn.stream.write_now(&link.out) {
                     Ok(n) => consume(&mut link.out, n),
@@ -105,6 +105,6 @@ impl Session {
 
     /// How much waits to go to the current connection (none without one).
     pub(super) fn current_out_len(&self) -> usize {
-        self.current.as_ref().map_or(0, |link| link.out.len())
+        self.links.current.as_ref().map_or(0, |link| link.out.len())
     }
 }

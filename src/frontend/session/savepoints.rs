@@ -70,7 +70,7 @@ impl Session {
     pub(super) fn savepoint_of(&self, parsed: ClientFrame<'_>) -> Option<(SavepointOp, Vec<u8>)> {
         let text: &[u8] = match parsed {
             ClientFrame::Query(sql) => sql,
-            ClientFrame::Bind { statement, .. } if self.session_status().in_block() => {
+            ClientFrame::Bind { statement, .. } if self.links.status().in_block() => {
                 &self.statements.get(statement)?.query
             }
             _ => return None,
@@ -105,12 +105,22 @@ impl Session {
     /// happen: joining shards replay the savepoints) keeps its failed state for the client's
     /// next COMMIT to find.
     pub(super) async fn savepoint_everywhere(&mut self, sql: &[u8]) -> Result<(), SessionError> {
-        if self.parked.iter().all(|p| p.tx_status == TxStatus::Idle) {
+        if self
+            .links
+            .parked
+            .iter()
+            .all(|p| p.tx_status == TxStatus::Idle)
+        {
             return Ok(());
         }
         self.drain_current().await?;
         let text = String::from_utf8_lossy(sql).into_owned();
-        for p in self.parked.iter_mut().filter(|p| p.tx_status.in_block()) {
+        for p in self
+            .links
+            .parked
+            .iter_mut()
+            .filter(|p| p.tx_status.in_block())
+        {
             match p.conn.conn.run_internal(&text).await {
                 Ok(Ok(())) => p.tx_status = TxStatus::InBlock,
                 Ok(Err(_)) => p.tx_status = TxStatus::Failed,

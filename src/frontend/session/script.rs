@@ -63,7 +63,7 @@ impl Session {
         // The answers to queries the client pipelined before this one go out whole, their
         // ReadyForQuery included: from here on the buffer holds this string's answers only.
         self.write_out(client).await?;
-        let mut block = match self.session_status() {
+        let mut block = match self.links.status() {
             TxStatus::Idle => Block::Idle,
             TxStatus::InBlock | TxStatus::Failed => Block::Client,
         };
@@ -110,7 +110,7 @@ impl Session {
                 self.quietly("COMMIT", client).await?;
             }
         }
-        let status = self.session_status();
+        let status = self.links.status();
         protocol::ready_for_query(&mut self.cout, status);
         self.release_parked_if_idle();
         Ok(())
@@ -118,7 +118,7 @@ impl Session {
 
     /// The string's transaction after a statement that may have ended or begun one.
     fn block_after(&self) -> Block {
-        match self.session_status() {
+        match self.links.status() {
             TxStatus::Idle => Block::Idle,
             TxStatus::InBlock | TxStatus::Failed => Block::Client,
         }
@@ -239,7 +239,7 @@ impl Session {
     ) -> Result<bool, SessionError> {
         let mut failed = false;
         loop {
-            let Some(link) = self.current.as_mut() else {
+            let Some(link) = self.links.current.as_mut() else {
                 return Ok(failed);
             };
             if !link.out.is_empty() {
@@ -265,7 +265,7 @@ impl Session {
             }
             self.on_backend_data()?;
         }
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             link.arm = ReadArm::default();
         }
         Ok(failed)
@@ -305,7 +305,7 @@ impl Session {
     fn heard(&mut self, failed_on_the_way: bool) -> Heard {
         let failed = without_ready_for_query(&mut self.cout)
             || failed_on_the_way
-            || self.session_status() == TxStatus::Failed;
+            || self.links.status() == TxStatus::Failed;
         if failed {
             Heard::Failed
         } else {

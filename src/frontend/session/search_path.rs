@@ -25,7 +25,7 @@ impl Session {
     pub(super) fn note_search_path(&mut self, sql: &[u8], simple: bool) {
         let sure = simple
             && !self.in_script
-            && self.tx_status() == TxStatus::Idle
+            && self.links.current_status() == TxStatus::Idle
             && self.pipeline.is_empty();
         let path = match change_of(sql, sure) {
             PathChange::Keeps => return,

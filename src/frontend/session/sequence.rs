@@ -167,7 +167,7 @@ impl Session {
                 out.extend_from_slice(&description(&call.result_name, false));
                 out.extend_from_slice(&data_row(value, false));
                 protocol::command_complete(&mut out, "SELECT 1");
-                protocol::ready_for_query(&mut out, self.session_status());
+                protocol::ready_for_query(&mut out, self.links.status());
                 self.pipeline
                     .push(Pending::composed(out.freeze()), &mut self.cout);
             }

@@ -50,7 +50,7 @@ impl Session {
                 &e.sqlstate(),
                 &e.client_message(),
             );
-            protocol::ready_for_query(&mut out, self.session_status());
+            protocol::ready_for_query(&mut out, self.links.status());
             return Some(out);
         }
         match call.signal {
@@ -73,7 +73,7 @@ impl Session {
             .bytes(b"t")
             .finish();
         protocol::command_complete(&mut out, "SELECT 1");
-        protocol::ready_for_query(&mut out, self.session_status());
+        protocol::ready_for_query(&mut out, self.links.status());
         Some(out)
     }
 }

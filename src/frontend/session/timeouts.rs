@@ -105,7 +105,7 @@ impl Session {
     /// A connection the session holds is inside a transaction block.
     fn in_transaction_block(&self) -> bool {
         let in_block = |link: &ShardLink| link.tx_status.in_block();
-        self.current.as_ref().is_some_and(in_block) || self.parked.iter().any(in_block)
+        self.links.current.as_ref().is_some_and(in_block) || self.links.parked.iter().any(in_block)
     }
 }
 

@@ -79,7 +79,7 @@ impl Session {
         // A binary header waiting to go out with the next CopyData.
         let mut held = Vec::new();
         for (i, &shard) in job.shards.iter().enumerate() {
-            let Some(p) = self.parked.get_mut(shard) else {
+            let Some(p) = self.links.parked.get_mut(shard) else {
                 continue;
             };
             let conn = &mut p.conn.conn;

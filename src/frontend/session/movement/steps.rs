@@ -96,6 +96,7 @@ impl Session {
     /// COMMIT alongside. Otherwise the block stays open for the usual commit.
     pub(super) fn add_tail(&self, last: &mut Step, writers: &[ShardId]) -> Result<Tail, Bytes> {
         let readers: Vec<ShardId> = self
+            .links
             .parked
             .iter()
             .filter(|p| p.tx_status.in_block() && !writers.contains(&p.conn.shard))
@@ -197,7 +198,7 @@ impl Session {
         for (&i, (_, statements)) in at.iter().zip(batches) {
             let mut out = BytesMut::new();
             let mut opened = 0;
-            if implicit && self.parked[i].tx_status == TxStatus::Idle {
+            if implicit && self.links.parked[i].tx_status == TxStatus::Idle {
                 out = super::multi::begin_messages();
                 opened = 1;
                 if !bound_waits.is_empty() {
@@ -207,14 +208,14 @@ impl Session {
                 }
             }
             let mut parsed = Vec::new();
-            statements.assemble(&mut self.parked[i].conn.conn, &mut out, &mut parsed);
+            statements.assemble(&mut self.links.parked[i].conn.conn, &mut out, &mut parsed);
             movement::sync(&mut out);
             messages.push(out);
             opening.push(opened);
             fresh.push(parsed);
         }
         self.announce_running();
-        let mut conns = self.parked.conns_at(&at);
+        let mut conns = self.links.parked.conns_at(&at);
         let result = gather::run_batches_each(&mut conns, &messages).await;
         drop(conns);
         self.cancel.slot.set_others(Vec::new());
@@ -223,12 +224,12 @@ impl Session {
                 for (((&i, r), opened), parsed) in
                     at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
                 {
-                    self.parked[i].tx_status = r.status;
+                    self.links.parked[i].tx_status = r.status;
                     r.statements.drain(..opened.min(r.statements.len()));
                     if r.error.is_some() {
                         // Their Parse may have been skipped after the error.
                         for text in parsed {
-                            self.parked[i].conn.conn.prepared.remove(&text);
+                            self.links.parked[i].conn.conn.prepared.remove(&text);
                         }
                     }
                 }
@@ -236,7 +237,7 @@ impl Session {
             }
             Err(e) => {
                 for &i in &at {
-                    self.parked[i].conn.conn.broken = true;
+                    self.links.parked[i].conn.conn.broken = true;
                 }
                 Err(e.into())
             }

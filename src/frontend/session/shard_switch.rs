@@ -1,5 +1,5 @@
-//! A session over several shards: the connections a session holds on other shards while a
-//! transaction or an extended-protocol batch spans them.
+//! Switching shards: the session moves its current connection to another shard while a
+//! transaction or an extended-protocol batch spans several, parking the one it leaves.
 //!
 //! The session talks to one backend connection at a time (the fast path's). When a statement
 //! routes elsewhere while that connection still belongs to the client (a transaction block, a
@@ -65,35 +65,29 @@ impl Session {
     /// A CancelRequest for the client reaches every shard connection the session holds while
     /// a statement runs on several of them (an idle one ignores it).
     pub(super) fn announce_running(&self) {
-        self.cancel.slot.set_others(
-            self.parked
-                .iter()
-                .map(|p| (p.conn.shard, p.conn.conn.cancel))
-                .collect(),
-        );
+        self.cancel.slot.set_others(self.links.parked.cancel_keys());
     }
 
     /// Makes `shard`'s connection the current one: the one held already, a parked one, or one
     /// from the pool (joining the transaction block, if one is open).
     pub(super) async fn switch_to(&mut self, shard: ShardId) -> Result<(), SessionError> {
-        if self.settings_changed && self.current.is_some() {
+        if self.settings_changed && self.links.current.is_some() {
             self.read_settings().await?;
         }
-        if self.current_shard() == Some(shard) {
+        if self.links.current_shard() == Some(shard) {
             return Ok(());
         }
         // A batch that ran something on another shard and now goes on here: one transaction,
         // as PostgreSQL's batch is (committed at its Sync, `end_atomic_batch`).
         let batch_elsewhere = self
-            .current
+            .links
             .iter()
-            .chain(self.parked.iter())
             .any(|link| link.batch_sent && link.shard() != shard);
-        if batch_elsewhere && self.session_status() == TxStatus::Idle {
+        if batch_elsewhere && self.links.status() == TxStatus::Idle {
             self.atomic_batch = true;
         }
-        if self.current.is_some() {
-            if self.current_is_idle() && self.parked.is_empty() {
+        if self.links.current.is_some() {
+            if self.current_is_idle() && self.links.parked.is_empty() {
                 self.release_current();
             } else {
                 // Drained first: the answers owed include the ReadyForQuery of a BEGIN the
@@ -102,14 +96,14 @@ impl Session {
                 self.park_current();
             }
         }
-        let in_block = self.parked.iter().any(|p| p.tx_status.in_block());
+        let in_block = self.links.parked.iter().any(|p| p.tx_status.in_block());
         if !in_block {
             // Whatever bounded the waits of an earlier block ended with it.
             self.waits_bounded = false;
         }
         // A connection held from before (a pinned session keeps its idle ones) joins an open
         // block as a new one does.
-        let held = self.parked.take(shard);
+        let held = self.links.parked.take(shard);
         let joins = in_block
             && held
                 .as_ref()
@@ -122,15 +116,15 @@ impl Session {
         if !bound_waits.is_empty() {
             // The block is about to span shards: a lock wait on one shard may now be part of
             // a deadlock no shard can see, so every participant's waits end.
-            let alone: Vec<usize> = (0..self.parked.len())
-                .filter(|&i| self.parked[i].tx_status == TxStatus::InBlock)
+            let alone: Vec<usize> = (0..self.links.parked.len())
+                .filter(|&i| self.links.parked[i].tx_status == TxStatus::InBlock)
                 .collect();
             // Only a connection between statements can take one of the proxy's: not one in
             // the middle of a COPY, of an extended-protocol batch, or of a portal's rows (its
             // waits then stay as the session set them).
             let between_statements = self.copy.is_none()
                 && self.portals.on_shards().is_none()
-                && alone.iter().all(|&i| !self.parked[i].unsynced);
+                && alone.iter().all(|&i| !self.links.parked[i].unsynced);
             if alone.len() == 1 && between_statements && !self.waits_bounded {
                 self.ask(&alone, &bound_waits).await?;
                 self.waits_bounded = true;
@@ -143,7 +137,7 @@ impl Session {
         if joins {
             let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
             let replay: Vec<String> = self.savepoint_replay().collect();
-            if let Some(link) = self.current.as_mut() {
+            if let Some(link) = self.links.current.as_mut() {
                 // A simple query drops the backend's unnamed statement.
                 link.conn.conn.unnamed = None;
                 protocol::query(&mut link.out, &begin);
@@ -176,13 +170,13 @@ impl Session {
     /// Sends what is queued for the current connection and passes on every answer the client
     /// is still owed (asking the backend to flush first, mid-batch).
     pub(super) async fn drain_current(&mut self) -> Result<(), SessionError> {
-        let Some(link) = self.current.as_mut() else {
+        let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
         if link.unsynced && !self.pipeline.is_empty() {
             protocol::flush(&mut link.out);
         }
-        while let Some(link) = self.current.as_mut() {
+        while let Some(link) = self.links.current.as_mut() {
             if link.out.is_empty() && self.pipeline.is_empty() {
                 break;
             }
@@ -203,7 +197,7 @@ impl Session {
             self.on_backend_data()?;
         }
         // Read by awaits here, not through the arm, which knows nothing of it.
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             link.arm = ReadArm::default();
         }
         Ok(())
@@ -216,7 +210,7 @@ impl Session {
     /// then at the next switch.
     async fn read_settings(&mut self) -> Result<(), SessionError> {
         self.drain_current().await?;
-        let Some(link) = self.current.as_mut() else {
+        let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
         if link.batch_sent || link.tx_status == TxStatus::Failed {
@@ -265,7 +259,7 @@ impl Session {
             return Ok(());
         }
         let settings = self.ctx.settings.intern(settings);
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             link.conn.conn.applied = settings.clone();
         }
         self.settings = settings;
@@ -283,7 +277,7 @@ impl Session {
     /// Sync or, with [`AtSync::Hold`], held open in a block (BEGIN turns an implicit
     /// transaction into a block with what it did so far; a part that failed skips it).
     pub(super) async fn sync_parked_then(&mut self, at_sync: AtSync) -> Result<(), SessionError> {
-        if !self.parked.iter().any(|p| p.unsynced) {
+        if !self.links.parked.iter().any(|p| p.unsynced) {
             return Ok(());
         }
         self.drain_current().await?;
@@ -291,12 +285,12 @@ impl Session {
         MessageBuilder::new(&mut sync, b'S').finish();
         let mut held = super::multi::begin_messages();
         held.extend_from_slice(&sync);
-        for i in 0..self.parked.len() {
-            if !self.parked[i].unsynced {
+        for i in 0..self.links.parked.len() {
+            if !self.links.parked[i].unsynced {
                 continue;
             }
-            let hold = at_sync == AtSync::Hold && self.parked[i].batch_sent;
-            let conn = &mut self.parked[i].conn.conn;
+            let hold = at_sync == AtSync::Hold && self.links.parked[i].batch_sent;
+            let conn = &mut self.links.parked[i].conn.conn;
             if hold {
                 conn.unnamed = None;
             }
@@ -325,15 +319,15 @@ impl Session {
             .await;
             match answer {
                 Ok((status, error)) => {
-                    self.parked[i].tx_status = status;
-                    self.parked[i].unsynced = false;
-                    self.parked[i].batch_sent = false;
+                    self.links.parked[i].tx_status = status;
+                    self.links.parked[i].unsynced = false;
+                    self.links.parked[i].batch_sent = false;
                     if let Some(e) = error {
                         self.cout.extend_from_slice(&e);
                     }
                 }
                 Err(e) => {
-                    self.parked[i].conn.conn.broken = true;
+                    self.links.parked[i].conn.conn.broken = true;
                     return Err(e.into());
                 }
             }
@@ -344,13 +338,24 @@ impl Session {
     /// Before the client's COMMIT/ROLLBACK reaches the current connection: every parked
     /// connection of the block ends it the same way.
     pub(super) async fn end_parked_blocks(&mut self, sql: &[u8]) -> Result<(), SessionError> {
-        if !ends_block(sql) || self.parked.iter().all(|p| p.tx_status == TxStatus::Idle) {
+        if !ends_block(sql)
+            || self
+                .links
+                .parked
+                .iter()
+                .all(|p| p.tx_status == TxStatus::Idle)
+        {
             return Ok(());
         }
         self.drain_current().await?;
         let text = String::from_utf8_lossy(sql).into_owned();
         let span = self.span.clone();
-        for p in self.parked.iter_mut().filter(|p| p.tx_status.in_block()) {
+        for p in self
+            .links
+            .parked
+            .iter_mut()
+            .filter(|p| p.tx_status.in_block())
+        {
             match p.conn.conn.run_internal(&text).await {
                 Ok(Ok(())) => p.tx_status = TxStatus::Idle,
                 Ok(Err(message)) => {
@@ -379,14 +384,14 @@ impl Session {
     pub(super) fn note_block_start(&mut self, frame: &ClientFrame<'_>) {
         // Inside a block, BEGIN only warns (the current connection's status is the cheap
         // first look; a parked one may be in a block too).
-        if self.tx_status().in_block() {
+        if self.links.current_status().in_block() {
             return;
         }
         let Some(text) = self.executed_text(frame) else {
             return;
         };
         if !(may_start_with(text, &[*b"beg", *b"sta"]) && starts_block(text))
-            || self.session_status().in_block()
+            || self.links.status().in_block()
         {
             return;
         }
@@ -394,7 +399,7 @@ impl Session {
         self.savepoints.clear();
         self.unpreparable_block = false;
         self.waits_bounded = false;
-        if let Some(link) = self.current.as_mut() {
+        if let Some(link) = self.links.current.as_mut() {
             link.tx_status = TxStatus::InBlock;
         }
     }
@@ -417,7 +422,7 @@ impl Session {
     }
 
     /// The parked connections of `shards` (switching to each first, so a block or batch
-    /// includes them), as indexes into `self.parked` in the order of `shards`.
+    /// includes them), as indexes into `self.links.parked` in the order of `shards`.
     pub(super) async fn connections_for(
         &mut self,
         shards: &[ShardId],
@@ -427,14 +432,6 @@ impl Session {
             self.drain_current().await?;
             self.park_current();
         }
-        Ok(self.parked.positions(shards))
-    }
-
-    /// The transaction status the proxy reports when it answers a Sync itself: failed if any
-    /// shard's block failed, in a block if any shard is.
-    pub(super) fn session_status(&self) -> TxStatus {
-        TxStatus::combined(
-            std::iter::once(self.tx_status()).chain(self.parked.iter().map(|p| p.tx_status)),
-        )
+        Ok(self.links.parked.positions(shards))
     }
 }

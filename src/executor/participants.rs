@@ -1,0 +1,255 @@
+//! The backend connections one client session holds, one per shard at most: the current one,
+//! which the session's loop reads and writes, and the parked ones a transaction block or an
+//! extended-protocol batch still holds on other shards. The multi-shard paths borrow the parked
+//! connections of the shards they run on and write back each shard's transaction status.
+
+use bytes::BytesMut;
+
+use crate::backend::readiness::ReadArm;
+use crate::backend::{BackendConn, CancelKey, Pooled, Pools};
+use crate::model::ShardId;
+use crate::protocol::TxStatus;
+
+/// The connections a session holds. A field of the session, not behind a pointer: the hot loop
+/// reaches the current connection's socket, buffers and status at fixed offsets, with no look-up
+/// or pointer to follow per frame, and switching shards moves one struct each way.
+#[derive(Default)]
+pub struct Participants {
+    /// The connection the session talks to now; those it holds on other shards are `parked`.
+    pub current: Option<ShardLink>,
+    /// Connections on other shards that a transaction block or batch still holds.
+    pub parked: ParkedLinks,
+    /// The output buffer of the last link given back, for the next one, so that a checkout
+    /// allocates no buffer.
+    pub spare_out: BytesMut,
+}
+
+impl Participants {
+    pub fn current_shard(&self) -> Option<ShardId> {
+        self.current.as_ref().map(ShardLink::shard)
+    }
+
+    /// The current connection's transaction status; without one, the session is in none (a
+    /// connection in a block is parked, never dropped).
+    pub fn current_status(&self) -> TxStatus {
+        self.current
+            .as_ref()
+            .map_or(TxStatus::Idle, |link| link.tx_status)
+    }
+
+    /// The transaction status the client sees: failed if any shard's part of the block failed,
+    /// in a block if any shard is.
+    pub fn status(&self) -> TxStatus {
+        TxStatus::combined(
+            std::iter::once(self.current_status()).chain(self.parked.iter().map(|p| p.tx_status)),
+        )
+    }
+
+    /// Whether the session's connection on `shard`, current or parked, is in a block.
+    pub fn in_block_on(&self, shard: ShardId) -> bool {
+        self.current
+            .iter()
+            .chain(self.parked.iter())
+            .any(|l| l.shard() == shard && l.tx_status.in_block())
+    }
+
+    /// Every connection the session holds.
+    pub fn iter(&self) -> impl Iterator<Item = &ShardLink> {
+        self.current.iter().chain(self.parked.iter())
+    }
+
+    /// Gives the current connection back to its pool, keeping its (empty) output buffer for the
+    /// next checkout.
+    pub fn release_current(&mut self, pools: &Pools) {
+        if let Some(mut link) = self.current.take() {
+            if self.spare_out.capacity() == 0 {
+                self.spare_out = std::mem::take(&mut link.out);
+            }
+            link.release(pools, true);
+        }
+    }
+
+    /// Gives back the parked connections no block or batch holds.
+    pub fn release_idle_parked(&mut self, pools: &Pools) {
+        for link in self.parked.take_where(ShardLink::idle) {
+            link.release(pools, true);
+        }
+    }
+}
+
+/// One backend connection the session holds on a shard. At most one per shard: a session's
+/// work on a shard is in one transaction block or batch there.
+pub struct ShardLink {
+    pub conn: Pooled,
+    /// The read side of the connection's socket, for this session's task.
+    pub arm: ReadArm,
+    /// What the session has for the connection and has not written yet. Kept with the
+    /// connection, so that bytes meant for one shard can never reach another whichever link is
+    /// current.
+    pub out: BytesMut,
+    /// Transaction status from the connection's last ReadyForQuery.
+    pub tx_status: TxStatus,
+    /// An extended-protocol message went to the connection and its Sync has not yet (or the
+    /// session holds a Parse that will).
+    pub unsynced: bool,
+    /// Of those, one the backend has received: it is in the middle of a batch.
+    pub batch_sent: bool,
+    /// The proxy saw its own statement change rows in the connection's open transaction, so
+    /// its commit need not ask whether it wrote. (Left over from an earlier transaction it only
+    /// makes a reader prepare, which PostgreSQL allows.)
+    pub wrote: bool,
+}
+
+impl ShardLink {
+    pub fn new(conn: Pooled, out: BytesMut) -> ShardLink {
+        ShardLink {
+            conn,
+            arm: ReadArm::default(),
+            out,
+            tx_status: TxStatus::Idle,
+            unsynced: false,
+            batch_sent: false,
+            wrote: false,
+        }
+    }
+
+    pub fn shard(&self) -> ShardId {
+        self.conn.shard
+    }
+
+    /// Neither in a transaction block nor in a batch before its Sync.
+    pub fn idle(&self) -> bool {
+        self.tx_status == TxStatus::Idle && !self.unsynced
+    }
+
+    /// Gives the connection back to its pool, to be closed there unless `clean`.
+    pub fn release(mut self, pools: &Pools, clean: bool) {
+        if !clean {
+            self.conn.conn.broken = true;
+        }
+        pools.shard(self.conn.shard).release(self.conn);
+    }
+}
+
+/// The links on shards other than the current one, keyed by shard.
+///
+/// A Vec searched by shard rather than a hash map: a session spans few shards (a handful, at
+/// most the cluster's), so a linear look-up over a few links beats hashing, and positions
+/// stay valid for the multi-shard paths that address several links at once, as long as none is
+/// added or taken meanwhile.
+#[derive(Default)]
+pub struct ParkedLinks {
+    links: Vec<ShardLink>,
+}
+
+impl ParkedLinks {
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, ShardLink> {
+        self.links.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, ShardLink> {
+        self.links.iter_mut()
+    }
+
+    pub fn position(&self, shard: ShardId) -> Option<usize> {
+        self.links.iter().position(|l| l.shard() == shard)
+    }
+
+    pub fn get_mut(&mut self, shard: ShardId) -> Option<&mut ShardLink> {
+        self.links.iter_mut().find(|l| l.shard() == shard)
+    }
+
+    /// The positions of the links on `shards`, in that order (shards without one left out).
+    pub fn positions(&self, shards: &[ShardId]) -> Vec<usize> {
+        shards.iter().filter_map(|&s| self.position(s)).collect()
+    }
+
+    /// Keeps a link that is not the current one. The session never holds two on one shard: a
+    /// link is taken out of the map before it becomes current.
+    pub fn put(&mut self, link: ShardLink) {
+        debug_assert!(self.position(link.shard()).is_none());
+        self.links.push(link);
+    }
+
+    /// Takes the link at `i` out of the map; the last one takes its position.
+    pub fn take_at(&mut self, i: usize) -> ShardLink {
+        self.links.swap_remove(i)
+    }
+
+    pub fn take(&mut self, shard: ShardId) -> Option<ShardLink> {
+        self.position(shard).map(|i| self.take_at(i))
+    }
+
+    /// Takes out the links `take` picks.
+    pub fn take_where(&mut self, mut take: impl FnMut(&ShardLink) -> bool) -> Vec<ShardLink> {
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < self.links.len() {
+            if take(&self.links[i]) {
+                taken.push(self.links.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        taken
+    }
+
+    pub fn drain(&mut self) -> std::vec::Drain<'_, ShardLink> {
+        self.links.drain(..)
+    }
+
+    /// The connections of the links at `order`'s positions, in that order, borrowed at once.
+    pub fn conns_at(&mut self, order: &[usize]) -> Vec<&mut BackendConn> {
+        let mut slots: Vec<Option<&mut ShardLink>> = self.links.iter_mut().map(Some).collect();
+        order
+            .iter()
+            .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+            .map(|l| &mut *l.conn.conn)
+            .collect()
+    }
+
+    /// Writes back the transaction status each of the links at `order`'s positions reported.
+    pub fn set_statuses(&mut self, order: &[usize], statuses: &[TxStatus]) {
+        for (&i, &status) in order.iter().zip(statuses) {
+            self.links[i].tx_status = status;
+        }
+    }
+
+    /// Marks the connections of the links at `order`'s positions broken, to be closed when they
+    /// go back: a statement on them failed half-way.
+    pub fn mark_broken(&mut self, order: &[usize]) {
+        for &i in order {
+            self.links[i].conn.conn.broken = true;
+        }
+    }
+
+    /// The cancel keys of every link, for a CancelRequest while a statement runs on them.
+    pub fn cancel_keys(&self) -> Vec<(ShardId, CancelKey)> {
+        self.links
+            .iter()
+            .map(|p| (p.conn.shard, p.conn.conn.cancel))
+            .collect()
+    }
+}
+
+impl std::ops::Index<usize> for ParkedLinks {
+    type Output = ShardLink;
+
+    fn index(&self, i: usize) -> &ShardLink {
+        &self.links[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for ParkedLinks {
+    fn index_mut(&mut self, i: usize) -> &mut ShardLink {
+        &mut self.links[i]
+    }
+}
