@@ -22,6 +22,32 @@ pub struct Participants {
     /// The output buffer of the last link given back, for the next one, so that a checkout
     /// allocates no buffer.
     pub spare_out: BytesMut,
+    /// The session did something that binds it to its connections (SET of a session-only
+    /// setting, LISTEN, a temporary table, …): none goes back to its pool until it ends.
+    pub pinned: bool,
+    /// The transaction block the connections are in, as shards joining it must repeat it.
+    pub block: Block,
+}
+
+/// What the session's open transaction block (or atomic batch) is, beyond each connection's
+/// status: what a shard joining it replays, and what decides how it may commit.
+#[derive(Default)]
+pub struct Block {
+    /// The statement that opened the transaction block, replayed on shards that join it.
+    pub begin_sql: Option<String>,
+    /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
+    pub savepoints: Vec<String>,
+    /// Every participant of the open block already waits for locks at most `lock_timeout_ms`.
+    pub waits_bounded: bool,
+    /// The current extended-protocol batch, outside a transaction block, wrote on several
+    /// shards (a multi-shard write, a row move) or ran statements on more than one: on
+    /// PostgreSQL a batch is one transaction up to its Sync, so every shard's part turns into
+    /// a block before the Sync reaches it, and the parts commit together (or roll back
+    /// together, if the batch failed).
+    pub atomic_batch: bool,
+    /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
+    /// it may commit on one shard only.
+    pub unpreparable: bool,
 }
 
 impl Participants {

@@ -30,13 +30,12 @@ use crate::executor::ddl;
 use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity, TxStatus};
 use crate::router::route::Route;
-use crate::sql::classify::{
-    first_keyword, keyword, may_start_with, session_effect, LastEffect, SessionEffect,
-};
+use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, SessionEffect};
 pub use crate::sql::quote::{quote_ident, quote_literal};
 use tokio_postgres::error::SqlState;
 
 mod aggregate;
+mod batch;
 mod checkout;
 mod combining;
 mod commit;
@@ -52,6 +51,7 @@ mod multi;
 mod multi_dest;
 mod nested;
 mod polling;
+mod routing;
 mod row_ttl;
 mod savepoints;
 mod script;
@@ -119,12 +119,11 @@ enum ClientStep {
 
 pub struct Session {
     ctx: Arc<ServerCtx>,
-    cin: BytesMut,
+    /// The client's bytes not yet handled.
+    input: ClientInput,
     cout: BytesMut,
     /// The backend connections the session holds.
     links: Participants,
-    /// Client bytes arrived since the last look, or frames were left for lack of room.
-    client_unread: bool,
     /// Turns of the loop since it last waited.
     turns: u32,
     /// The answers the client is owed, in the client's order: the current connection's and the
@@ -134,78 +133,50 @@ pub struct Session {
     /// none.
     pipeline: Pipeline,
     statements: StatementNames,
-    parse_effect: LastEffect,
-    /// The last statement text found not to be one the proxy answers itself.
-    not_local: Vec<u8>,
-    /// The normalising buffer and last shared plan of the session's simple queries.
-    simple_memo: crate::router::SimpleMemo,
-    /// What the last normalised simple query's words say.
-    simple_facts: local::FactsMemo,
-    pinned: bool,
-    /// The open block did something PostgreSQL cannot PREPARE (LISTEN, a temporary table, …):
-    /// it may commit on one shard only.
-    unpreparable_block: bool,
-    /// Every participant of the open block already waits for locks at most `lock_timeout_ms`.
-    waits_bounded: bool,
-    /// After the proxy itself failed an extended-protocol message: drop input up to Sync.
-    skip_until_sync: bool,
-    /// The proxy refused an extended-protocol message: if a transaction block is open, it fails
-    /// on its shards at the Sync (not before: the shards are in the middle of the batch).
-    fail_block_at_sync: Option<String>,
-    settings: Settings,
-    /// The settings of the client's startup packet, which RESET goes back to.
-    startup_settings: Settings,
-    /// A SET or RESET ran on the current connection since the session's settings were last
-    /// read from it: the session's other shards must take them on before they next serve it.
-    settings_changed: bool,
+    /// Where the client's extended-protocol batch stands, where the proxy answers parts of it.
+    batch: batch::BatchState,
+    /// What the session routes with, and what it remembers of statements routed before.
+    routing: routing::RoutingState,
+    /// The client's settings, as its connections must carry them.
+    settings: settings::ClientSettings,
     cancel: CancelGuard,
-    /// The statement that opened the transaction block, replayed on shards that join it.
-    begin_sql: Option<String>,
-    /// The block's savepoints, oldest first, replayed after `begin_sql` on shards that join.
-    savepoints: Vec<String>,
-    /// The current extended-protocol batch, outside a transaction block, wrote on several
-    /// shards (a multi-shard write, a row move) or ran statements on more than one: on
-    /// PostgreSQL a batch is one transaction up to its Sync, so every shard's part turns into
-    /// a block before the Sync reaches it, and the parts commit together (or roll back
-    /// together, if the batch failed).
-    atomic_batch: bool,
-    /// Spreads reads of duplicated tables over their shards.
-    round_robin: usize,
     /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
     portals: Portals,
-    /// Generated key values taken for the INSERT being routed.
-    pending_keys: Vec<i64>,
-    /// The last value this session got from each key sequence, which `currval` answers.
-    key_values: sequence::LastValues,
-    /// The catalog snapshot last routed with (refreshed when the catalog's version moves).
-    snapshot: Option<Arc<crate::catalog::Snapshot>>,
-    /// How much of `cout` is the proxy's answers to held Parses and nothing else (0: none).
-    deferred_parse_len: usize,
-    /// The last prepared statement text planned.
-    last_plan: dest::PlanMemo,
+    /// Generated key values: those taken for the INSERT being routed, the last of each sequence.
+    keys: sequence::KeyState,
     /// The session's tracing span, for the events of the session and its rare slow paths.
     span: tracing::Span,
     /// A COPY the proxy splits or gathers over shards, while the client's messages for it come.
     copy: Option<Box<copy::CopyState>>,
     /// How the client left, which decides what happens to a statement still running for it.
     client_left: ClientLeft,
-    /// `limits.max_message_bytes`.
-    max_message: usize,
     /// The proxy's time limits on the session's waits.
     timeouts: timeouts::Timeouts,
+    /// Work of the proxy's own that is half done.
+    under_way: UnderWay,
+    /// This session's place under the connection limits.
+    _admitted: Admitted,
+}
+
+/// The client's bytes the session has read and not yet handled.
+struct ClientInput {
+    buf: BytesMut,
+    /// Client bytes arrived since the last look, or frames were left for lack of room.
+    unread: bool,
+    /// `limits.max_message_bytes`.
+    max_message: usize,
+}
+
+/// The proxy's own work on the session's connections that is half done, which decides what
+/// becomes of them if the session ends now.
+#[derive(Default)]
+struct UnderWay {
     /// A step of the general path has begun and not ended: if the session ends now (cut short
     /// at a deadline, or its task dropped), the connections it holds are mid-statement, whatever
     /// their last ReadyForQuery said.
-    general_under_way: bool,
+    general: bool,
     /// A query string's statements are running one by one (`script`).
-    in_script: bool,
-    /// The session's search_path as the router reads names with it (`search_path`); `None`: the
-    /// proxy's default.
-    search_path: Option<Arc<crate::router::SearchPath>>,
-    /// The search_path the session's startup packet gave (`None`: none, the proxy's default).
-    start_path: Option<Arc<crate::router::SearchPath>>,
-    /// This session's place under the connection limits.
-    _admitted: Admitted,
+    script: bool,
 }
 
 /// How a session's client went away.
@@ -229,51 +200,37 @@ impl Session {
         span: tracing::Span,
     ) -> Session {
         let start_path = Session::startup_search_path(&ctx, &settings);
-        let mut simple_memo = crate::router::SimpleMemo::default();
-        simple_memo.set_search_path(start_path.clone());
         Session {
-            search_path: start_path.clone(),
-            start_path,
-            max_message: ctx.config.limits.max_message_bytes as usize,
             timeouts: timeouts::Timeouts::new(&ctx.config.limits),
-            general_under_way: false,
-            in_script: false,
             _admitted: admitted,
+            input: ClientInput {
+                buf: read_buf,
+                unread: true,
+                max_message: ctx.config.limits.max_message_bytes as usize,
+            },
+            under_way: UnderWay::default(),
             ctx,
-            cin: read_buf,
             cout: BytesMut::with_capacity(8192),
             links: Participants {
                 current: None,
                 parked: Default::default(),
                 spare_out: BytesMut::with_capacity(8192),
+                pinned: false,
+                block: Default::default(),
             },
-            client_unread: true,
             turns: 0,
             pipeline: Pipeline::default(),
             statements: StatementNames::default(),
-            parse_effect: LastEffect::default(),
-            not_local: Vec::new(),
-            simple_memo,
-            simple_facts: Default::default(),
-            pinned: false,
-            unpreparable_block: false,
-            waits_bounded: false,
-            skip_until_sync: false,
-            fail_block_at_sync: None,
-            startup_settings: settings.clone(),
-            settings,
-            settings_changed: false,
             cancel,
-            begin_sql: None,
-            savepoints: Vec::new(),
-            atomic_batch: false,
-            round_robin: 0,
+            batch: Default::default(),
+            keys: Default::default(),
+            routing: routing::RoutingState::new(start_path),
+            settings: settings::ClientSettings {
+                startup: settings.clone(),
+                current: settings,
+                changed: false,
+            },
             portals: Portals::default(),
-            pending_keys: Vec::new(),
-            key_values: Default::default(),
-            snapshot: None,
-            deferred_parse_len: 0,
-            last_plan: Default::default(),
             span,
             copy: None,
             client_left: ClientLeft::Vanished,
@@ -325,7 +282,7 @@ impl Session {
         // Made when the session first takes the general path, which does not read the client.
         let mut hangup: Option<Option<socket::HangupWatch>> = None;
         loop {
-            if self.client_unread {
+            if self.input.unread {
                 let said = match self.on_client_data_now()? {
                     ClientStep::Said(said) => said,
                     // Only here does the loop build the future of the general path: boxed and
@@ -337,7 +294,7 @@ impl Session {
                         let slot = self.cancel.slot.clone();
                         let ctx = self.ctx.clone();
                         let deadline = self.timeouts.step_deadline();
-                        self.general_under_way = true;
+                        self.under_way.general = true;
                         let general: Pin<Box<dyn Future<Output = _> + Send + '_>> =
                             Box::pin(watch::to_the_end(
                                 self.on_client_data(len, client),
@@ -349,7 +306,7 @@ impl Session {
                         let said = general.await;
                         // Cut short at its deadline, it left its connections mid-statement.
                         if !matches!(said, Err(SessionError::Expired(_))) {
-                            self.general_under_way = false;
+                            self.under_way.general = false;
                         }
                         said?
                     }
@@ -376,12 +333,12 @@ impl Session {
                     if r.map_err(SessionError::Client)? == 0 {
                         return Ok(());
                     }
-                    self.client_unread = true;
+                    self.input.unread = true;
                 }
                 Event::ClientWrote(r) => {
                     let n = r.map_err(SessionError::Client)?;
                     consume(&mut self.cout, n);
-                    self.deferred_parse_len = 0;
+                    self.batch.deferred_parse_len = 0;
                 }
                 Event::BackendRead(r) => {
                     if r.map_err(|e| self.backend_lost(e))? == 0 {
@@ -395,7 +352,7 @@ impl Session {
                         consume(&mut link.out, n);
                     }
                     // Frames left for lack of room may go now.
-                    self.client_unread = true;
+                    self.input.unread = true;
                 }
                 Event::Terminated => {
                     self.say_fatal(&FrontendError::TerminatedByAdministrator, client);
@@ -415,12 +372,12 @@ impl Session {
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<ClientSaid, SessionError> {
         loop {
-            let mut cin = std::mem::take(&mut self.cin);
+            let mut cin = std::mem::take(&mut self.input.buf);
             let handled = self
                 .on_client_frame(Frame::borrowed(&cin[..len]), client)
                 .await;
             consume(&mut cin, len);
-            self.cin = cin;
+            self.input.buf = cin;
             handled?;
             len = match self.on_client_data_now()? {
                 ClientStep::Said(said) => return Ok(said),
@@ -434,15 +391,15 @@ impl Session {
     /// on without an await ([`Session::forward_now`]); stops at the first that does not.
     fn on_client_data_now(&mut self) -> Result<ClientStep, SessionError> {
         // Taken out meanwhile so the frames may borrow it while the session changes.
-        let mut cin = std::mem::take(&mut self.cin);
+        let mut cin = std::mem::take(&mut self.input.buf);
         let mut pos = 0;
-        self.client_unread = false;
+        self.input.unread = false;
         let result = loop {
             if self.current_out_len() >= HIGH_WATER {
-                self.client_unread = true;
+                self.input.unread = true;
                 break Ok(ClientStep::Said(ClientSaid::More));
             }
-            let len = match protocol::frame_len_within(&cin[pos..], self.max_message) {
+            let len = match protocol::frame_len_within(&cin[pos..], self.input.max_message) {
                 Ok(Some(len)) => len,
                 Ok(None) => break Ok(ClientStep::Said(ClientSaid::More)),
                 Err(e) => break Err(e.into()),
@@ -457,7 +414,7 @@ impl Session {
             match self.forward_now(&frame) {
                 Ok(true) => pos += len,
                 Ok(false) => {
-                    self.client_unread = true;
+                    self.input.unread = true;
                     break Ok(ClientStep::General(len));
                 }
                 Err(e) => break Err(e),
@@ -473,10 +430,10 @@ impl Session {
                 (len + 1)
                     .saturating_sub(cin.len())
                     .min(cin.len().max(READ_CHUNK))
-                    .min(self.max_message),
+                    .min(self.input.max_message),
             );
         }
-        self.cin = cin;
+        self.input.buf = cin;
         result
     }
 
@@ -533,7 +490,7 @@ impl Session {
             if tag == b'E' && self.pipeline.take_failed_batch() {
                 // The backend skips the rest of the batch up to its Sync; so does the proxy,
                 // or it would wait for answers that never come.
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
             if disposition == Disposition::Drop {
                 self.cout.extend_from_slice(&buf[run_start..pos]);

@@ -186,7 +186,7 @@ impl Session {
                 notices.extend_from_slice(&error);
                 self.pipeline
                     .push(Pending::composed(notices.freeze()), &mut self.cout);
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
         }
         Ok(())

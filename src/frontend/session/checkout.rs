@@ -28,8 +28,8 @@ impl Session {
         let conn = &mut link.conn.conn;
         // Usually the connection last served a client with the same settings (or this one) and
         // has no statements to drop.
-        if !Arc::ptr_eq(&conn.applied, &self.settings) || conn.prepared.has_excess() {
-            let set = settings_sql(conn, &self.settings);
+        if !Arc::ptr_eq(&conn.applied, &self.settings.current) || conn.prepared.has_excess() {
+            let set = settings_sql(conn, &self.settings.current);
             if !set.is_empty() {
                 // A simple query replaces the unnamed statement.
                 conn.unnamed = None;
@@ -45,8 +45,8 @@ impl Session {
     pub(super) fn make_current(&mut self, mut link: ShardLink) {
         debug_assert!(self.links.current.is_none());
         let conn = &mut link.conn.conn;
-        if conn.applied != self.settings {
-            let set = super::settings_sql(conn, &self.settings);
+        if conn.applied != self.settings.current {
+            let set = super::settings_sql(conn, &self.settings.current);
             if !set.is_empty() {
                 conn.unnamed = None;
                 protocol::query(&mut link.out, &set);
@@ -71,7 +71,7 @@ impl Session {
 
     /// Whether the current connection (if any) could go back to its pool now.
     pub(super) fn current_is_idle(&self) -> bool {
-        !self.pinned
+        !self.links.pinned
             && self.pipeline.is_empty()
             && self
                 .links
@@ -99,7 +99,7 @@ impl Session {
 
     /// Parked connections go back to their pools once no block or batch holds them.
     pub(super) fn release_parked_if_idle(&mut self) {
-        if self.pinned || self.links.parked.is_empty() {
+        if self.links.pinned || self.links.parked.is_empty() {
             return;
         }
         if self.links.current.is_some() && !self.current_is_idle() {
@@ -114,7 +114,7 @@ impl Session {
     pub(super) fn finish(&mut self) {
         self.cancel.slot.set(None);
         let pools = &self.ctx.pools;
-        let settled = !self.pinned && !self.general_under_way;
+        let settled = !self.links.pinned && !self.under_way.general;
         let clean = |link: &ShardLink| settled && link.idle() && link.conn.conn.read_buf.is_empty();
         // A connection that is not clean is closed; a statement it may still run for a client
         // that vanished is canceled too, or the shard would run it to the end for nobody (it

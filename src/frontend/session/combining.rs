@@ -484,7 +484,7 @@ impl Session {
             let mut sink = ClientSink {
                 cout: &mut self.cout,
                 client,
-                eager: !self.in_script,
+                eager: !self.under_way.script,
             };
             let sql = [sql.to_string()];
             return match gather::stream_simple(&mut conns, &sql, &spec, &origin, &mut sink).await {

@@ -85,7 +85,7 @@ impl Session {
         } else {
             self.commit_participants().await?
         };
-        self.begin_sql = None;
+        self.links.block.begin_sql = None;
         self.release_parked_if_idle();
         let mut out = BytesMut::new();
         match frame.tag {
@@ -105,7 +105,7 @@ impl Session {
                     }
                     Err(error) => {
                         out.extend_from_slice(&error);
-                        self.skip_until_sync = true;
+                        self.batch.skip_until_sync = true;
                     }
                 }
             }
@@ -128,7 +128,7 @@ impl Session {
     /// commit together, or roll back together when any statement of the batch failed. A
     /// commit that fails is the batch's error. True when the Sync is answered.
     pub(super) async fn end_atomic_batch(&mut self) -> Result<bool, SessionError> {
-        if !std::mem::take(&mut self.atomic_batch) {
+        if !std::mem::take(&mut self.links.block.atomic_batch) {
             return Ok(false);
         }
         // The answers still owed may hold the batch's failure.
@@ -136,17 +136,17 @@ impl Session {
         self.park_current();
         self.sync_parked_then(super::shard_switch::AtSync::Hold)
             .await?;
-        if self.begin_sql.is_some() {
+        if self.links.block.begin_sql.is_some() {
             // The client opened a block in the batch: what ran before its BEGIN is part of
             // the block, as on PostgreSQL, and the Sync is answered as in any block.
             return Ok(false);
         }
-        if std::mem::take(&mut self.skip_until_sync) {
+        if std::mem::take(&mut self.batch.skip_until_sync) {
             self.end_every_participant("ROLLBACK").await?;
         } else if let Err(error) = self.commit_participants().await? {
             self.cout.extend_from_slice(&error);
         }
-        self.fail_block_at_sync = None;
+        self.batch.fail_block_at_sync = None;
         self.drop_portals().await?;
         self.release_parked_if_idle();
         let status = self.links.status();
@@ -159,7 +159,7 @@ impl Session {
     pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {
         let bound_waits = self.bound_lock_waits();
         let begin = if at.len() > 1 && !bound_waits.is_empty() {
-            self.waits_bounded = true;
+            self.links.block.waits_bounded = true;
             format!("BEGIN; {bound_waits}")
         } else {
             "BEGIN".into()
@@ -218,7 +218,7 @@ impl Session {
     }
 
     async fn two_phase_commit(&mut self, writers: &[usize]) -> Result<Ended, SessionError> {
-        if self.unpreparable_block && self.begin_sql.is_some() {
+        if self.links.block.unpreparable && self.links.block.begin_sql.is_some() {
             self.end_every_participant("ROLLBACK").await?;
             return Ok(Err(error_frame(&FrontendError::UnpreparableAcrossShards)));
         }

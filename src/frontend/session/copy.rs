@@ -423,7 +423,7 @@ impl Session {
             CopyState::AwaitSync { status, failed } => {
                 if frame.tag == b'S' {
                     // The COPY ended its shards' parts itself.
-                    self.atomic_batch = false;
+                    self.links.block.atomic_batch = false;
                     protocol::ready_for_query(&mut self.cout, status);
                     return Ok(true);
                 }

@@ -190,15 +190,18 @@ impl Session {
         // to where a keyed statement's shard is known: each Arc clone and drop is a locked
         // instruction, and a prepared read's frames would take a dozen.
         let tx_failed = self.links.current_status() == TxStatus::Failed;
-        let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
+        let snapshot = self
+            .ctx
+            .catalog
+            .refresh_snapshot(&mut self.routing.snapshot);
         let parses = &self.ctx.metrics.statement_parses;
         match parsed {
             ClientFrame::Query(sql) => {
                 let literals = match normalised {
                     Some(literals) => literals.take(),
-                    None => self.simple_memo.normalise(sql),
+                    None => self.routing.simple_memo.normalise(sql),
                 };
-                let memo = &mut self.simple_memo;
+                let memo = &mut self.routing.simple_memo;
                 let shared = self
                     .ctx
                     .plans
@@ -216,11 +219,11 @@ impl Session {
                 Ok(self.dest_for(&plan, &snapshot, &params, Source::Simple(sql)))
             }
             ClientFrame::Parse { query, .. } => {
-                let plan = match self.last_plan.plan(
+                let plan = match self.routing.last_plan.plan(
                     &self.ctx.plans,
                     parses,
                     query,
-                    self.search_path.as_deref(),
+                    self.routing.search_path.as_deref(),
                     snapshot,
                 ) {
                     Ok(p) => p,
@@ -249,11 +252,11 @@ impl Session {
                 let Some(st) = self.statements.get(statement) else {
                     return Ok(Dest::Here);
                 };
-                let plan = match self.last_plan.plan(
+                let plan = match self.routing.last_plan.plan(
                     &self.ctx.plans,
                     parses,
                     &st.query,
-                    self.search_path.as_deref(),
+                    self.routing.search_path.as_deref(),
                     snapshot,
                 ) {
                     Ok(p) => p,
@@ -387,7 +390,7 @@ impl Session {
         };
         // The Parse, Bind and Describe of a statement ask about one text, and clients send the
         // same statements again and again: a text found to be none of these is remembered.
-        if *self.not_local == *text {
+        if *self.routing.not_local == *text {
             return None;
         }
         let is_local = match local_kind(text) {
@@ -396,8 +399,8 @@ impl Session {
             Some(LocalKind::Signal) => self.proxy_signal(text).is_some(),
             None => {
                 // Only this answer depends on the text alone, not on the catalog or sessions.
-                self.not_local.clear();
-                self.not_local.extend_from_slice(text);
+                self.routing.not_local.clear();
+                self.routing.not_local.extend_from_slice(text);
                 false
             }
         };
@@ -419,12 +422,13 @@ impl Session {
     /// executed again and again finds its plan without the shared cache's lock.
     fn plan(&mut self, sql: &[u8], snapshot: &Snapshot) -> Result<Arc<Plan>, TableId> {
         let parses = &self.ctx.metrics.statement_parses;
-        self.last_plan
+        self.routing
+            .last_plan
             .plan(
                 &self.ctx.plans,
                 parses,
                 sql,
-                self.search_path.as_deref(),
+                self.routing.search_path.as_deref(),
                 snapshot,
             )
             .cloned()
@@ -521,8 +525,8 @@ impl Session {
             Plan::AnyOf(shards) => match self.links.current_shard() {
                 Some(c) if shards.contains(&c) => Dest::Shard(c),
                 _ => {
-                    self.round_robin = self.round_robin.wrapping_add(1);
-                    Dest::Shard(shards[self.round_robin % shards.len()])
+                    self.routing.round_robin = self.routing.round_robin.wrapping_add(1);
+                    Dest::Shard(shards[self.routing.round_robin % shards.len()])
                 }
             },
             Plan::Every(shards) => self.every_dest(shards, None, Combine::Copies, source),

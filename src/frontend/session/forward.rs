@@ -9,7 +9,7 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     pub(super) fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
-        if self.skip_until_sync || self.copy.is_some() {
+        if self.batch.skip_until_sync || self.copy.is_some() {
             return Ok(false);
         }
         if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
@@ -25,9 +25,12 @@ impl Session {
     /// cache and for what its words say.
     fn route_simple_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
         let sql = statements::query_text(frame)?;
-        let mut literals = self.simple_memo.normalise(sql);
+        let mut literals = self.routing.simple_memo.normalise(sql);
         let facts = match literals {
-            Some(_) => self.simple_facts.of_normalised(self.simple_memo.key()),
+            Some(_) => self
+                .routing
+                .simple_facts
+                .of_normalised(self.routing.simple_memo.key()),
             None => TextFacts::of(sql),
         };
         if facts.local.is_some() {
@@ -97,14 +100,14 @@ impl Session {
     /// Records a Parse whose shard its Bind will decide, answering it in its turn.
     pub(super) fn hold_parse(&mut self, parsed: ClientFrame<'_>) {
         if let ClientFrame::Parse { name, query, types } = parsed {
-            let only_held = self.cout.len() == self.deferred_parse_len;
+            let only_held = self.cout.len() == self.batch.deferred_parse_len;
             let held = self
                 .statements
                 .hold(name, query, types, &mut self.pipeline, &mut self.cout);
             // Only answers of held Parses in the buffer: they may wait (client_output_due).
-            self.deferred_parse_len = if only_held { self.cout.len() } else { 0 };
+            self.batch.deferred_parse_len = if only_held { self.cout.len() } else { 0 };
             if held.is_err() {
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
             if let Some(link) = self.links.current.as_mut() {
                 link.unsynced = true;
@@ -128,10 +131,10 @@ impl Session {
                 link.unsynced = false;
                 link.batch_sent = false;
                 // Whatever spanned shards in the batch was ended before the Sync came here.
-                self.atomic_batch = false;
+                self.links.block.atomic_batch = false;
                 // This Sync ends the batch, also when its failure arrived only while the
                 // Sync itself was on its way (the general path waits for other shards first).
-                self.skip_until_sync = false;
+                self.batch.skip_until_sync = false;
             }
             b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => {
                 link.unsynced = true;
@@ -156,13 +159,13 @@ impl Session {
         }
         let effect = match parsed {
             ClientFrame::Query(sql) => Some(effect.unwrap_or_else(|| session_effect(sql))),
-            ClientFrame::Parse { query, .. } => Some(self.parse_effect.session_effect(query)),
+            ClientFrame::Parse { query, .. } => Some(self.batch.parse_effect.session_effect(query)),
             _ => None,
         };
         let mut reset = None;
         if let Some(effect) = effect {
-            if effect.pins && !self.pinned {
-                self.pinned = true;
+            if effect.pins && !self.links.pinned {
+                self.links.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
             }
             if effect.pins || effect.resets {
@@ -172,18 +175,18 @@ impl Session {
                     ClientFrame::Query(sql) | ClientFrame::Parse { query: sql, .. } => sql,
                     _ => &[][..],
                 };
-                self.settings_changed |= effect.pins
+                self.settings.changed |= effect.pins
                     && (matches!(first_keyword(sql), SET | RESET)
                         || memchr::memmem::find(sql, b"set_config").is_some());
                 self.note_search_path(sql, frame.tag == b'Q');
-                if frame.tag == b'Q' && !self.startup_settings.is_empty() {
+                if frame.tag == b'Q' && !self.settings.startup.is_empty() {
                     reset = crate::sql::reset::resets(sql);
                     // What the connection has now is read back before another shard serves
                     // the session (a DISCARD ALL does not pin, nor mark it otherwise).
-                    self.settings_changed |= reset.is_some();
+                    self.settings.changed |= reset.is_some();
                 }
             }
-            self.unpreparable_block |= effect.unpreparable;
+            self.links.block.unpreparable |= effect.unpreparable;
         }
         let Some(link) = self.links.current.as_mut() else {
             return Ok(());
@@ -210,10 +213,10 @@ impl Session {
             &mut self.cout,
         );
         if forwarded.is_err() {
-            self.skip_until_sync = true;
+            self.batch.skip_until_sync = true;
         } else if let Some(reset) = reset {
             // PostgreSQL resets to the startup packet's values, the connection to the server's.
-            let restore = super::settings::restore_sql(conn, &self.startup_settings, &reset);
+            let restore = super::settings::restore_sql(conn, &self.settings.startup, &reset);
             if !restore.is_empty() {
                 conn.unnamed = None;
                 protocol::query(&mut link.out, &restore);
@@ -233,10 +236,10 @@ impl Session {
                 protocol::ready_for_query(&mut self.cout, status)
             }
             _ => {
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
                 // Whether a block is open is known only then: a BEGIN earlier in the same
                 // batch (JDBC sends one with a block's first statement) has had no answer yet.
-                self.fail_block_at_sync = Some(message.to_string());
+                self.batch.fail_block_at_sync = Some(message.to_string());
             }
         }
     }

@@ -42,13 +42,13 @@ impl Session {
             // Before a description of another shard can name a type made since.
             self.ctx.refresh_type_oids().await;
         }
-        if self.skip_until_sync {
+        if self.batch.skip_until_sync {
             if frame.tag != b'S' {
                 return Ok(());
             }
-            self.skip_until_sync = false;
+            self.batch.skip_until_sync = false;
             self.drop_portals().await?;
-            let failure = self.fail_block_at_sync.take();
+            let failure = self.batch.fail_block_at_sync.take();
             if failure.is_some() {
                 // The Sync is answered here, after the block has failed on a shard.
                 self.drain_current().await?;
@@ -111,7 +111,7 @@ impl Session {
                         break Dest::refuse(&FrontendError::ColumnsUnreadable(e));
                     }
                 }
-                Dest::NeedKeys(needed) if self.pending_keys.is_empty() => {
+                Dest::NeedKeys(needed) if self.keys.pending.is_empty() => {
                     let taken = self
                         .ctx
                         .keys
@@ -123,12 +123,12 @@ impl Session {
                         )
                         .await;
                     match taken {
-                        Ok(values) => self.pending_keys = values,
+                        Ok(values) => self.keys.pending = values,
                         Err(e) => break Dest::Refuse(Box::new((e.sqlstate(), e.to_string()))),
                     }
                 }
                 Dest::NeedKeys(_) => {
-                    self.pending_keys.clear();
+                    self.keys.pending.clear();
                     break Dest::refuse(&FrontendError::KeysMissing);
                 }
                 Dest::NeedColumns(_) => break Dest::refuse(&FrontendError::ColumnsUnknown),
@@ -137,7 +137,7 @@ impl Session {
         };
         if dest.runs_apart() {
             self.drain_current().await?;
-            if self.skip_until_sync {
+            if self.batch.skip_until_sync {
                 // One of the answers failed the frame's batch: PostgreSQL skips the rest of
                 // it up to its Sync.
                 return Ok(());
@@ -224,7 +224,7 @@ impl Session {
                 other => return Err(other),
             }
         }
-        if self.skip_until_sync && frame.tag != b'S' {
+        if self.batch.skip_until_sync && frame.tag != b'S' {
             // An earlier statement of the batch failed on the shard just left: the rest of
             // the batch runs nowhere, as PostgreSQL skips it.
             return Ok(());
@@ -241,7 +241,7 @@ impl Session {
                 return Ok(());
             }
             self.end_parked_blocks(&text).await?;
-            self.begin_sql = None;
+            self.links.block.begin_sql = None;
         } else if let Some((op, text)) = self.savepoint_of(parsed) {
             self.savepoint_everywhere(&text).await?;
             self.note_savepoint(&op);

@@ -88,7 +88,7 @@ impl Session {
         // the move's own block stays open and ends with the batch's other work.
         let ends_here = implicit && job.bound.is_none();
         if implicit && !ends_here {
-            self.atomic_batch = true;
+            self.links.block.atomic_batch = true;
         }
         let moved = self.move_rows(&job, implicit).await?;
         let answer = match moved {
@@ -126,7 +126,7 @@ impl Session {
                 out.extend_from_slice(&notices);
                 out.extend_from_slice(&error);
                 if bound.is_some() {
-                    self.skip_until_sync = true;
+                    self.batch.skip_until_sync = true;
                 }
             }
         }

@@ -191,7 +191,7 @@ impl Session {
             }
             Err(error) => {
                 self.pipeline.push(Pending::composed(error), &mut self.cout);
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
         }
         Ok(())
@@ -261,7 +261,7 @@ impl Session {
                 let mut sink = ClientSink {
                     cout: &mut self.cout,
                     client,
-                    eager: !self.in_script,
+                    eager: !self.under_way.script,
                 };
                 gather::stream_simple(&mut conns, &multi.sql, &spec, &origin, &mut sink)
                     .await
@@ -278,7 +278,7 @@ impl Session {
                 .map_err(gather::StreamError::Backend),
         };
         drop(conns);
-        self.deferred_parse_len = 0;
+        self.batch.deferred_parse_len = 0;
         self.cancel.slot.set_others(Vec::new());
         let statuses = self.after_multi(&order, result)?;
         if atomic {
@@ -339,14 +339,14 @@ impl Session {
     /// rows ([`Session::answer_portal`]).
     pub(super) async fn run_multi_portal(&mut self, m: MultiPortal) -> Result<(), SessionError> {
         let order = self.connections_for(&m.shards).await?;
-        if self.skip_until_sync {
+        if self.batch.skip_until_sync {
             // An earlier statement of the batch failed on a shard left for this one.
             return Ok(());
         }
         // A write over several shards outside a block is one transaction, committed at the
         // client's Sync.
         if self.links.status() == TxStatus::Idle && writes(&m.combine) {
-            self.atomic_batch = true;
+            self.links.block.atomic_batch = true;
         }
         self.announce_running();
         let messages = m.messages;
@@ -375,7 +375,7 @@ impl Session {
             }
             Some(error) => {
                 reply.extend_from_slice(&error);
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
         }
         self.pipeline
@@ -420,7 +420,7 @@ impl Session {
                 notices.extend_from_slice(&error);
                 self.pipeline
                     .push(Pending::composed(notices.freeze()), &mut self.cout);
-                self.skip_until_sync = true;
+                self.batch.skip_until_sync = true;
             }
         }
         Ok(())
@@ -522,14 +522,14 @@ impl Session {
         let mut sink = ClientSink {
             cout: &mut self.cout,
             client,
-            eager: !self.in_script,
+            eager: !self.under_way.script,
         };
         let result = gather::stream_portal(&mut conns, &spec, &origin, &mut sink).await;
         drop(conns);
-        self.deferred_parse_len = 0;
+        self.batch.deferred_parse_len = 0;
         let streamed = self.after_multi(&order, result)?;
         if streamed.failed {
-            self.skip_until_sync = true;
+            self.batch.skip_until_sync = true;
         } else {
             // Executed again, a spent portal returns no more rows.
             self.portals.put(Portal {

@@ -214,16 +214,16 @@ impl Session {
         if matches!(source, Source::Placement) {
             return Dest::Shard(p.shards[0]);
         }
-        if self.pending_keys.len() != rows.len() {
+        if self.keys.pending.len() != rows.len() {
             return Dest::NeedKeys(Box::new(KeysNeeded {
                 table: p.table,
                 column: g.column.clone(),
                 count: rows.len(),
             }));
         }
-        let values = std::mem::take(&mut self.pending_keys);
+        let values = std::mem::take(&mut self.keys.pending);
         if let Some(&last) = values.last() {
-            self.key_values.set(p.table, &g.column, last);
+            self.keys.last.set(p.table, &g.column, last);
         }
         let with_values = params.clone().with_generated(&values);
         let routed = match routing::route(snapshot, p, &with_values) {

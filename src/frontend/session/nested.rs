@@ -14,7 +14,10 @@ impl Session {
         if !matches!(frame.tag, b'Q' | b'P') || !self.ctx.catalog.has_tables() {
             return Ok(None);
         }
-        let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
+        let snapshot = self
+            .ctx
+            .catalog
+            .refresh_snapshot(&mut self.routing.snapshot);
         if !snapshot.has_nested_names() {
             return Ok(None);
         }

@@ -9,7 +9,7 @@ impl Session {
     /// so the client gets them in one write, as PostgreSQL sends a batch's answers (it flushes
     /// at Sync): an extra write and wake-up per transaction would cost more than routing.
     fn client_output_due(&self) -> bool {
-        let only_held_parses = self.cout.len() == self.deferred_parse_len
+        let only_held_parses = self.cout.len() == self.batch.deferred_parse_len
             && self.links.current.is_some()
             && !self.pipeline.is_empty();
         !self.cout.is_empty() && !only_held_parses
@@ -67,8 +67,8 @@ impl Session {
             }
         }
         if self.current_out_len() < HIGH_WATER {
-            reserve_for_read(&mut self.cin);
-            if let Poll::Ready(r) = client.poll_read(cx, &mut self.cin) {
+            reserve_for_read(&mut self.input.buf);
+            if let Poll::Ready(r) = client.poll_read(cx, &mut self.input.buf) {
                 return Poll::Ready(Event::ClientRead(r));
             }
         }
@@ -98,7 +98,7 @@ impl Session {
         if self.client_output_due() {
             let n = client.write_now(&self.cout).map_err(SessionError::Client)?;
             consume(&mut self.cout, n);
-            self.deferred_parse_len = 0;
+            self.batch.deferred_parse_len = 0;
         }
         Ok(())
     }

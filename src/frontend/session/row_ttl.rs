@@ -16,7 +16,10 @@ impl Session {
         if !matches!(frame.tag, b'Q' | b'P') || !self.ctx.catalog.has_tables() {
             return false;
         }
-        let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
+        let snapshot = self
+            .ctx
+            .catalog
+            .refresh_snapshot(&mut self.routing.snapshot);
         snapshot.has_nosql_tables()
             && frame
                 .body()
@@ -42,7 +45,10 @@ impl Session {
             return Ok(Ok(None));
         };
         for _ in 0..COLUMN_FETCHES {
-            let snapshot = self.ctx.catalog.refresh_snapshot(&mut self.snapshot);
+            let snapshot = self
+                .ctx
+                .catalog
+                .refresh_snapshot(&mut self.routing.snapshot);
             let table = |schema: &str, name: &str| {
                 snapshot
                     .table_by_name(schema, name)

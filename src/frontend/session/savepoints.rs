@@ -86,15 +86,15 @@ impl Session {
     pub(super) fn note_savepoint(&mut self, op: &SavepointOp) {
         let find = |name: &str, list: &[String]| list.iter().rposition(|n| n == name);
         match op {
-            SavepointOp::Define(name) => self.savepoints.push(name.clone()),
+            SavepointOp::Define(name) => self.links.block.savepoints.push(name.clone()),
             SavepointOp::Release(name) => {
-                if let Some(i) = find(name, &self.savepoints) {
-                    self.savepoints.truncate(i);
+                if let Some(i) = find(name, &self.links.block.savepoints) {
+                    self.links.block.savepoints.truncate(i);
                 }
             }
             SavepointOp::RollbackTo(name) => {
-                if let Some(i) = find(name, &self.savepoints) {
-                    self.savepoints.truncate(i + 1);
+                if let Some(i) = find(name, &self.links.block.savepoints) {
+                    self.links.block.savepoints.truncate(i + 1);
                 }
             }
         }
@@ -135,7 +135,9 @@ impl Session {
 
     /// The statements a shard joining the block runs after its BEGIN: the block's savepoints.
     pub(super) fn savepoint_replay(&self) -> impl Iterator<Item = String> + '_ {
-        self.savepoints
+        self.links
+            .block
+            .savepoints
             .iter()
             .map(|name| format!("SAVEPOINT {}", quote_ident(name)))
     }

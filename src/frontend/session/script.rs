@@ -39,9 +39,9 @@ impl Session {
         sql: &[u8],
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        self.in_script = true;
+        self.under_way.script = true;
         let ran = self.run_statements(sql, client).await;
-        self.in_script = false;
+        self.under_way.script = false;
         ran
     }
 
@@ -296,7 +296,7 @@ impl Session {
             }
             consume(&mut self.cout, n);
         }
-        self.deferred_parse_len = 0;
+        self.batch.deferred_parse_len = 0;
         Ok(())
     }
 

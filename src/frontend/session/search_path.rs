@@ -24,24 +24,24 @@ impl Session {
     /// BEGIN on its way either) and no transaction block open: then it takes effect as written.
     pub(super) fn note_search_path(&mut self, sql: &[u8], simple: bool) {
         let sure = simple
-            && !self.in_script
+            && !self.under_way.script
             && self.links.current_status() == TxStatus::Idle
             && self.pipeline.is_empty();
         let path = match change_of(sql, sure) {
             PathChange::Keeps => return,
             PathChange::To(schemas) => known_path(&self.ctx, schemas),
             // Back to the startup packet's path, which the proxy restores after the RESET.
-            PathChange::Resets => self.start_path.clone(),
+            PathChange::Resets => self.routing.start_path.clone(),
             PathChange::Unknown => Some(Arc::new(SearchPath::unknown())),
         };
-        if path != self.search_path {
+        if path != self.routing.search_path {
             tracing::debug!(
                 known = path.as_ref().is_none_or(|p| p.schemas().is_some()),
                 "the session's search_path changed"
             );
-            self.simple_memo.set_search_path(path.clone());
-            self.last_plan = Default::default();
-            self.search_path = path;
+            self.routing.simple_memo.set_search_path(path.clone());
+            self.routing.last_plan = Default::default();
+            self.routing.search_path = path;
         }
     }
 }

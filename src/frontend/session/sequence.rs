@@ -12,6 +12,15 @@ use crate::router::plan::{SequenceCall, SequenceFunction};
 /// PostgreSQL's type OID of `nextval`'s result, int8.
 const INT8_OID: i32 = 20;
 
+/// The session's generated key values.
+#[derive(Default)]
+pub(super) struct KeyState {
+    /// Generated key values taken for the INSERT being routed.
+    pub pending: Vec<i64>,
+    /// The last value this session got from each key sequence, which `currval` answers.
+    pub last: LastValues,
+}
+
 /// The last value the session got from each key sequence (by table and column), from nextval
 /// or from an INSERT's generated key, as PostgreSQL's currval keeps it per session.
 #[derive(Default)]
@@ -135,7 +144,7 @@ impl Session {
                     .await;
                 match taken.map(|v| v.first().copied()) {
                     Ok(Some(v)) => {
-                        self.key_values.set(call.table, &call.column, v);
+                        self.keys.last.set(call.table, &call.column, v);
                         v
                     }
                     Ok(None) => {
@@ -151,7 +160,7 @@ impl Session {
                     }
                 }
             }
-            SequenceFunction::Currval => match self.key_values.get(call.table, &call.column) {
+            SequenceFunction::Currval => match self.keys.last.get(call.table, &call.column) {
                 Some(v) => v,
                 None => {
                     let e = FrontendError::CurrvalUndefined(call.sequence.clone());

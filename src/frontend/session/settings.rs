@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// The client's settings: what its connections must carry, and what RESET goes back to.
+pub(super) struct ClientSettings {
+    /// The settings as the client has them now; a connection that serves the client takes
+    /// them on first.
+    pub current: Settings,
+    /// The settings of the client's startup packet, which RESET goes back to.
+    pub startup: Settings,
+    /// A SET or RESET ran on the current connection since the session's settings were last
+    /// read from it: the session's other shards must take them on before they next serve it.
+    pub changed: bool,
+}
+
 /// What brings a connection's settings in line with a client's, and drops the statements it holds
 /// beyond the limit. Kept out of `Session::adopt`, whose common case needs none of it.
 #[cold]

@@ -71,7 +71,7 @@ impl Session {
     /// Makes `shard`'s connection the current one: the one held already, a parked one, or one
     /// from the pool (joining the transaction block, if one is open).
     pub(super) async fn switch_to(&mut self, shard: ShardId) -> Result<(), SessionError> {
-        if self.settings_changed && self.links.current.is_some() {
+        if self.settings.changed && self.links.current.is_some() {
             self.read_settings().await?;
         }
         if self.links.current_shard() == Some(shard) {
@@ -84,7 +84,7 @@ impl Session {
             .iter()
             .any(|link| link.batch_sent && link.shard() != shard);
         if batch_elsewhere && self.links.status() == TxStatus::Idle {
-            self.atomic_batch = true;
+            self.links.block.atomic_batch = true;
         }
         if self.links.current.is_some() {
             if self.current_is_idle() && self.links.parked.is_empty() {
@@ -99,7 +99,7 @@ impl Session {
         let in_block = self.links.parked.iter().any(|p| p.tx_status.in_block());
         if !in_block {
             // Whatever bounded the waits of an earlier block ended with it.
-            self.waits_bounded = false;
+            self.links.block.waits_bounded = false;
         }
         // A connection held from before (a pinned session keeps its idle ones) joins an open
         // block as a new one does.
@@ -125,9 +125,9 @@ impl Session {
             let between_statements = self.copy.is_none()
                 && self.portals.on_shards().is_none()
                 && alone.iter().all(|&i| !self.links.parked[i].unsynced);
-            if alone.len() == 1 && between_statements && !self.waits_bounded {
+            if alone.len() == 1 && between_statements && !self.links.block.waits_bounded {
                 self.ask(&alone, &bound_waits).await?;
-                self.waits_bounded = true;
+                self.links.block.waits_bounded = true;
             }
         }
         match held {
@@ -135,7 +135,12 @@ impl Session {
             None => self.acquire(shard).await?,
         }
         if joins {
-            let begin = self.begin_sql.clone().unwrap_or_else(|| "BEGIN".into());
+            let begin = self
+                .links
+                .block
+                .begin_sql
+                .clone()
+                .unwrap_or_else(|| "BEGIN".into());
             let replay: Vec<String> = self.savepoint_replay().collect();
             if let Some(link) = self.links.current.as_mut() {
                 // A simple query drops the backend's unnamed statement.
@@ -262,8 +267,8 @@ impl Session {
         if let Some(link) = self.links.current.as_mut() {
             link.conn.conn.applied = settings.clone();
         }
-        self.settings = settings;
-        self.settings_changed = false;
+        self.settings.current = settings;
+        self.settings.changed = false;
         Ok(())
     }
 
@@ -395,10 +400,10 @@ impl Session {
         {
             return;
         }
-        self.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
-        self.savepoints.clear();
-        self.unpreparable_block = false;
-        self.waits_bounded = false;
+        self.links.block.begin_sql = Some(String::from_utf8_lossy(text).into_owned());
+        self.links.block.savepoints.clear();
+        self.links.block.unpreparable = false;
+        self.links.block.waits_bounded = false;
         if let Some(link) = self.links.current.as_mut() {
             link.tx_status = TxStatus::InBlock;
         }

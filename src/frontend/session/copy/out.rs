@@ -117,7 +117,7 @@ impl Session {
                             let mut sink = ClientSink {
                                 cout: &mut self.cout,
                                 client: &mut *client,
-                                eager: !self.in_script,
+                                eager: !self.under_way.script,
                             };
                             if let Err(e) = gather::Sink::written(&mut sink).await {
                                 conn.broken = true;

@@ -203,7 +203,7 @@ impl Session {
                 opened = 1;
                 if !bound_waits.is_empty() {
                     out.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
-                    self.waits_bounded = true;
+                    self.links.block.waits_bounded = true;
                     opened += 1;
                 }
             }
