@@ -11,8 +11,6 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::AsyncWrite;
-use tracing::Instrument;
 
 use super::cancel::{CancelGuard, CancelSlot};
 use super::driver::Next;

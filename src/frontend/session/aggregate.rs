@@ -4,7 +4,9 @@
 
 use super::combining::{BoundCombine, CombineJob};
 use super::insert_select::Work;
-use super::*;
+use super::{
+    protocol, Arc, BytesMut, ClientSocket, MessageBuilder, Pending, Session, SessionError, ShardId,
+};
 use crate::executor::gather::{self, Combine, Combined};
 use crate::executor::merge::aggregate::{self, Merged};
 use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, StatementKind};

@@ -2,7 +2,9 @@
 //! client's settings, is parked and made current again, and goes back to its pool once no
 //! block, batch or pin holds it (the connections themselves: `executor::participants`).
 
-use super::*;
+use super::{
+    protocol, settings_sql, Arc, ClientLeft, Pending, Pooled, ReadArm, Session, ShardId, ShardLink,
+};
 
 impl Session {
     /// Where a statement that names no recorded table runs ([`Dest::Here`]): on the current

@@ -9,7 +9,10 @@
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
 use super::insert_select::Work;
-use super::*;
+use super::{
+    error_frame, protocol, quote_literal, Arc, BackendError, BytesMut, ClientSink, ClientSocket,
+    FrontendError, MessageBuilder, Session, SessionError, ShardId, TxStatus,
+};
 use crate::catalog::Snapshot;
 use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};

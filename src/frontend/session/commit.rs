@@ -4,7 +4,10 @@
 //! catalog is the commit point, then COMMIT PREPARED. Any failure before the decision rolls
 //! every participant back; recovery settles what a crash leaves prepared.
 
-use super::*;
+use super::{
+    error_frame, first_keyword, keyword, protocol, BackendError, BytesMut, ClientFrame, Frame,
+    FrontendError, Pending, Session, SessionError, ShardId, SqlState, TxStatus,
+};
 use crate::executor::gather;
 use crate::failpoint::{fail_point, FailPoint};
 use crate::txn::Gid;

@@ -13,7 +13,10 @@
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
-use super::*;
+use super::{
+    error_frame, protocol, Arc, BackendError, BytesMut, ClientSocket, Dest, Frame, FrontendError,
+    MessageBuilder, Route, Session, SessionError, ShardId, ShardLink, TxStatus,
+};
 use crate::catalog::Snapshot;
 use crate::executor::copy::{CopyError, CopyFormat, Header, RowReader, RowRouter, Splitter, Taken};
 use crate::router::plan::CopyPlan;

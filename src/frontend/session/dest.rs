@@ -4,7 +4,10 @@
 
 use super::multi_dest::{portal_messages, Multi, MultiPortal};
 use super::sequence::SequenceAnswer;
-use super::*;
+use super::{
+    admin, ddl, first_keyword, keyword, local_kind, protocol, quote_ident, Arc, ClientFrame, Frame,
+    FrontendError, LocalKind, Route, Session, SessionError, ShardId, SqlState, TxStatus,
+};
 use crate::catalog::{Snapshot, TableId};
 use crate::client_error::ClientError;
 use crate::executor::gather::Combine;

@@ -2,7 +2,9 @@
 //! one that runs on several is described by the proxy — which path it takes (streaming merge,
 //! general path, a write on every shard) and the SQL each shard runs.
 
-use super::*;
+use super::{
+    multi, protocol, BytesMut, Dest, FrontendError, Pending, Route, Session, SessionError, ShardId,
+};
 use crate::catalog::Snapshot;
 use crate::protocol::{ColumnType, ResultSet};
 use crate::router::plan::{

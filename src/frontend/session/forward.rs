@@ -2,7 +2,11 @@
 //! without an await (a simple query normalised once, then routed from the plan cache), the
 //! session effects noted as a frame goes out, and the answer to a frame that can go nowhere.
 
-use super::*;
+use super::{
+    first_keyword, keyword, local_candidate, protocol, session_effect, statements, ClientFrame,
+    Dest, Frame, Literals, Pending, Session, SessionEffect, SessionError, Settings, Severity,
+    ShardId, SqlState, TextFacts,
+};
 
 impl Session {
     /// The common case, without an await: the frame is not one the proxy may answer itself,

@@ -3,7 +3,13 @@
 //! another shard, a held Parse). The fast path in the parent module hands a frame here when it
 //! cannot forward it without an await.
 
-use super::*;
+use super::{
+    admin, ddl, local_candidate, protocol, statements, BytesMut, ClientFrame, ClientSocket, Dest,
+    Frame, FrontendError, LocalKind, Pending, Session, SessionError, Severity, ShardId, ShardLink,
+    TxStatus,
+};
+use crate::client_error::ClientError;
+use tracing::Instrument;
 
 impl Session {
     pub(super) async fn on_client_frame(

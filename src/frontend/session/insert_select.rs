@@ -2,7 +2,10 @@
 //! (one shard, or gathered from several), its rows routed by the target's sharding key, each
 //! shard's rows inserted in batches, one combined answer for the client.
 
-use super::*;
+use super::{
+    error_frame, protocol, Arc, BytesMut, FrontendError, Pending, Session, SessionError, ShardId,
+    TxStatus,
+};
 use crate::catalog::Snapshot;
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};

@@ -9,7 +9,9 @@
 //! moved rows inserted where their new keys live (root first), so no statement of the move sees
 //! a row twice. Each step goes to all its shards at once (`steps`).
 
-use super::*;
+use super::{
+    error_frame, protocol, Arc, BytesMut, Pending, Session, SessionError, ShardId, TxStatus,
+};
 use crate::catalog::{RowMovement, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combined, Replies, Reply};

@@ -2,8 +2,12 @@
 //! whose Describe and Execute it then answers from their combined results.
 
 use super::multi_dest::{Multi, MultiPortal};
-use super::*;
+use super::{
+    consume, local_kind, protocol, BytesMut, ClientFrame, ClientSocket, Frame, LocalKind,
+    MessageBuilder, Pending, Session, SessionError, ShardId, TxStatus, HIGH_WATER,
+};
 use crate::executor::gather::{self, Combine};
+use tracing::Instrument;
 
 /// A multi-shard portal, answered by the proxy.
 pub(super) struct Portal {

@@ -3,7 +3,7 @@
 //! generated key values the proxy fills.
 
 use super::dest::{Dest, KeysNeeded, Source};
-use super::*;
+use super::{protocol, BytesMut, FrontendError, MessageBuilder, Session, ShardId};
 use crate::catalog::Snapshot;
 use crate::executor::gather::Combine;
 use crate::router::plan::{Keys, StatementKind};

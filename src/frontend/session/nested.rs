@@ -1,7 +1,7 @@
 //! Client statements naming three-level NoSQL tables (`a.b.c`) are handled as if the client
 //! had written the name the shards know (`a."b.c"`): see [`crate::sql::nested_names`].
 
-use super::*;
+use super::{BytesMut, ClientFrame, Frame, MessageBuilder, Session, SessionError};
 use crate::sql::nested_names::rewrite_nested_names;
 
 impl Session {

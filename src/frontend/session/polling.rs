@@ -1,7 +1,11 @@
 //! The session loop's waits: which socket can make progress, in a fixed order, and the writes
 //! made without a wait.
 
-use super::*;
+use super::{
+    consume, reserve_for_read, ClientSocket, Event, Pin, Poll, Session, SessionError, HIGH_WATER,
+    TURNS_BEFORE_YIELD,
+};
+use tokio::io::AsyncWrite;
 
 impl Session {
     /// Whether the client should be sent what is queued for it now. The proxy's own

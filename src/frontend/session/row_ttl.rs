@@ -1,7 +1,10 @@
 //! Client statements with Oracle NoSQL's `SET TTL` clause are handled as if the client had
 //! written the statement on the table's data table: see [`crate::ddl::row_ttl`].
 
-use super::*;
+use super::{
+    BytesMut, ClientFrame, Frame, FrontendError, MessageBuilder, Session, SessionError, SqlState,
+};
+use crate::client_error::ClientError;
 use crate::ddl::model::QualifiedName;
 use crate::ddl::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
 

@@ -3,7 +3,7 @@
 //! savepoints right after its BEGIN, so `ROLLBACK TO s` undoes the same work everywhere: on a
 //! shard that joined after `s`, all of it.
 
-use super::*;
+use super::{may_start_with, quote_ident, ClientFrame, Session, SessionError, TxStatus};
 use crate::sql::classify::leading_words_and_rest;
 
 /// A savepoint statement, with the savepoint's name as PostgreSQL folds it.

@@ -10,7 +10,11 @@
 //! when several shards wrote) after the last, or rolls back after an error: its answers never
 //! reach the client, a failed commit's error does.
 
-use super::*;
+use super::{
+    consume, protocol, reserve_for_read, BytesMut, ClientSocket, Frame, FrontendError,
+    MessageBuilder, ReadArm, Session, SessionError, SqlState, TxStatus, HIGH_WATER,
+};
+use crate::client_error::ClientError;
 use crate::sql::script::{self, Control};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

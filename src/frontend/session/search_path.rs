@@ -2,7 +2,7 @@
 //! shards will (`sql::search_path` says which statements it can follow). `None` stands for the
 //! proxy's default path, whose plans every such session shares.
 
-use super::*;
+use super::{Arc, ServerCtx, Session, Settings, TxStatus};
 use crate::router::SearchPath;
 use crate::sql::search_path::{change_of, split_setting, PathChange};
 

@@ -4,8 +4,11 @@
 
 use std::collections::HashMap;
 
-use super::*;
+use super::{
+    protocol, BytesMut, Frame, FrontendError, MessageBuilder, Pending, Session, SessionError,
+};
 use crate::catalog::TableId;
+use crate::client_error::ClientError;
 use crate::executor::gather;
 use crate::router::plan::{SequenceCall, SequenceFunction};
 

@@ -1,6 +1,6 @@
 //! A session's run-time settings on its backend connections.
 
-use super::*;
+use super::{quote_ident, quote_literal, Settings};
 
 /// The client's settings: what its connections must carry, and what RESET goes back to.
 pub(super) struct ClientSettings {

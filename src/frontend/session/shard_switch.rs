@@ -9,7 +9,10 @@
 //! and Sync reach the parked connections before the current one answers the client; a COMMIT
 //! of a block that spans shards is the proxy's own (`commit.rs`: two-phase commit).
 
-use super::*;
+use super::{
+    first_keyword, keyword, may_start_with, protocol, reserve_for_read, BackendError, BytesMut,
+    ClientFrame, Frame, MessageBuilder, Pending, ReadArm, Session, SessionError, ShardId, TxStatus,
+};
 use crate::sql::classify::leading_keywords;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -3,7 +3,11 @@
 //! PostgreSQL's FATAL, as the functions do to a backend on one PostgreSQL. Other pids are the
 //! shards' processes, and the call goes to a shard like any statement.
 
-use super::*;
+use super::{
+    protocol, Arc, BytesMut, CancelSlot, FrontendError, MessageBuilder, ServerCtx, Session,
+    Severity, ShardId,
+};
+use crate::client_error::ClientError;
 use crate::sql::signal::{signal_call, Signal, SignalCall};
 
 /// PostgreSQL's type OID of the functions' result, bool.

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::{FrontendError, Session, ShardLink};
 
 /// Which limit a wait ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

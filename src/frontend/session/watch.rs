@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::timeouts::Expiry;
 
 use super::socket::HangupWatch;
-use super::*;
+use super::{signal, Arc, CancelSlot, ClientSaid, Future, Poll, ServerCtx, SessionError};
 
 /// How often a session whose client is gone cancels again what runs for it: the general path
 /// may start another statement after a cancel took effect (or after a wait for a connection).

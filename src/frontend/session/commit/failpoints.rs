@@ -4,7 +4,7 @@
 //! and the rest follow together. Without an armed point (and always without the feature) they
 //! are the plain calls.
 
-use super::*;
+use super::{Answer, Gid, Session, SessionError, ShardId};
 use crate::failpoint::FailPoint;
 
 impl Session {

@@ -1,7 +1,9 @@
 //! The pieces of COPY FROM that read no session state: taking one row to its shard's buffer,
 //! and what a shard's first answer and later frames mean.
 
-use super::*;
+use super::{
+    protocol, tag_count, BackendError, BytesMut, CopyError, Out, RowReader, Stop, Taken, TxStatus,
+};
 
 /// One row of a COPY FROM into a sharded table, to its shard's buffer (a header to every
 /// shard's).

@@ -1,7 +1,12 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
-use super::*;
+use super::super::multi::ClientSink;
+use super::{
+    protocol, tag_count, BackendError, Bytes, BytesMut, ClientSocket, CopyFormat, CopyJob, Header,
+    MessageBuilder, Session, SessionError, TxStatus,
+};
 use crate::executor::gather;
+use tokio::io::AsyncWriteExt;
 
 /// The binary format's trailer, a field count of -1.
 const BINARY_TRAILER: [u8; 2] = [0xff, 0xff];

@@ -2,7 +2,10 @@
 //! step sent to all its shards at once, and the end of the statement's own block sent along
 //! with the last one.
 
-use super::*;
+use super::{
+    add_returned, gather, movement, BTreeMap, Bytes, BytesMut, Failure, MoveError, Replies,
+    Session, SessionError, ShardId, TxStatus,
+};
 
 /// What a statement of a step's batch is, so its reply is read for what it means.
 pub(super) enum Expect {
@@ -199,10 +202,10 @@ impl Session {
             let mut out = BytesMut::new();
             let mut opened = 0;
             if implicit && self.links.parked[i].tx_status == TxStatus::Idle {
-                out = super::multi::begin_messages();
+                out = super::super::multi::begin_messages();
                 opened = 1;
                 if !bound_waits.is_empty() {
-                    out.extend_from_slice(&super::multi::unnamed_statement(&bound_waits));
+                    out.extend_from_slice(&super::super::multi::unnamed_statement(&bound_waits));
                     self.links.block.waits_bounded = true;
                     opened += 1;
                 }
