@@ -8,29 +8,21 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
 
-use super::cancel::{CancelGuard, CancelSlot};
+use super::cancel::CancelGuard;
 use super::driver::Next;
 use super::limits::Admitted;
-use super::pipeline::{Disposition, Pending, Pipeline};
+use super::pipeline::{Disposition, Pipeline};
 use super::socket::{self, ClientSocket};
-use super::statements::{self, ClientFrame, StatementNames};
+use super::statements::StatementNames;
 use super::FrontendError;
-use crate::admin;
-use crate::backend::readiness::ReadArm;
-use crate::backend::{BackendError, Pooled, Settings};
-use crate::catalog::ShardId;
+use crate::backend::{BackendError, Settings};
 use crate::client_error::ClientError;
-use crate::executor::ddl;
 use crate::frontend::context::ServerCtx;
-use crate::protocol::{self, Frame, FrameError, MessageBuilder, Severity, TxStatus};
-use crate::router::route::Route;
-use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, SessionEffect};
+use crate::protocol::{self, Frame, FrameError, Severity, TxStatus};
 pub use crate::sql::quote::{quote_ident, quote_literal};
-use tokio_postgres::error::SqlState;
 
 mod aggregate;
 mod batch;
@@ -61,11 +53,8 @@ mod signal;
 mod timeouts;
 mod watch;
 
-use crate::executor::participants::{Participants, ShardLink};
-use crate::router::normalize::Literals;
-use dest::Dest;
-use local::{local_candidate, local_kind, LocalKind, TextFacts};
-use multi::{ClientSink, Portals};
+use crate::executor::participants::Participants;
+use multi::Portals;
 use settings::settings_sql;
 
 /// Past this much unsent data in one direction, stop reading from the other side.

@@ -4,13 +4,18 @@
 
 use super::combining::{BoundCombine, CombineJob};
 use super::insert_select::Work;
-use super::{
-    protocol, Arc, BytesMut, ClientSocket, MessageBuilder, Pending, Session, SessionError, ShardId,
-};
+use super::{Session, SessionError};
+use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine, Combined};
 use crate::executor::merge::aggregate::{self, Merged};
+use crate::frontend::pipeline::Pending;
+use crate::frontend::socket::ClientSocket;
+use crate::protocol;
+use crate::protocol::MessageBuilder;
 use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, StatementKind};
 use crate::router::route as routing;
+use bytes::BytesMut;
+use std::sync::Arc;
 
 pub(super) struct AggregateJob {
     pub(super) merge: Arc<AggregateMerge>,

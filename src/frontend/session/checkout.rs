@@ -2,9 +2,15 @@
 //! client's settings, is parked and made current again, and goes back to its pool once no
 //! block, batch or pin holds it (the connections themselves: `executor::participants`).
 
-use super::{
-    protocol, settings_sql, Arc, ClientLeft, Pending, Pooled, ReadArm, Session, ShardId, ShardLink,
-};
+use super::settings::settings_sql;
+use super::{ClientLeft, Session};
+use crate::backend::readiness::ReadArm;
+use crate::backend::Pooled;
+use crate::catalog::ShardId;
+use crate::executor::participants::ShardLink;
+use crate::frontend::pipeline::Pending;
+use crate::protocol;
+use std::sync::Arc;
 
 impl Session {
     /// Where a statement that names no recorded table runs ([`Dest::Here`]): on the current

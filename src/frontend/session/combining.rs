@@ -9,16 +9,23 @@
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
 use super::insert_select::Work;
-use super::{
-    error_frame, protocol, quote_literal, Arc, BackendError, BytesMut, ClientSink, ClientSocket,
-    FrontendError, MessageBuilder, Session, SessionError, ShardId, TxStatus,
-};
+use super::multi::ClientSink;
+use super::{error_frame, Session, SessionError};
+use crate::backend::BackendError;
+use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
 use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};
+use crate::frontend::socket::ClientSocket;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{MessageBuilder, TxStatus};
 use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
 use crate::router::route::{self as routing, BindParts, Params};
+use crate::sql::quote::quote_literal;
 use bytes::Bytes;
+use bytes::BytesMut;
+use std::sync::Arc;
 
 /// The shard whose PostgreSQL combines the rows of tables read whole: where the tables the
 /// catalog does not record live.

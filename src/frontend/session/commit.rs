@@ -4,15 +4,22 @@
 //! catalog is the commit point, then COMMIT PREPARED. Any failure before the decision rolls
 //! every participant back; recovery settles what a crash leaves prepared.
 
-use super::{
-    error_frame, first_keyword, keyword, protocol, BackendError, BytesMut, ClientFrame, Frame,
-    FrontendError, Pending, Session, SessionError, ShardId, SqlState, TxStatus,
-};
+use super::{error_frame, Session, SessionError};
+use crate::backend::BackendError;
+use crate::catalog::ShardId;
 use crate::executor::gather;
 use crate::failpoint::{fail_point, FailPoint};
+use crate::frontend::pipeline::Pending;
+use crate::frontend::statements::ClientFrame;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{Frame, TxStatus};
+use crate::sql::classify::{first_keyword, keyword};
 use crate::txn::Gid;
 use bytes::Bytes;
+use bytes::BytesMut;
 use std::time::Instant;
+use tokio_postgres::error::SqlState;
 
 mod failpoints;
 

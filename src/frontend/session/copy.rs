@@ -13,14 +13,22 @@
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
-use super::{
-    error_frame, protocol, Arc, BackendError, BytesMut, ClientSocket, Dest, Frame, FrontendError,
-    MessageBuilder, Route, Session, SessionError, ShardId, ShardLink, TxStatus,
-};
+use super::dest::Dest;
+use super::{error_frame, Session, SessionError};
+use crate::backend::BackendError;
+use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
-use crate::executor::copy::{CopyError, CopyFormat, Header, RowReader, RowRouter, Splitter, Taken};
+use crate::executor::copy::{CopyError, CopyFormat, RowReader, RowRouter, Splitter};
+use crate::executor::participants::ShardLink;
+use crate::frontend::socket::ClientSocket;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{Frame, MessageBuilder, TxStatus};
 use crate::router::plan::CopyPlan;
+use crate::router::route::Route;
 use crate::router::route::{self as routing, Params};
+use bytes::BytesMut;
+use std::sync::Arc;
 
 mod frames;
 mod out;

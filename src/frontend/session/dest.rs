@@ -2,18 +2,27 @@
 //! parameters or literals, the session's transaction, and the statements the proxy answers
 //! itself through the extended protocol.
 
+use super::local::{local_kind, LocalKind};
 use super::multi_dest::{portal_messages, Multi, MultiPortal};
 use super::sequence::SequenceAnswer;
-use super::{
-    admin, ddl, first_keyword, keyword, local_kind, protocol, quote_ident, Arc, ClientFrame, Frame,
-    FrontendError, LocalKind, Route, Session, SessionError, ShardId, SqlState, TxStatus,
-};
+use super::{Session, SessionError};
+use crate::catalog::ShardId;
 use crate::catalog::{Snapshot, TableId};
 use crate::client_error::ClientError;
+use crate::executor::ddl;
 use crate::executor::gather::Combine;
+use crate::frontend::statements::ClientFrame;
+use crate::frontend::FrontendError;
+use crate::protocol::{Frame, TxStatus};
 use crate::router::normalize::Literals;
 use crate::router::plan::{Plan, UtilityKind};
+use crate::router::route::Route;
 use crate::router::route::{self as routing, Params};
+use crate::sql::classify::{first_keyword, keyword};
+use crate::sql::quote::quote_ident;
+use crate::{admin, protocol};
+use std::sync::Arc;
+use tokio_postgres::error::SqlState;
 
 /// Where a client frame goes. Kept two words wide, the rare destinations' data boxed: the
 /// keyed path returns one through several calls and drops it per statement.

@@ -2,15 +2,20 @@
 //! one that runs on several is described by the proxy — which path it takes (streaming merge,
 //! general path, a write on every shard) and the SQL each shard runs.
 
-use super::{
-    multi, protocol, BytesMut, Dest, FrontendError, Pending, Route, Session, SessionError, ShardId,
-};
+use super::dest::Dest;
+use super::{multi, Session, SessionError};
+use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
+use crate::frontend::pipeline::Pending;
+use crate::frontend::FrontendError;
+use crate::protocol;
 use crate::protocol::{ColumnType, ResultSet};
 use crate::router::plan::{
     AggregateMerge, ColumnMerge, CombinePlan, ExplainPlan, Keys, Merge, Plan, ShardedPlan,
 };
+use crate::router::route::Route;
 use crate::router::route::{self as routing, Params};
+use bytes::BytesMut;
 
 /// The proxy's answer to an EXPLAIN: its lines, for a simple query or a Bind's portal.
 pub(super) struct ExplainAnswer {

@@ -2,11 +2,19 @@
 //! without an await (a simple query normalised once, then routed from the plan cache), the
 //! session effects noted as a frame goes out, and the answer to a frame that can go nowhere.
 
-use super::{
-    first_keyword, keyword, local_candidate, protocol, session_effect, statements, ClientFrame,
-    Dest, Frame, Literals, Pending, Session, SessionEffect, SessionError, Settings, Severity,
-    ShardId, SqlState, TextFacts,
-};
+use super::dest::Dest;
+use super::local::{local_candidate, TextFacts};
+use super::{Session, SessionError};
+use crate::backend::Settings;
+use crate::catalog::ShardId;
+use crate::frontend::pipeline::Pending;
+use crate::frontend::statements;
+use crate::frontend::statements::ClientFrame;
+use crate::protocol;
+use crate::protocol::{Frame, Severity};
+use crate::router::normalize::Literals;
+use crate::sql::classify::{first_keyword, keyword, session_effect, SessionEffect};
+use tokio_postgres::error::SqlState;
 
 impl Session {
     /// The common case, without an await: the frame is not one the proxy may answer itself,

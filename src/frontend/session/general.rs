@@ -3,12 +3,20 @@
 //! another shard, a held Parse). The fast path in the parent module hands a frame here when it
 //! cannot forward it without an await.
 
-use super::{
-    admin, ddl, local_candidate, protocol, statements, BytesMut, ClientFrame, ClientSocket, Dest,
-    Frame, FrontendError, LocalKind, Pending, Session, SessionError, Severity, ShardId, ShardLink,
-    TxStatus,
-};
+use super::dest::Dest;
+use super::local::{local_candidate, LocalKind};
+use super::{Session, SessionError};
+use crate::catalog::ShardId;
 use crate::client_error::ClientError;
+use crate::executor::ddl;
+use crate::executor::participants::ShardLink;
+use crate::frontend::pipeline::Pending;
+use crate::frontend::socket::ClientSocket;
+use crate::frontend::statements::ClientFrame;
+use crate::frontend::{statements, FrontendError};
+use crate::protocol::{Frame, Severity, TxStatus};
+use crate::{admin, protocol};
+use bytes::BytesMut;
 use tracing::Instrument;
 
 impl Session {

@@ -2,18 +2,22 @@
 //! (one shard, or gathered from several), its rows routed by the target's sharding key, each
 //! shard's rows inserted in batches, one combined answer for the client.
 
-use super::{
-    error_frame, protocol, Arc, BytesMut, FrontendError, Pending, Session, SessionError, ShardId,
-    TxStatus,
-};
+use super::{error_frame, Session, SessionError};
+use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
+use crate::frontend::pipeline::Pending;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::TxStatus;
 use crate::router::hash::KeyValue;
 use crate::router::plan::{InsertSelect, Plan, ShardedPlan, StatementKind};
 use crate::router::route::{self as routing, Params};
 use bytes::Bytes;
+use bytes::BytesMut;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 impl Session {
     pub(super) async fn run_insert_select(

@@ -1,7 +1,7 @@
 //! Simple queries and statements the proxy may answer itself, told by their first word: the
 //! cheap test every simple query passes through.
 
-use super::statements;
+use crate::frontend::statements;
 use crate::protocol::{Frame, FrameError};
 use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effect, SessionEffect};
 

@@ -9,18 +9,22 @@
 //! moved rows inserted where their new keys live (root first), so no statement of the move sees
 //! a row twice. Each step goes to all its shards at once (`steps`).
 
-use super::{
-    error_frame, protocol, Arc, BytesMut, Pending, Session, SessionError, ShardId, TxStatus,
-};
+use super::{error_frame, Session, SessionError};
+use crate::catalog::ShardId;
 use crate::catalog::{RowMovement, Snapshot};
 use crate::client_error::ClientError;
-use crate::executor::gather::{self, Combined, Replies, Reply};
+use crate::executor::gather::{self, Combined, Reply};
 use crate::failpoint::FailPoint;
+use crate::frontend::pipeline::Pending;
 use crate::movement::{self, ClientBind, Locked, MoveError, Moving};
+use crate::protocol;
+use crate::protocol::TxStatus;
 use crate::router::hash::KeyValue;
 use crate::router::plan::{KeyUpdate, ShardedPlan};
 use bytes::Bytes;
+use bytes::BytesMut;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 mod steps;

@@ -1,12 +1,17 @@
 //! Statements the proxy runs on several shards at once, or answers itself, and the portals
 //! whose Describe and Execute it then answers from their combined results.
 
+use super::local::{local_kind, LocalKind};
 use super::multi_dest::{Multi, MultiPortal};
-use super::{
-    consume, local_kind, protocol, BytesMut, ClientFrame, ClientSocket, Frame, LocalKind,
-    MessageBuilder, Pending, Session, SessionError, ShardId, TxStatus, HIGH_WATER,
-};
+use super::{consume, Session, SessionError, HIGH_WATER};
+use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine};
+use crate::frontend::pipeline::Pending;
+use crate::frontend::socket::ClientSocket;
+use crate::frontend::statements::ClientFrame;
+use crate::protocol;
+use crate::protocol::{Frame, MessageBuilder, TxStatus};
+use bytes::BytesMut;
 use tracing::Instrument;
 
 /// A multi-shard portal, answered by the proxy.

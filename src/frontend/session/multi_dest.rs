@@ -3,11 +3,16 @@
 //! generated key values the proxy fills.
 
 use super::dest::{Dest, KeysNeeded, Source};
-use super::{protocol, BytesMut, FrontendError, MessageBuilder, Session, ShardId};
+use super::Session;
+use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
 use crate::executor::gather::Combine;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::MessageBuilder;
 use crate::router::plan::{Keys, StatementKind};
 use crate::router::route::{self as routing, Params};
+use bytes::BytesMut;
 
 pub(super) struct Multi {
     pub(super) shards: Vec<ShardId>,

@@ -1,8 +1,11 @@
 //! Client statements naming three-level NoSQL tables (`a.b.c`) are handled as if the client
 //! had written the name the shards know (`a."b.c"`): see [`crate::sql::nested_names`].
 
-use super::{BytesMut, ClientFrame, Frame, MessageBuilder, Session, SessionError};
+use super::{Session, SessionError};
+use crate::frontend::statements::ClientFrame;
+use crate::protocol::{Frame, MessageBuilder};
 use crate::sql::nested_names::rewrite_nested_names;
+use bytes::BytesMut;
 
 impl Session {
     /// A Query or Parse frame with its grandchild names rewritten; `None` when it has none

@@ -2,9 +2,11 @@
 //! made without a wait.
 
 use super::{
-    consume, reserve_for_read, ClientSocket, Event, Pin, Poll, Session, SessionError, HIGH_WATER,
-    TURNS_BEFORE_YIELD,
+    consume, reserve_for_read, Event, Session, SessionError, HIGH_WATER, TURNS_BEFORE_YIELD,
 };
+use crate::frontend::socket::ClientSocket;
+use std::pin::Pin;
+use std::task::Poll;
 use tokio::io::AsyncWrite;
 
 impl Session {

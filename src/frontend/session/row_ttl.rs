@@ -1,12 +1,15 @@
 //! Client statements with Oracle NoSQL's `SET TTL` clause are handled as if the client had
 //! written the statement on the table's data table: see [`crate::ddl::row_ttl`].
 
-use super::{
-    BytesMut, ClientFrame, Frame, FrontendError, MessageBuilder, Session, SessionError, SqlState,
-};
+use super::{Session, SessionError};
 use crate::client_error::ClientError;
 use crate::ddl::model::QualifiedName;
 use crate::ddl::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
+use crate::frontend::statements::ClientFrame;
+use crate::frontend::FrontendError;
+use crate::protocol::{Frame, MessageBuilder};
+use bytes::BytesMut;
+use tokio_postgres::error::SqlState;
 
 /// How often one statement may ask for columns: DDL of another session can drop them between
 /// the fetch and their use.

@@ -3,8 +3,12 @@
 //! savepoints right after its BEGIN, so `ROLLBACK TO s` undoes the same work everywhere: on a
 //! shard that joined after `s`, all of it.
 
-use super::{may_start_with, quote_ident, ClientFrame, Session, SessionError, TxStatus};
+use super::{Session, SessionError};
+use crate::frontend::statements::ClientFrame;
+use crate::protocol::TxStatus;
 use crate::sql::classify::leading_words_and_rest;
+use crate::sql::classify::may_start_with;
+use crate::sql::quote::quote_ident;
 
 /// A savepoint statement, with the savepoint's name as PostgreSQL folds it.
 #[derive(Debug, PartialEq, Eq)]

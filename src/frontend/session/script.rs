@@ -10,13 +10,17 @@
 //! when several shards wrote) after the last, or rolls back after an error: its answers never
 //! reach the client, a failed commit's error does.
 
-use super::{
-    consume, protocol, reserve_for_read, BytesMut, ClientSocket, Frame, FrontendError,
-    MessageBuilder, ReadArm, Session, SessionError, SqlState, TxStatus, HIGH_WATER,
-};
+use super::{consume, reserve_for_read, Session, SessionError, HIGH_WATER};
+use crate::backend::readiness::ReadArm;
 use crate::client_error::ClientError;
+use crate::frontend::socket::ClientSocket;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{Frame, MessageBuilder, TxStatus};
 use crate::sql::script::{self, Control};
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_postgres::error::SqlState;
 
 /// Where the string's transaction stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

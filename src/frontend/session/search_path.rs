@@ -2,9 +2,13 @@
 //! shards will (`sql::search_path` says which statements it can follow). `None` stands for the
 //! proxy's default path, whose plans every such session shares.
 
-use super::{Arc, ServerCtx, Session, Settings, TxStatus};
+use super::Session;
+use crate::backend::Settings;
+use crate::frontend::context::ServerCtx;
+use crate::protocol::TxStatus;
 use crate::router::SearchPath;
 use crate::sql::search_path::{change_of, split_setting, PathChange};
+use std::sync::Arc;
 
 impl Session {
     /// The path the client's startup packet gave, if any.

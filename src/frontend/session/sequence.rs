@@ -4,13 +4,16 @@
 
 use std::collections::HashMap;
 
-use super::{
-    protocol, BytesMut, Frame, FrontendError, MessageBuilder, Pending, Session, SessionError,
-};
+use super::{Session, SessionError};
 use crate::catalog::TableId;
 use crate::client_error::ClientError;
 use crate::executor::gather;
+use crate::frontend::pipeline::Pending;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{Frame, MessageBuilder};
 use crate::router::plan::{SequenceCall, SequenceFunction};
+use bytes::BytesMut;
 
 /// PostgreSQL's type OID of `nextval`'s result, int8.
 const INT8_OID: i32 = 20;

@@ -1,6 +1,7 @@
 //! A session's run-time settings on its backend connections.
 
-use super::{quote_ident, quote_literal, Settings};
+use crate::backend::Settings;
+use crate::sql::quote::{quote_ident, quote_literal};
 
 /// The client's settings: what its connections must carry, and what RESET goes back to.
 pub(super) struct ClientSettings {

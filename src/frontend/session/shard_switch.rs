@@ -9,11 +9,17 @@
 //! and Sync reach the parked connections before the current one answers the client; a COMMIT
 //! of a block that spans shards is the proxy's own (`commit.rs`: two-phase commit).
 
-use super::{
-    first_keyword, keyword, may_start_with, protocol, reserve_for_read, BackendError, BytesMut,
-    ClientFrame, Frame, MessageBuilder, Pending, ReadArm, Session, SessionError, ShardId, TxStatus,
-};
+use super::{reserve_for_read, Session, SessionError};
+use crate::backend::readiness::ReadArm;
+use crate::backend::BackendError;
+use crate::catalog::ShardId;
+use crate::frontend::pipeline::Pending;
+use crate::frontend::statements::ClientFrame;
+use crate::protocol;
+use crate::protocol::{Frame, MessageBuilder, TxStatus};
 use crate::sql::classify::leading_keywords;
+use crate::sql::classify::{first_keyword, keyword, may_start_with};
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the Sync that ends a batch does to each shard's part of it.

@@ -3,12 +3,17 @@
 //! PostgreSQL's FATAL, as the functions do to a backend on one PostgreSQL. Other pids are the
 //! shards' processes, and the call goes to a shard like any statement.
 
-use super::{
-    protocol, Arc, BytesMut, CancelSlot, FrontendError, MessageBuilder, ServerCtx, Session,
-    Severity, ShardId,
-};
+use super::Session;
+use crate::catalog::ShardId;
 use crate::client_error::ClientError;
+use crate::frontend::cancel::CancelSlot;
+use crate::frontend::context::ServerCtx;
+use crate::frontend::FrontendError;
+use crate::protocol;
+use crate::protocol::{MessageBuilder, Severity};
 use crate::sql::signal::{signal_call, Signal, SignalCall};
+use bytes::BytesMut;
+use std::sync::Arc;
 
 /// PostgreSQL's type OID of the functions' result, bool.
 const BOOL_OID: i32 = 16;

@@ -8,7 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{FrontendError, Session, ShardLink};
+use super::Session;
+use crate::executor::participants::ShardLink;
+use crate::frontend::FrontendError;
 
 /// Which limit a wait ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

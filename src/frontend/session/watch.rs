@@ -8,7 +8,12 @@ use std::time::{Duration, Instant};
 use super::timeouts::Expiry;
 
 use super::socket::HangupWatch;
-use super::{signal, Arc, CancelSlot, ClientSaid, Future, Poll, ServerCtx, SessionError};
+use super::{signal, ClientSaid, SessionError};
+use crate::frontend::cancel::CancelSlot;
+use crate::frontend::context::ServerCtx;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
 
 /// How often a session whose client is gone cancels again what runs for it: the general path
 /// may start another statement after a cancel took effect (or after a wait for a connection).

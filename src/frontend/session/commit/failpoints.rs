@@ -4,8 +4,11 @@
 //! and the rest follow together. Without an armed point (and always without the feature) they
 //! are the plain calls.
 
-use super::{Answer, Gid, Session, SessionError, ShardId};
+use super::Answer;
+use crate::catalog::ShardId;
 use crate::failpoint::FailPoint;
+use crate::frontend::session::{Session, SessionError};
+use crate::txn::Gid;
 
 impl Session {
     /// [`Session::ask`] over `at`, split around `point`.

@@ -1,9 +1,12 @@
 //! The pieces of COPY FROM that read no session state: taking one row to its shard's buffer,
 //! and what a shard's first answer and later frames mean.
 
-use super::{
-    protocol, tag_count, BackendError, BytesMut, CopyError, Out, RowReader, Stop, Taken, TxStatus,
-};
+use super::{tag_count, Out, Stop};
+use crate::backend::BackendError;
+use crate::executor::copy::{CopyError, RowReader, Taken};
+use crate::protocol;
+use crate::protocol::TxStatus;
+use bytes::BytesMut;
 
 /// One row of a COPY FROM into a sharded table, to its shard's buffer (a header to every
 /// shard's).

@@ -1,11 +1,15 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
 use super::super::multi::ClientSink;
-use super::{
-    protocol, tag_count, BackendError, Bytes, BytesMut, ClientSocket, CopyFormat, CopyJob, Header,
-    MessageBuilder, Session, SessionError, TxStatus,
-};
+use super::{tag_count, CopyJob};
+use crate::backend::BackendError;
+use crate::executor::copy::{CopyFormat, Header};
 use crate::executor::gather;
+use crate::frontend::session::{Session, SessionError};
+use crate::frontend::socket::ClientSocket;
+use crate::protocol;
+use crate::protocol::{MessageBuilder, TxStatus};
+use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 
 /// The binary format's trailer, a field count of -1.

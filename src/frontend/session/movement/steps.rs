@@ -2,10 +2,16 @@
 //! step sent to all its shards at once, and the end of the statement's own block sent along
 //! with the last one.
 
-use super::{
-    add_returned, gather, movement, BTreeMap, Bytes, BytesMut, Failure, MoveError, Replies,
-    Session, SessionError, ShardId, TxStatus,
-};
+use super::{add_returned, Failure};
+use crate::catalog::ShardId;
+use crate::executor::gather;
+use crate::executor::gather::Replies;
+use crate::frontend::session::{Session, SessionError};
+use crate::movement;
+use crate::movement::MoveError;
+use crate::protocol::TxStatus;
+use bytes::{Bytes, BytesMut};
+use std::collections::BTreeMap;
 
 /// What a statement of a step's batch is, so its reply is read for what it means.
 pub(super) enum Expect {
