@@ -6,7 +6,7 @@
 //! merge exactly at execution (a numeric sum in binary, a column type it does not compare)
 //! goes to the general path instead.
 
-use super::*;
+use super::{LimitOption, Node, NodeEnum, SelectStmt, SetOperation, SortByDir, SortByNulls, SortKey, a_const, selected_column, strip_location};
 
 /// How the proxy merges one output column of a grouped read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

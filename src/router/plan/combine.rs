@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
-use super::*;
+use super::{ColumnSource, LimitOption, Node, NodeEnum, Plan, Planned, Refusal, Scope, SelectStmt, SetOperation, Table, TableId, conjuncts, plan_scoped, preserved_range_vars, resolve, resolve_name};
 use crate::sql::quote::quote_ident;
 
 /// A read the proxy answers by letting one PostgreSQL combine the shards' rows.

@@ -1,7 +1,7 @@
 //! Reads, updates and deletes: which rows of a family a statement can touch, from its WHERE
 //! clause and join conditions (key equalities, IN lists, ranges, arrays).
 
-use super::*;
+use super::{AExpr, AExprKind, Arc, BoolExprType, Constraint, JoinType, KeyTuple, KeyType, Keys, Merge, Node, NodeEnum, Operand, Plan, RangeEnd, Scope, ShardAnswers, ShardId, ShardedPlan, StatementKind, Table, TableKind, Use, Value, a_const, repeated_rows, resolve, unsupported};
 
 // ---------------------------------------------------------------------------------------------
 // Reads, updates and deletes: the key from the WHERE clause.

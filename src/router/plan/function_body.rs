@@ -12,7 +12,7 @@
 use pg_query::protobuf::{CreateFunctionStmt, DoStmt};
 
 use super::utility::strings;
-use super::*;
+use super::{Node, NodeEnum, Plan, Scope, Table, TableKind, unsupported, walk};
 
 /// The refusal of a function whose body names a sharded table, or names a duplicated table and
 /// may write (a data-modifying word anywhere in it).

@@ -3,7 +3,7 @@
 //! resolve to a recorded table outside schema `public`. Either would route the statement by
 //! the wrong table; both are refused.
 
-use super::*;
+use super::{Node, NodeEnum, Plan, Refusal, Scope, Table, resolve, walk, write_target};
 
 /// A recorded table outside schema `public` whose name the statement uses unqualified (not as
 /// a CTE's name), when the router reads unqualified names as `public`'s: the session's

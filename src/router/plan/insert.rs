@@ -1,6 +1,6 @@
 //! INSERT … VALUES: the sharding key of every row (constants, parameters, generated values).
 
-use super::*;
+use super::{Arc, ColumnSource, GeneratedInsert, KeyTuple, Keys, Merge, NodeEnum, Operand, Plan, Planned, Refusal, Scope, ShardAnswers, ShardId, ShardedPlan, StatementKind, TableKind, insert_select, operand, resolve, sequence, unsupported};
 
 // ---------------------------------------------------------------------------------------------
 // INSERT: the key of every VALUES row.

@@ -12,7 +12,7 @@
 use pg_query::protobuf::{BoolExpr, BoolExprType, ResTarget, UpdateStmt};
 
 use super::insert_select::deparse_select;
-use super::*;
+use super::{Arc, ColumnDef, ColumnSource, KeyTuple, LimitOption, Node, NodeEnum, Operand, Planned, RangeVar, Scope, SelectStmt, SetOperation, Table, TableId, a_const, operand, unsupported};
 use crate::catalog::{KeyColumn, RowMovement};
 use crate::sql::quote::quote_ident;
 

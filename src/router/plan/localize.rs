@@ -2,7 +2,7 @@
 //! the plan does not depend on them: the literals the routing reads become references to the
 //! routed text's own.
 
-use super::*;
+use super::{Arc, Keys, Operand, Plan, sequence};
 
 impl Plan {
     /// Turns the constants at the offsets of `literals` (the plain literals of the planned

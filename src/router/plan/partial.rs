@@ -10,7 +10,7 @@
 //! input — `sum(sums)::numeric / sum(counts)::numeric` is the same call on the same values;
 //! a DISTINCT aggregate sees the distinct values, which the shards group by.
 
-use super::*;
+use super::{AGGREGATES, LimitOption, Node, NodeEnum, RangeVar, SelectStmt, SetOperation, a_const, strip_location, walk};
 
 /// The combining statement reads the partial rows from this table.
 pub const PARTIAL_TABLE: &str = "pg_temp.shardwire_partial";

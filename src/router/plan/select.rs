@@ -1,7 +1,7 @@
 //! Reads over several shards: what the streaming merge needs (ORDER BY keys, hidden sort
 //! columns, LIMIT/OFFSET) and what it cannot do yet.
 
-use super::*;
+use super::{AExpr, AExprKind, Arc, LimitOption, Merge, Node, NodeEnum, Plan, Scope, SelectStmt, SetOperation, ShardId, SortByDir, SortByNulls, SortKey, StatementKind, Table, TableKind, a_const, column_fields, plan_filtered, preserved_range_vars, resolve, unsupported, walk};
 
 pub(super) fn plan_select(
     s: &SelectStmt,

@@ -4,7 +4,7 @@
 //! the shards' own copies of the sequence never advance: a call of one must be answered by the
 //! proxy (a statement of its own) or refused, never sent to a shard.
 
-use super::*;
+use super::{ColumnSource, Node, NodeEnum, Plan, Planned, Scope, SelectStmt, SetOperation, Table, TableId, TableKind, a_const, resolve, unsupported, walk};
 
 /// What a sequence call asks for, among those the proxy answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

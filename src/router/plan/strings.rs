@@ -1,7 +1,7 @@
 //! Query strings with several statements: sent whole when they all go to one shard, run as a
 //! script otherwise; the proxy's own statements among them are refused.
 
-use super::*;
+use super::{Node, NodeEnum, Plan, ShardId, unsupported};
 
 /// A statement of a query string with several that the proxy answers or runs itself only as a
 /// statement of its own (admin SHOW, sharding DDL), refused with what to do instead.

@@ -10,7 +10,7 @@
 
 use pg_query::protobuf::{ConstrType, GrantTargetType, ObjectType, ReindexObjectType};
 
-use super::*;
+use super::{Arc, Node, NodeEnum, Plan, RangeVar, Scope, ShardId, Table, function_body, resolve, resolve_name, unsupported};
 
 /// What every shard holding the tables does with a utility statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
