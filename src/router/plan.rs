@@ -7,16 +7,12 @@
 
 use std::sync::Arc;
 
-use pg_query::protobuf::{
-    a_const, AExpr, AExprKind, BoolExprType, JoinType, LimitOption, Node, RangeVar, SelectStmt,
-    SetOperation, SortByDir, SortByNulls,
-};
+use pg_query::protobuf::{Node, RangeVar};
 use pg_query::NodeEnum;
 use tokio_postgres::error::SqlState;
 
 use crate::client_error::ClientError;
 
-use super::hash::KeyType;
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
 mod aggregate;
@@ -47,7 +43,6 @@ use insert::*;
 pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
 pub use partial::{PartialPlan, PARTIAL_TABLE};
-use row_origin::{preserved_range_vars, repeated_rows};
 pub use scope::Scope;
 use scope::{resolve, resolve_name};
 use select::*;

@@ -6,7 +6,12 @@
 //! merge exactly at execution (a numeric sum in binary, a column type it does not compare)
 //! goes to the general path instead.
 
-use super::{LimitOption, Node, NodeEnum, SelectStmt, SetOperation, SortByDir, SortByNulls, SortKey, a_const, selected_column, strip_location};
+use super::select::{selected_column, strip_location};
+use super::SortKey;
+use pg_query::protobuf::{
+    a_const, LimitOption, Node, SelectStmt, SetOperation, SortByDir, SortByNulls,
+};
+use pg_query::NodeEnum;
 
 /// How the proxy merges one output column of a grouped read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

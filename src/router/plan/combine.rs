@@ -8,8 +8,14 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
-use super::{ColumnSource, LimitOption, Node, NodeEnum, Plan, Planned, Refusal, Scope, SelectStmt, SetOperation, Table, TableId, conjuncts, plan_scoped, preserved_range_vars, resolve, resolve_name};
+use super::conditions::conjuncts;
+use super::row_origin::preserved_range_vars;
+use super::scope::{resolve, resolve_name, Scope};
+use super::{plan_scoped, ColumnSource, Plan, Planned, Refusal};
+use crate::catalog::{Table, TableId};
 use crate::sql::quote::quote_ident;
+use pg_query::protobuf::{LimitOption, Node, SelectStmt, SetOperation};
+use pg_query::NodeEnum;
 
 /// A read the proxy answers by letting one PostgreSQL combine the shards' rows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,17 @@
 //! Reads, updates and deletes: which rows of a family a statement can touch, from its WHERE
 //! clause and join conditions (key equalities, IN lists, ranges, arrays).
 
-use super::{AExpr, AExprKind, Arc, BoolExprType, Constraint, JoinType, KeyTuple, KeyType, Keys, Merge, Node, NodeEnum, Operand, Plan, RangeEnd, Scope, ShardAnswers, ShardId, ShardedPlan, StatementKind, Table, TableKind, Use, Value, a_const, repeated_rows, resolve, unsupported};
+use super::row_origin::repeated_rows;
+use super::scope::{resolve, Scope};
+use super::{
+    unsupported, Constraint, KeyTuple, Keys, Merge, Operand, Plan, RangeEnd, ShardAnswers,
+    ShardedPlan, StatementKind, Use, Value,
+};
+use crate::catalog::{ShardId, Table, TableKind};
+use crate::router::hash::KeyType;
+use pg_query::protobuf::{a_const, AExpr, AExprKind, BoolExprType, JoinType, Node};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
 // Reads, updates and deletes: the key from the WHERE clause.

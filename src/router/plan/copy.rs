@@ -7,8 +7,10 @@ use std::sync::Arc;
 use pg_query::protobuf::{CopyStmt, Node};
 use pg_query::NodeEnum;
 
+use super::scope::resolve;
+use super::select::plan_select;
 use super::Scope;
-use super::{plan_select, resolve, unsupported, ColumnSource, Plan, Planned, ShardedPlan};
+use super::{unsupported, ColumnSource, Plan, Planned, ShardedPlan};
 use crate::catalog::{ShardId, Table, TableId, TableKind};
 use crate::model::ROWS_SCHEMA_SUFFIX;
 use crate::sql::quote::quote_ident;

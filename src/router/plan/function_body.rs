@@ -11,8 +11,13 @@
 
 use pg_query::protobuf::{CreateFunctionStmt, DoStmt};
 
+use super::scope::Scope;
 use super::utility::strings;
-use super::{Node, NodeEnum, Plan, Scope, Table, TableKind, unsupported, walk};
+use super::walk::walk;
+use super::{unsupported, Plan};
+use crate::catalog::{Table, TableKind};
+use pg_query::protobuf::Node;
+use pg_query::NodeEnum;
 
 /// The refusal of a function whose body names a sharded table, or names a duplicated table and
 /// may write (a data-modifying word anywhere in it).

@@ -3,7 +3,12 @@
 //! resolve to a recorded table outside schema `public`. Either would route the statement by
 //! the wrong table; both are refused.
 
-use super::{Node, NodeEnum, Plan, Refusal, Scope, Table, resolve, walk, write_target};
+use super::scope::{resolve, Scope};
+use super::walk::walk;
+use super::{write_target, Plan, Refusal};
+use crate::catalog::Table;
+use pg_query::protobuf::Node;
+use pg_query::NodeEnum;
 
 /// A recorded table outside schema `public` whose name the statement uses unqualified (not as
 /// a CTE's name), when the router reads unqualified names as `public`'s: the session's

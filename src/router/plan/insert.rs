@@ -1,6 +1,14 @@
 //! INSERT … VALUES: the sharding key of every row (constants, parameters, generated values).
 
-use super::{Arc, ColumnSource, GeneratedInsert, KeyTuple, Keys, Merge, NodeEnum, Operand, Plan, Planned, Refusal, Scope, ShardAnswers, ShardId, ShardedPlan, StatementKind, TableKind, insert_select, operand, resolve, sequence, unsupported};
+use super::conditions::operand;
+use super::scope::{resolve, Scope};
+use super::{
+    insert_select, sequence, unsupported, ColumnSource, GeneratedInsert, KeyTuple, Keys, Merge,
+    Operand, Plan, Planned, Refusal, ShardAnswers, ShardedPlan, StatementKind,
+};
+use crate::catalog::{ShardId, TableKind};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
 // INSERT: the key of every VALUES row.

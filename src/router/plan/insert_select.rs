@@ -7,10 +7,11 @@ use std::sync::Arc;
 use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
 use pg_query::NodeEnum;
 
+use super::conditions::{top_level_uses, using_columns, Slots};
 use super::Scope;
 use super::{
-    plan_one, top_level_uses, unsupported, using_columns, ColumnSource, Keys, Merge, Plan, Planned,
-    ShardAnswers, ShardedPlan, Slots, StatementKind,
+    plan_one, unsupported, ColumnSource, Keys, Merge, Plan, Planned, ShardAnswers, ShardedPlan,
+    StatementKind,
 };
 use crate::catalog::{ShardId, Table};
 

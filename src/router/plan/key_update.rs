@@ -11,10 +11,16 @@
 
 use pg_query::protobuf::{BoolExpr, BoolExprType, ResTarget, UpdateStmt};
 
+use super::conditions::operand;
 use super::insert_select::deparse_select;
-use super::{Arc, ColumnDef, ColumnSource, KeyTuple, LimitOption, Node, NodeEnum, Operand, Planned, RangeVar, Scope, SelectStmt, SetOperation, Table, TableId, a_const, operand, unsupported};
+use super::scope::Scope;
+use super::{unsupported, ColumnDef, ColumnSource, KeyTuple, Operand, Planned};
 use crate::catalog::{KeyColumn, RowMovement};
+use crate::catalog::{Table, TableId};
 use crate::sql::quote::quote_ident;
+use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 /// The statements of a sharding-key UPDATE of a family root.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! the plan does not depend on them: the literals the routing reads become references to the
 //! routed text's own.
 
-use super::{Arc, Keys, Operand, Plan, sequence};
+use super::{sequence, Keys, Operand, Plan};
+use std::sync::Arc;
 
 impl Plan {
     /// Turns the constants at the offsets of `literals` (the plain literals of the planned

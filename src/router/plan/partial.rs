@@ -10,7 +10,10 @@
 //! input — `sum(sums)::numeric / sum(counts)::numeric` is the same call on the same values;
 //! a DISTINCT aggregate sees the distinct values, which the shards group by.
 
-use super::{AGGREGATES, LimitOption, Node, NodeEnum, RangeVar, SelectStmt, SetOperation, a_const, strip_location, walk};
+use super::select::{strip_location, AGGREGATES};
+use super::walk::walk;
+use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
+use pg_query::NodeEnum;
 
 /// The combining statement reads the partial rows from this table.
 pub const PARTIAL_TABLE: &str = "pg_temp.shardwire_partial";

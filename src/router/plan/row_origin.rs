@@ -25,7 +25,7 @@
 use pg_query::protobuf::{JoinType, Node, RangeVar};
 use pg_query::NodeEnum;
 
-use super::{resolve, Scope};
+use super::scope::{resolve, Scope};
 use crate::catalog::TableKind;
 
 /// What the rows of one FROM item hold.

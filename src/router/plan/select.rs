@@ -1,7 +1,17 @@
 //! Reads over several shards: what the streaming merge needs (ORDER BY keys, hidden sort
 //! columns, LIMIT/OFFSET) and what it cannot do yet.
 
-use super::{AExpr, AExprKind, Arc, LimitOption, Merge, Node, NodeEnum, Plan, Scope, SelectStmt, SetOperation, ShardId, SortByDir, SortByNulls, SortKey, StatementKind, Table, TableKind, a_const, column_fields, plan_filtered, preserved_range_vars, resolve, unsupported, walk};
+use super::conditions::{column_fields, plan_filtered};
+use super::row_origin::preserved_range_vars;
+use super::scope::{resolve, Scope};
+use super::walk::walk;
+use super::{unsupported, Merge, Plan, SortKey, StatementKind};
+use crate::catalog::{ShardId, Table, TableKind};
+use pg_query::protobuf::{
+    a_const, AExpr, AExprKind, LimitOption, Node, SelectStmt, SetOperation, SortByDir, SortByNulls,
+};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 pub(super) fn plan_select(
     s: &SelectStmt,

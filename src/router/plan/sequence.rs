@@ -4,7 +4,12 @@
 //! the shards' own copies of the sequence never advance: a call of one must be answered by the
 //! proxy (a statement of its own) or refused, never sent to a shard.
 
-use super::{ColumnSource, Node, NodeEnum, Plan, Planned, Scope, SelectStmt, SetOperation, Table, TableId, TableKind, a_const, resolve, unsupported, walk};
+use super::scope::{resolve, Scope};
+use super::walk::walk;
+use super::{unsupported, ColumnSource, Plan, Planned};
+use crate::catalog::{Table, TableId, TableKind};
+use pg_query::protobuf::{a_const, Node, SelectStmt, SetOperation};
+use pg_query::NodeEnum;
 
 /// What a sequence call asks for, among those the proxy answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,10 @@
 //! Query strings with several statements: sent whole when they all go to one shard, run as a
 //! script otherwise; the proxy's own statements among them are refused.
 
-use super::{Node, NodeEnum, Plan, ShardId, unsupported};
+use super::{unsupported, Plan};
+use crate::catalog::ShardId;
+use pg_query::protobuf::Node;
+use pg_query::NodeEnum;
 
 /// A statement of a query string with several that the proxy answers or runs itself only as a
 /// statement of its own (admin SHOW, sharding DDL), refused with what to do instead.

@@ -10,7 +10,12 @@
 
 use pg_query::protobuf::{ConstrType, GrantTargetType, ObjectType, ReindexObjectType};
 
-use super::{Arc, Node, NodeEnum, Plan, RangeVar, Scope, ShardId, Table, function_body, resolve, resolve_name, unsupported};
+use super::scope::{resolve, resolve_name, Scope};
+use super::{function_body, unsupported, Plan};
+use crate::catalog::{ShardId, Table};
+use pg_query::protobuf::{Node, RangeVar};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 /// What every shard holding the tables does with a utility statement.
 #[derive(Debug, Clone, PartialEq, Eq)]

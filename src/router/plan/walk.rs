@@ -1,6 +1,8 @@
 //! Walking PostgreSQL's parse tree: every table a statement names, at any depth.
 
-use super::{Node, NodeEnum, RangeVar, SelectStmt, write_target};
+use super::write_target;
+use pg_query::protobuf::{Node, RangeVar, SelectStmt};
+use pg_query::NodeEnum;
 
 pub(super) fn collect_range_vars<'a>(node: &'a Node, out: &mut Vec<&'a RangeVar>) {
     // DML targets and COPY's table are RangeVars held directly, not as nodes.
