@@ -5,6 +5,7 @@
 //! A plan holds no values of Bind parameters, so one plan serves every execution of a prepared
 //! statement; [`super::route`] combines it with the values.
 
+use crate::sql::deparse::deparse;
 use std::sync::Arc;
 
 use pg_query::protobuf::{Node, RangeVar};
@@ -460,15 +461,11 @@ fn plan_explain(
             && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
                 Some(NodeEnum::Integer(i)) if i.ival == 0))
     });
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(query.clone())),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    let sql = match pg_query::deparse(&tree, Default::default()) {
+    let explained = query
+        .node
+        .clone()
+        .ok_or_else(|| "an empty statement".to_string());
+    let sql = match explained.and_then(deparse) {
         Ok(s) => s,
         Err(e) => {
             return Planned::Plan(unsupported(format!(

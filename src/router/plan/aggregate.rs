@@ -8,6 +8,7 @@
 
 use super::select::{selected_column, strip_location};
 use super::SortKey;
+use crate::sql::deparse::deparse;
 use pg_query::protobuf::{
     a_const, LimitOption, Node, SelectStmt, SetOperation, SortByDir, SortByNulls,
 };
@@ -154,17 +155,7 @@ pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
     shard.limit_count = None;
     shard.limit_offset = None;
     shard.limit_option = LimitOption::Default as i32;
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::SelectStmt(Box::new(shard))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    let deparsed = pg_query::deparse(&tree, Default::default()).ok()?;
+    let deparsed = deparse(NodeEnum::SelectStmt(Box::new(shard))).ok()?;
     let (shard_sql, params) = crate::sql::params::renumber(&deparsed).ok()?;
     Some(AggregateMerge {
         shard_sql,

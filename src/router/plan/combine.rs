@@ -4,6 +4,7 @@
 //! evaluates every expression, aggregate, join, sort and set operation, so the answer is the
 //! one a single PostgreSQL holding all the rows would give.
 
+use crate::sql::deparse::deparse;
 use std::collections::HashMap;
 
 use serde_json::Value as Json;
@@ -443,17 +444,7 @@ fn deparse_expr(expr: &Node) -> Result<String, String> {
         op: SetOperation::SetopNone as i32,
         ..Default::default()
     };
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::SelectStmt(Box::new(stmt))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    let text = pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())?;
+    let text = deparse(NodeEnum::SelectStmt(Box::new(stmt)))?;
     text.strip_prefix("SELECT ")
         .map(str::to_string)
         .ok_or_else(|| format!("unexpected deparse: {text}"))

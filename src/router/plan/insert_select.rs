@@ -14,6 +14,7 @@ use super::{
     StatementKind,
 };
 use crate::catalog::{ShardId, Table};
+use crate::sql::deparse::deparse;
 
 /// An INSERT … SELECT the proxy runs in two steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,17 +155,7 @@ fn colocated(select: &SelectStmt, key_positions: &[usize], snapshot: &Scope) -> 
 }
 
 pub(super) fn deparse_select(select: &SelectStmt) -> Result<String, String> {
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::SelectStmt(Box::new(select.clone()))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())
+    deparse(NodeEnum::SelectStmt(Box::new(select.clone())))
 }
 
 /// The INSERT's text around its rows: with a one-row `VALUES ($1)` in place of the SELECT,
@@ -188,17 +179,7 @@ fn insert_parts(insert: &InsertStmt) -> Result<(String, String), String> {
             ..Default::default()
         }))),
     }));
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::InsertStmt(Box::new(stmt))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    let text = pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())?;
+    let text = deparse(NodeEnum::InsertStmt(Box::new(stmt)))?;
     let marker = "VALUES ($1)";
     let at = text
         .find(marker)

@@ -17,6 +17,7 @@ use super::scope::Scope;
 use super::{unsupported, ColumnDef, ColumnSource, KeyTuple, Operand, Planned};
 use crate::catalog::{KeyColumn, RowMovement};
 use crate::catalog::{Table, TableId};
+use crate::sql::deparse::deparse;
 use crate::sql::quote::quote_ident;
 use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
 use pg_query::NodeEnum;
@@ -454,17 +455,7 @@ fn restricted_update(u: &UpdateStmt, q: &str, client_params: usize) -> Result<St
 }
 
 fn deparse_update(stmt: UpdateStmt) -> Result<String, String> {
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::UpdateStmt(Box::new(stmt))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    pg_query::deparse(&tree, Default::default()).map_err(|e| e.to_string())
+    deparse(NodeEnum::UpdateStmt(Box::new(stmt)))
 }
 
 fn plain_select() -> SelectStmt {

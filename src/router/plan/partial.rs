@@ -12,6 +12,7 @@
 
 use super::select::{strip_location, AGGREGATES};
 use super::walk::walk;
+use crate::sql::deparse::deparse;
 use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
 use pg_query::NodeEnum;
 
@@ -615,15 +616,5 @@ fn parse_expr(sql: &str) -> Option<Node> {
 }
 
 fn deparse_select(s: SelectStmt) -> Option<String> {
-    let tree = pg_query::protobuf::ParseResult {
-        version: 0,
-        stmts: vec![pg_query::protobuf::RawStmt {
-            stmt: Some(Box::new(Node {
-                node: Some(NodeEnum::SelectStmt(Box::new(s))),
-            })),
-            stmt_location: 0,
-            stmt_len: 0,
-        }],
-    };
-    pg_query::deparse(&tree, Default::default()).ok()
+    deparse(NodeEnum::SelectStmt(Box::new(s))).ok()
 }

@@ -7,6 +7,7 @@ use super::scope::{resolve, Scope};
 use super::walk::walk;
 use super::{unsupported, Merge, Plan, SortKey, StatementKind};
 use crate::catalog::{ShardId, Table, TableKind};
+use crate::sql::deparse::deparse;
 use pg_query::protobuf::{
     a_const, AExpr, AExprKind, LimitOption, Node, SelectStmt, SetOperation, SortByDir, SortByNulls,
 };
@@ -318,19 +319,8 @@ pub(super) fn merge_of(s: &SelectStmt, local: bool) -> Result<Merge, String> {
         }
     }
     let shard_sql = if rewritten {
-        let tree = pg_query::protobuf::ParseResult {
-            // The deparser reads only the statements.
-            version: 0,
-            stmts: vec![pg_query::protobuf::RawStmt {
-                stmt: Some(Box::new(Node {
-                    node: Some(NodeEnum::SelectStmt(Box::new(stmt))),
-                })),
-                stmt_location: 0,
-                stmt_len: 0,
-            }],
-        };
         Some(
-            pg_query::deparse(&tree, Default::default())
+            deparse(NodeEnum::SelectStmt(Box::new(stmt)))
                 .map_err(|e| format!("cannot rewrite the query for the shards: {e}"))?,
         )
     } else {
