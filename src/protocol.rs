@@ -299,6 +299,68 @@ pub fn empty_message(tag: u8) -> Bytes {
     Bytes::from_static(&EMPTY_MESSAGES[tag as usize])
 }
 
+/// The extended-protocol messages the proxy sends a shard, appended to one buffer. Statement
+/// names are given ("" for the unnamed statement); the portal is always the unnamed one.
+pub struct Extended<'a>(&'a mut BytesMut);
+
+/// A Parse's tail that declares no parameter types.
+pub const NO_PARAM_TYPES: &[u8] = &[0, 0];
+/// A Bind's tail with no parameters and no result formats (all results in text).
+pub const BIND_NOTHING: &[u8] = &[0, 0, 0, 0, 0, 0];
+
+impl<'a> Extended<'a> {
+    pub fn new(out: &'a mut BytesMut) -> Extended<'a> {
+        Extended(out)
+    }
+
+    /// Parse of `sql` as `statement`; `param_types` is the message's tail: a count, then that
+    /// many type OIDs.
+    pub fn parse(&mut self, statement: &[u8], sql: &[u8], param_types: &[u8]) -> &mut Self {
+        MessageBuilder::new(self.0, b'P')
+            .cstr(statement)
+            .cstr(sql)
+            .bytes(param_types)
+            .finish();
+        self
+    }
+
+    /// Bind of `statement` to the unnamed portal; `tail` is the message's tail: parameter
+    /// formats, values and result formats as a Bind carries them.
+    pub fn bind(&mut self, statement: &[u8], tail: &[u8]) -> &mut Self {
+        MessageBuilder::new(self.0, b'B')
+            .cstr(b"")
+            .cstr(statement)
+            .bytes(tail)
+            .finish();
+        self
+    }
+
+    /// Describe of the unnamed portal.
+    pub fn describe_portal(&mut self) -> &mut Self {
+        MessageBuilder::new(self.0, b'D')
+            .u8(b'P')
+            .cstr(b"")
+            .finish();
+        self
+    }
+
+    /// Execute of the unnamed portal, all its rows.
+    pub fn execute(&mut self) -> &mut Self {
+        MessageBuilder::new(self.0, b'E').cstr(b"").i32(0).finish();
+        self
+    }
+
+    pub fn flush(&mut self) -> &mut Self {
+        flush(self.0);
+        self
+    }
+
+    pub fn sync(&mut self) -> &mut Self {
+        MessageBuilder::new(self.0, b'S').finish();
+        self
+    }
+}
+
 /// Flush: the backend sends what it has buffered, mid-batch.
 pub fn flush(out: &mut BytesMut) {
     MessageBuilder::new(out, b'H').finish();

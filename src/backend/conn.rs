@@ -392,11 +392,11 @@ fn parse_with_types(body: &[u8], types: &super::ShardTypes) -> Option<BytesMut> 
     let query_end = name_end + 1 + body[name_end + 1..].iter().position(|&c| c == 0)?;
     let params = types.from_first(&body[query_end + 1..])?;
     let mut out = BytesMut::with_capacity(body.len() + 5);
-    protocol::MessageBuilder::new(&mut out, b'P')
-        .cstr(&body[..name_end])
-        .cstr(&body[name_end + 1..query_end])
-        .bytes(&params)
-        .finish();
+    protocol::Extended::new(&mut out).parse(
+        &body[..name_end],
+        &body[name_end + 1..query_end],
+        &params,
+    );
     Some(out)
 }
 

@@ -3,9 +3,10 @@
 //! parameterised multi-row INSERT (values as text parameters, which the server reads with the
 //! target columns' input functions, as it would the SELECT's own output).
 
+use crate::protocol::{Extended, NO_PARAM_TYPES};
+use bytes::BufMut;
 use bytes::{Bytes, BytesMut};
 
-use crate::protocol::MessageBuilder;
 use crate::router::plan::InsertSelect;
 
 /// Parameters per statement at most (the protocol counts them in 16 bits).
@@ -36,41 +37,29 @@ pub fn batches(job: &InsertSelect, rows: &[Bytes]) -> BytesMut {
             sql.push(')');
         }
         sql.push_str(&job.insert_tail);
-        MessageBuilder::new(&mut out, b'P')
-            .cstr(b"")
-            .cstr(sql.as_bytes())
-            .i16(0)
-            .finish();
+        // No parameter formats (all text), the values, no result formats.
         let mut bind = BytesMut::new();
-        let mut m = MessageBuilder::new(&mut bind, b'B');
-        m.cstr(b"")
-            .cstr(b"")
-            .i16(0)
-            .i16((batch.len() * width) as i16);
+        bind.put_i16(0);
+        bind.put_i16((batch.len() * width) as i16);
         for row in batch {
             let values = super::gather::values(row);
             for c in 0..width {
                 match values.get(c).copied().flatten() {
                     Some(v) => {
-                        m.i32(v.len() as i32).bytes(v);
+                        bind.put_i32(v.len() as i32);
+                        bind.extend_from_slice(v);
                     }
-                    None => {
-                        m.i32(-1);
-                    }
+                    None => bind.put_i32(-1),
                 }
             }
         }
-        m.i16(0).finish();
-        out.extend_from_slice(&bind);
-        MessageBuilder::new(&mut out, b'D')
-            .u8(b'P')
-            .cstr(b"")
-            .finish();
-        MessageBuilder::new(&mut out, b'E')
-            .cstr(b"")
-            .i32(0)
-            .finish();
+        bind.put_i16(0);
+        Extended::new(&mut out)
+            .parse(b"", sql.as_bytes(), NO_PARAM_TYPES)
+            .bind(b"", &bind)
+            .describe_portal()
+            .execute();
     }
-    MessageBuilder::new(&mut out, b'S').finish();
+    Extended::new(&mut out).sync();
     out
 }

@@ -6,6 +6,7 @@
 //! connection already has is answered by the proxy; a Bind or Describe for one it lacks is
 //! preceded by a Parse the client never sees the answer to.
 
+use crate::protocol::Extended;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -442,9 +443,9 @@ fn write_parse(
     types: Option<&ShardTypes>,
 ) {
     let translated = types.and_then(|t| t.from_first(&statement.param_types));
-    MessageBuilder::new(out, b'P')
-        .cstr(name)
-        .cstr(&statement.query)
-        .bytes(translated.as_deref().unwrap_or(&statement.param_types))
-        .finish();
+    Extended::new(out).parse(
+        name,
+        &statement.query,
+        translated.as_deref().unwrap_or(&statement.param_types),
+    );
 }

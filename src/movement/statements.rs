@@ -5,13 +5,13 @@
 //! locking read, a generic plan: pruned at execution, where planning it for the parameters'
 //! values cost more than running it).
 
+use crate::protocol::Extended;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 
 use crate::backend::prepared::StatementText;
 use crate::backend::BackendConn;
-use crate::protocol::MessageBuilder;
 
 /// One parameter of a statement the proxy sends: format code and value (`None`: NULL).
 pub type Param<'a> = (i16, Option<&'a [u8]>);
@@ -44,16 +44,9 @@ impl Statements {
         describe: bool,
     ) {
         let out = self.messages();
-        MessageBuilder::new(out, b'P')
-            .cstr(b"")
-            .cstr(sql.as_bytes())
-            .bytes(counted(types))
-            .finish();
-        MessageBuilder::new(out, b'B')
-            .cstr(b"")
-            .cstr(b"")
-            .bytes(&bind_tail(params, result_formats))
-            .finish();
+        Extended::new(out)
+            .parse(b"", sql.as_bytes(), counted(types))
+            .bind(b"", &bind_tail(params, result_formats));
         describe_execute(out, describe);
     }
 
@@ -108,20 +101,16 @@ impl Statements {
                         Some(name) => name,
                         None => {
                             let name = conn.prepared.insert(text.clone());
-                            MessageBuilder::new(out, b'P')
-                                .cstr(name.as_bytes())
-                                .cstr(&text.query)
-                                .bytes(&text.param_types)
-                                .finish();
+                            Extended::new(out).parse(
+                                name.as_bytes(),
+                                &text.query,
+                                &text.param_types,
+                            );
                             fresh.push(text);
                             name
                         }
                     };
-                    MessageBuilder::new(out, b'B')
-                        .cstr(b"")
-                        .cstr(name.as_bytes())
-                        .bytes(&bind)
-                        .finish();
+                    Extended::new(out).bind(name.as_bytes(), &bind);
                     describe_execute(out, describe);
                 }
             }
@@ -171,8 +160,9 @@ fn bind_tail(params: &[Param<'_>], result_formats: &[u8]) -> BytesMut {
 }
 
 fn describe_execute(out: &mut BytesMut, describe: bool) {
+    let mut messages = Extended::new(out);
     if describe {
-        MessageBuilder::new(out, b'D').u8(b'P').cstr(b"").finish();
+        messages.describe_portal();
     }
-    MessageBuilder::new(out, b'E').cstr(b"").i32(0).finish();
+    messages.execute();
 }

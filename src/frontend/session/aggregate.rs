@@ -11,7 +11,7 @@ use crate::executor::merge::aggregate::{self, Merged};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::protocol;
-use crate::protocol::MessageBuilder;
+use crate::protocol::Extended;
 use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, StatementKind};
 use crate::router::route as routing;
 use bytes::BytesMut;
@@ -58,22 +58,12 @@ impl Session {
                 let values = routing::select_params(rest, &merge.params).ok()?;
                 let types = routing::select_param_types(&statement.param_types, &merge.params);
                 let mut m = BytesMut::new();
-                MessageBuilder::new(&mut m, b'P')
-                    .cstr(b"")
-                    .cstr(merge.shard_sql.as_bytes())
-                    .bytes(&types)
-                    .finish();
-                MessageBuilder::new(&mut m, b'B')
-                    .cstr(b"")
-                    .cstr(b"")
-                    .bytes(&values)
-                    .finish();
-                MessageBuilder::new(&mut m, b'D')
-                    .u8(b'P')
-                    .cstr(b"")
-                    .finish();
-                MessageBuilder::new(&mut m, b'E').cstr(b"").i32(0).finish();
-                MessageBuilder::new(&mut m, b'S').finish();
+                Extended::new(&mut m)
+                    .parse(b"", merge.shard_sql.as_bytes(), &types)
+                    .bind(b"", &values)
+                    .describe_portal()
+                    .execute()
+                    .sync();
                 let bound = BoundCombine {
                     portal: (*portal).into(),
                     param_types: statement.param_types.to_vec(),

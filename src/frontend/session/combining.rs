@@ -19,7 +19,8 @@ use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::FrontendError;
 use crate::protocol;
-use crate::protocol::{MessageBuilder, TxStatus};
+use crate::protocol::Extended;
+use crate::protocol::TxStatus;
 use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
 use crate::router::route::{self as routing, BindParts, Params};
 use crate::sql::quote::quote_literal;
@@ -561,26 +562,17 @@ fn declare_messages(
         .len();
     let mut values = values[..values.len() - result_formats].to_vec();
     values.extend_from_slice(&0i16.to_be_bytes());
-    let mut out = BytesMut::new();
-    let mut parse = MessageBuilder::new(&mut out, b'P');
-    parse
-        .cstr(b"")
-        .cstr(declare.as_bytes())
-        .i16(partial.params.len() as i16);
+    let mut types = Vec::with_capacity(2 + 4 * partial.params.len());
+    types.extend_from_slice(&(partial.params.len() as i16).to_be_bytes());
     for i in 0..partial.params.len() {
-        parse.i32(param_oids.get(i).copied().unwrap_or(0) as i32);
+        types.extend_from_slice(&param_oids.get(i).copied().unwrap_or(0).to_be_bytes());
     }
-    parse.finish();
-    MessageBuilder::new(&mut out, b'B')
-        .cstr(b"")
-        .cstr(b"")
-        .bytes(&values)
-        .finish();
-    MessageBuilder::new(&mut out, b'E')
-        .cstr(b"")
-        .i32(0)
-        .finish();
-    MessageBuilder::new(&mut out, b'S').finish();
+    let mut out = BytesMut::new();
+    Extended::new(&mut out)
+        .parse(b"", declare.as_bytes(), &types)
+        .bind(b"", &values)
+        .execute()
+        .sync();
     Ok(out)
 }
 
@@ -616,25 +608,12 @@ fn combining_param_types(
 /// Parse, Bind (the client's), Describe portal, Execute and Sync of the combining statement.
 fn combining_messages(sql: &str, param_types: &[u8], rest: &[u8]) -> BytesMut {
     let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'P')
-        .cstr(b"")
-        .cstr(sql.as_bytes())
-        .bytes(param_types)
-        .finish();
-    MessageBuilder::new(&mut out, b'B')
-        .cstr(b"")
-        .cstr(b"")
-        .bytes(rest)
-        .finish();
-    MessageBuilder::new(&mut out, b'D')
-        .u8(b'P')
-        .cstr(b"")
-        .finish();
-    MessageBuilder::new(&mut out, b'E')
-        .cstr(b"")
-        .i32(0)
-        .finish();
-    MessageBuilder::new(&mut out, b'S').finish();
+    Extended::new(&mut out)
+        .parse(b"", sql.as_bytes(), param_types)
+        .bind(b"", rest)
+        .describe_portal()
+        .execute()
+        .sync();
     out
 }
 

@@ -10,6 +10,7 @@ use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
 use crate::protocol;
+use crate::protocol::{Extended, BIND_NOTHING, NO_PARAM_TYPES};
 use crate::protocol::{Frame, MessageBuilder, TxStatus};
 use bytes::BytesMut;
 use tracing::Instrument;
@@ -584,22 +585,10 @@ pub(super) fn begin_messages() -> BytesMut {
 /// Parse, Bind and Execute of `sql` (no parameters, no Sync), to run ahead of a batch.
 pub(super) fn unnamed_statement(sql: &str) -> BytesMut {
     let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'P')
-        .cstr(b"")
-        .cstr(sql.as_bytes())
-        .i16(0)
-        .finish();
-    MessageBuilder::new(&mut out, b'B')
-        .cstr(b"")
-        .cstr(b"")
-        .i16(0)
-        .i16(0)
-        .i16(0)
-        .finish();
-    MessageBuilder::new(&mut out, b'E')
-        .cstr(b"")
-        .i32(0)
-        .finish();
+    Extended::new(&mut out)
+        .parse(b"", sql.as_bytes(), NO_PARAM_TYPES)
+        .bind(b"", BIND_NOTHING)
+        .execute();
     out
 }
 

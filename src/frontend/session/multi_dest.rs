@@ -8,8 +8,7 @@ use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
 use crate::executor::gather::Combine;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::MessageBuilder;
+use crate::protocol::Extended;
 use crate::router::plan::{Keys, StatementKind};
 use crate::router::route::{self as routing, Params};
 use bytes::BytesMut;
@@ -41,29 +40,16 @@ pub(super) fn portal_messages(
     (visible, hidden): (usize, usize),
 ) -> BytesMut {
     let mut out = BytesMut::new();
-    MessageBuilder::new(&mut out, b'P')
-        .cstr(b"")
-        .cstr(text)
-        .bytes(param_types)
-        .finish();
     let rest = routing::with_hidden_result_columns(rest, visible, hidden);
-    MessageBuilder::new(&mut out, b'B')
-        .cstr(b"")
-        .cstr(b"")
-        .bytes(&rest)
-        .finish();
-    MessageBuilder::new(&mut out, b'D')
-        .u8(b'P')
-        .cstr(b"")
-        .finish();
-    // The description comes back before the Execute has run: a slow shard must not hold up
-    // the BindComplete the client waits for.
-    protocol::flush(&mut out);
-    MessageBuilder::new(&mut out, b'E')
-        .cstr(b"")
-        .i32(0)
-        .finish();
-    protocol::flush(&mut out);
+    Extended::new(&mut out)
+        .parse(b"", text, param_types)
+        .bind(b"", &rest)
+        .describe_portal()
+        // The description comes back before the Execute has run: a slow shard must not hold
+        // up the BindComplete the client waits for.
+        .flush()
+        .execute()
+        .flush();
     out
 }
 

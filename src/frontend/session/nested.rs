@@ -3,6 +3,7 @@
 
 use super::{Session, SessionError};
 use crate::frontend::statements::ClientFrame;
+use crate::protocol::Extended;
 use crate::protocol::{Frame, MessageBuilder};
 use crate::sql::nested_names::rewrite_nested_names;
 use bytes::BytesMut;
@@ -44,11 +45,7 @@ impl Session {
                 let Some(query) = text(query) else {
                     return Ok(None);
                 };
-                MessageBuilder::new(&mut out, b'P')
-                    .cstr(name)
-                    .cstr(query.as_bytes())
-                    .bytes(types)
-                    .finish();
+                Extended::new(&mut out).parse(name, query.as_bytes(), types);
             }
             _ => return Ok(None),
         }

@@ -7,6 +7,7 @@ use crate::ddl::model::QualifiedName;
 use crate::ddl::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
 use crate::frontend::statements::ClientFrame;
 use crate::frontend::FrontendError;
+use crate::protocol::Extended;
 use crate::protocol::{Frame, MessageBuilder};
 use bytes::BytesMut;
 use tokio_postgres::error::SqlState;
@@ -84,11 +85,9 @@ impl Session {
                 None => MessageBuilder::new(&mut out, b'Q')
                     .cstr(rewritten.as_bytes())
                     .finish(),
-                Some((name, types)) => MessageBuilder::new(&mut out, b'P')
-                    .cstr(name)
-                    .cstr(rewritten.as_bytes())
-                    .bytes(types)
-                    .finish(),
+                Some((name, types)) => {
+                    Extended::new(&mut out).parse(name, rewritten.as_bytes(), types);
+                }
             }
             return Ok(Ok(Some(out)));
         }

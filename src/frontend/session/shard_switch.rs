@@ -16,7 +16,8 @@ use crate::catalog::ShardId;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::statements::ClientFrame;
 use crate::protocol;
-use crate::protocol::{Frame, MessageBuilder, TxStatus};
+use crate::protocol::Extended;
+use crate::protocol::{Frame, TxStatus};
 use crate::sql::classify::leading_keywords;
 use crate::sql::classify::{first_keyword, keyword, may_start_with};
 use bytes::BytesMut;
@@ -296,7 +297,7 @@ impl Session {
         }
         self.drain_current().await?;
         let mut sync = BytesMut::new();
-        MessageBuilder::new(&mut sync, b'S').finish();
+        Extended::new(&mut sync).sync();
         let mut held = super::multi::begin_messages();
         held.extend_from_slice(&sync);
         for i in 0..self.links.parked.len() {
