@@ -251,16 +251,24 @@ impl BackendConn {
         })
     }
 
-    /// Reads until at least one more complete frame is buffered, then returns it.
+    /// Reads until at least one more complete frame is buffered, then returns it. A
+    /// connection that fails to give one (closed, failed, or sending a malformed frame) is
+    /// marked broken: where its stream stands is unknown, so it goes back to no pool.
     pub async fn read_frame(&mut self) -> Result<Frame, BackendError> {
+        let read = self.next_frame().await;
+        if read.is_err() {
+            self.broken = true;
+        }
+        read
+    }
+
+    async fn next_frame(&mut self) -> Result<Frame, BackendError> {
         loop {
             self.translate_front_types();
             if let Some(f) = protocol::split_frame(&mut self.read_buf)? {
                 return Ok(f);
             }
-            let n = self.stream.read_buf(&mut self.read_buf).await?;
-            if n == 0 {
-                self.broken = true;
+            if self.stream.read_buf(&mut self.read_buf).await? == 0 {
                 return Err(BackendError::Closed);
             }
         }

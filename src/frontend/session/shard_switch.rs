@@ -247,13 +247,7 @@ impl Session {
         let mut settings = Vec::new();
         let mut failed = false;
         loop {
-            let f = match conn.read_frame().await {
-                Ok(f) => f,
-                Err(e) => {
-                    conn.broken = true;
-                    return Err(e.into());
-                }
-            };
+            let f = conn.read_frame().await?;
             match f.tag {
                 b'D' => {
                     let values = crate::executor::gather::values(&f.raw);

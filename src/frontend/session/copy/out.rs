@@ -94,13 +94,7 @@ impl Session {
             let conn = &mut p.conn.conn;
             let mut first_row = true;
             loop {
-                let f = match conn.read_frame().await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        conn.broken = true;
-                        return Err(e.into());
-                    }
-                };
+                let f = conn.read_frame().await?;
                 match f.tag {
                     b'H' if !started && error.is_none() => {
                         self.cout.extend_from_slice(&f.raw);
