@@ -3,12 +3,14 @@
 //! extended-protocol batch still holds on other shards. The multi-shard paths borrow the parked
 //! connections of the shards they run on and write back each shard's transaction status.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
 
+use super::gather::values;
 use crate::backend::readiness::ReadArm;
-use crate::backend::{BackendConn, CancelKey, Pooled, Pools};
+use crate::backend::{BackendConn, BackendError, CancelKey, Pooled, Pools};
 use crate::model::ShardId;
-use crate::protocol::TxStatus;
+use crate::protocol::{self, TxStatus};
 
 /// The connections a session holds. A field of the session, not behind a pointer: the hot loop
 /// reaches the current connection's socket, buffers and status at fixed offsets, with no look-up
@@ -263,6 +265,101 @@ impl ParkedLinks {
             .iter()
             .map(|p| (p.conn.shard, p.conn.conn.cancel))
             .collect()
+    }
+}
+
+/// What one connection answered to a statement of the proxy's own.
+pub struct Answer {
+    /// The first column of the first row, as text.
+    pub value: Option<Vec<u8>>,
+    /// The connection's ErrorResponse, as the client would get it.
+    pub error: Option<Bytes>,
+}
+
+impl ParkedLinks {
+    /// Sends `sql` to the links at `at` at once, then reads each answer up to its
+    /// ReadyForQuery, noting its transaction status. A lost connection fails the whole call.
+    pub async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, BackendError> {
+        self.ask_with(at, &|_| sql.to_owned()).await
+    }
+
+    /// [`ParkedLinks::ask`], each shard sent the statement `sql_of` gives for it.
+    pub async fn ask_with(
+        &mut self,
+        at: &[usize],
+        sql_of: &(dyn Fn(ShardId) -> String + Sync),
+    ) -> Result<Vec<Answer>, BackendError> {
+        self.ask_each_with(at, sql_of).await.into_iter().collect()
+    }
+
+    /// [`ParkedLinks::ask`], each connection on its own: a lost one is marked broken and its
+    /// error returned in its place, while the others are still asked and read.
+    pub async fn ask_each(&mut self, at: &[usize], sql: &str) -> Vec<Result<Answer, BackendError>> {
+        self.ask_each_with(at, &|_| sql.to_owned()).await
+    }
+
+    /// [`ParkedLinks::ask_each`], each shard sent the statement `sql_of` gives for it.
+    pub async fn ask_each_with(
+        &mut self,
+        at: &[usize],
+        sql_of: &(dyn Fn(ShardId) -> String + Sync),
+    ) -> Vec<Result<Answer, BackendError>> {
+        let shards: Vec<ShardId> = at.iter().map(|&i| self.links[i].shard()).collect();
+        let mut conns = self.conns_at(at);
+        let mut sent = Vec::with_capacity(conns.len());
+        for (conn, &shard) in conns.iter_mut().zip(&shards) {
+            let mut query = BytesMut::new();
+            protocol::query(&mut query, &sql_of(shard));
+            // A simple query drops the backend's unnamed statement.
+            conn.unnamed = None;
+            sent.push(conn.stream.write_all(&query).await);
+        }
+        let mut answers = Vec::with_capacity(conns.len());
+        for (conn, sent) in conns.iter_mut().zip(sent) {
+            answers.push(match sent {
+                Ok(()) => read_answer(conn).await,
+                Err(e) => {
+                    conn.broken = true;
+                    Err(e.into())
+                }
+            });
+        }
+        drop(conns);
+        at.iter()
+            .zip(answers)
+            .map(|(&i, answer)| {
+                answer.map(|(answer, status)| {
+                    self.links[i].tx_status = status;
+                    answer
+                })
+            })
+            .collect()
+    }
+}
+
+/// Reads a connection's answer to a simple query of the proxy's own, up to its ReadyForQuery.
+async fn read_answer(conn: &mut BackendConn) -> Result<(Answer, TxStatus), BackendError> {
+    let mut answer = Answer {
+        value: None,
+        error: None,
+    };
+    loop {
+        let f = conn.read_frame().await?;
+        match f.tag {
+            b'D' if answer.value.is_none() => {
+                answer.value = values(&f.raw)
+                    .first()
+                    .copied()
+                    .flatten()
+                    .map(<[u8]>::to_vec);
+            }
+            b'E' => {
+                answer.error.get_or_insert(f.raw);
+            }
+            b'S' => conn.note_parameter_status(f.body()),
+            b'Z' => return Ok((answer, TxStatus::of_ready(f.body()))),
+            _ => {}
+        }
     }
 }
 

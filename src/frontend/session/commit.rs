@@ -5,7 +5,6 @@
 //! every participant back; recovery settles what a crash leaves prepared.
 
 use super::{error_frame, Session, SessionError};
-use crate::backend::BackendError;
 use crate::catalog::ShardId;
 use crate::executor::gather;
 use crate::failpoint::{fail_point, FailPoint};
@@ -22,14 +21,6 @@ use std::time::Instant;
 use tokio_postgres::error::SqlState;
 
 mod failpoints;
-
-/// What one participant answered to a statement of the commit.
-pub(super) struct Answer {
-    /// The first column of the first row, as text.
-    value: Option<Vec<u8>>,
-    /// The participant's ErrorResponse, as the client would get it.
-    pub(super) error: Option<Bytes>,
-}
 
 /// How the block ended, for the client: the tag of its COMMIT, or the error that ended it.
 pub(super) type Ended = Result<&'static str, Bytes>;
@@ -174,7 +165,8 @@ impl Session {
         } else {
             "BEGIN".into()
         };
-        self.ask(at, &begin).await.map(drop)
+        self.links.parked.ask(at, &begin).await?;
+        Ok(())
     }
 
     /// Commits every parked participant of the block, atomically.
@@ -197,6 +189,8 @@ impl Session {
             self.links.parked[i].wrote = false;
         }
         let wrote = self
+            .links
+            .parked
             .ask(
                 &unknown,
                 "SELECT pg_current_xact_id_if_assigned() IS NOT NULL",
@@ -216,9 +210,9 @@ impl Session {
         }
         writers.sort_unstable();
         // Nothing a reader did can be lost: it commits first, plainly.
-        self.ask(&readers, "COMMIT").await?;
+        self.links.parked.ask(&readers, "COMMIT").await?;
         if writers.len() <= 1 {
-            let answers = self.ask(&writers, "COMMIT").await?;
+            let answers = self.links.parked.ask(&writers, "COMMIT").await?;
             return Ok(match answers.into_iter().find_map(|a| a.error) {
                 Some(error) => Err(error),
                 None => Ok("COMMIT"),
@@ -341,7 +335,7 @@ impl Session {
             return Ok(Err(error));
         }
         let at = self.links.parked.positions(&[decider]);
-        let committed = self.ask_each(&at, "COMMIT").await.pop();
+        let committed = self.links.parked.ask_each(&at, "COMMIT").await.pop();
         match committed {
             Some(Ok(answer)) => {
                 if let Some(error) = answer.error {
@@ -406,7 +400,7 @@ impl Session {
             let name = control.shard(shard).prepared_name(gid);
             format!("{verb} PREPARED {}", crate::txn::gid::quoted(&name))
         };
-        let answers = self.ask_each_with(participants, &finish).await;
+        let answers = self.links.parked.ask_each_with(participants, &finish).await;
         let mut unconfirmed = Vec::new();
         for (&i, answer) in participants.iter().zip(answers) {
             let confirmed = match answer {
@@ -431,31 +425,8 @@ impl Session {
         let open: Vec<usize> = (0..self.links.parked.len())
             .filter(|&i| self.links.parked[i].tx_status.in_block())
             .collect();
-        self.ask(&open, sql).await.map(drop)
-    }
-
-    /// Sends `sql` to the parked connections at `at` at once, then reads each answer up to its
-    /// ReadyForQuery, noting its transaction status. A lost connection fails the whole call.
-    pub(super) async fn ask(
-        &mut self,
-        at: &[usize],
-        sql: &str,
-    ) -> Result<Vec<Answer>, SessionError> {
-        self.ask_with(at, &|_| sql.to_owned()).await
-    }
-
-    /// [`Session::ask`], each shard sent the statement `sql_of` gives for it.
-    pub(super) async fn ask_with(
-        &mut self,
-        at: &[usize],
-        sql_of: &(dyn Fn(ShardId) -> String + Sync),
-    ) -> Result<Vec<Answer>, SessionError> {
-        let answers = self.ask_each_with(at, sql_of).await;
-        let mut out = Vec::with_capacity(answers.len());
-        for answer in answers {
-            out.push(answer?);
-        }
-        Ok(out)
+        self.links.parked.ask(&open, sql).await?;
+        Ok(())
     }
 
     /// Fails the client's transaction block on its shards after an error the proxy found
@@ -478,7 +449,8 @@ impl Session {
             "DO $shardwire$BEGIN RAISE EXCEPTION USING MESSAGE = {}; END$shardwire$",
             crate::sql::quote::quote_literal(message)
         );
-        self.ask(&[i], &sql).await.map(drop)
+        self.links.parked.ask(&[i], &sql).await?;
+        Ok(())
     }
 
     /// Whether the statement (a simple query, or a Parse or Bind) must be refused because the
@@ -522,86 +494,5 @@ impl Session {
         }
         self.refuse(frame, code, message);
         Ok(())
-    }
-
-    /// [`Session::ask`], each connection on its own: a lost one is marked broken and its
-    /// error returned in its place, while the others are still asked and read.
-    pub(super) async fn ask_each(
-        &mut self,
-        at: &[usize],
-        sql: &str,
-    ) -> Vec<Result<Answer, SessionError>> {
-        self.ask_each_with(at, &|_| sql.to_owned()).await
-    }
-
-    /// [`Session::ask_each`], each shard sent the statement `sql_of` gives for it.
-    pub(super) async fn ask_each_with(
-        &mut self,
-        at: &[usize],
-        sql_of: &(dyn Fn(ShardId) -> String + Sync),
-    ) -> Vec<Result<Answer, SessionError>> {
-        let order = at.to_vec();
-        let shards: Vec<ShardId> = order
-            .iter()
-            .map(|&i| self.links.parked[i].conn.shard)
-            .collect();
-        let mut conns = self.links.parked.conns_at(&order);
-        let mut sent = Vec::with_capacity(conns.len());
-        for (conn, &shard) in conns.iter_mut().zip(&shards) {
-            let mut query = BytesMut::new();
-            protocol::query(&mut query, &sql_of(shard));
-            // A simple query drops the backend's unnamed statement.
-            conn.unnamed = None;
-            sent.push(tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query).await);
-        }
-        let mut answers = Vec::with_capacity(conns.len());
-        for (conn, sent) in conns.iter_mut().zip(sent) {
-            answers.push(match sent {
-                Ok(()) => read_answer(conn).await,
-                Err(e) => Err(e.into()),
-            });
-        }
-        drop(conns);
-        order
-            .iter()
-            .zip(answers)
-            .map(|(&i, answer)| match answer {
-                Ok((answer, status)) => {
-                    self.links.parked[i].tx_status = status;
-                    Ok(answer)
-                }
-                Err(e) => {
-                    self.links.parked[i].conn.conn.broken = true;
-                    Err(e.into())
-                }
-            })
-            .collect()
-    }
-}
-
-async fn read_answer(
-    conn: &mut crate::backend::BackendConn,
-) -> Result<(Answer, TxStatus), BackendError> {
-    let mut answer = Answer {
-        value: None,
-        error: None,
-    };
-    loop {
-        let f = conn.read_frame().await?;
-        match f.tag {
-            b'D' if answer.value.is_none() => {
-                answer.value = gather::values(&f.raw)
-                    .first()
-                    .copied()
-                    .flatten()
-                    .map(<[u8]>::to_vec);
-            }
-            b'E' => {
-                answer.error.get_or_insert(f.raw);
-            }
-            b'S' => conn.note_parameter_status(f.body()),
-            b'Z' => return Ok((answer, TxStatus::of_ready(f.body()))),
-            _ => {}
-        }
     }
 }

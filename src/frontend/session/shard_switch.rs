@@ -136,7 +136,7 @@ impl Session {
                 && self.portals.on_shards().is_none()
                 && alone.iter().all(|&i| !self.links.parked[i].unsynced);
             if alone.len() == 1 && between_statements && !self.links.block.waits_bounded {
-                self.ask(&alone, &bound_waits).await?;
+                self.links.parked.ask(&alone, &bound_waits).await?;
                 self.links.block.waits_bounded = true;
             }
         }

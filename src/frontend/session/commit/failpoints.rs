@@ -4,14 +4,16 @@
 //! and the rest follow together. Without an armed point (and always without the feature) they
 //! are the plain calls.
 
-use super::Answer;
 use crate::catalog::ShardId;
+use crate::executor::participants::Answer;
 use crate::failpoint::FailPoint;
 use crate::frontend::session::{Session, SessionError};
 use crate::txn::Gid;
 
 impl Session {
-    /// [`Session::ask`] over `at`, split around `point`.
+    /// [`ParkedLinks::ask_with`] over `at`, split around `point`.
+    ///
+    /// [`ParkedLinks::ask_with`]: crate::executor::participants::ParkedLinks::ask_with
     pub(super) async fn ask_split(
         &mut self,
         at: &[usize],
@@ -19,12 +21,12 @@ impl Session {
         point: FailPoint,
     ) -> Result<Vec<Answer>, SessionError> {
         if at.len() > 1 && self.ctx.failpoints.is_armed(point) {
-            let mut answers = self.ask_with(&at[..1], sql_of).await?;
+            let mut answers = self.links.parked.ask_with(&at[..1], sql_of).await?;
             crate::failpoint::fail_point!(self.ctx.failpoints, point);
-            answers.extend(self.ask_with(&at[1..], sql_of).await?);
+            answers.extend(self.links.parked.ask_with(&at[1..], sql_of).await?);
             return Ok(answers);
         }
-        self.ask_with(at, sql_of).await
+        Ok(self.links.parked.ask_with(at, sql_of).await?)
     }
 
     /// [`Session::finish_prepared`] over `participants`, split around `point`.
