@@ -41,6 +41,7 @@ mod multi;
 mod multi_dest;
 mod nested;
 mod polling;
+mod refuse;
 mod routing;
 mod row_ttl;
 mod savepoints;

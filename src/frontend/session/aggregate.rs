@@ -3,7 +3,7 @@
 //! the merge out.
 
 use super::combining::{BoundCombine, CombineJob};
-use super::insert_select::Work;
+use super::multi::Work;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine, Combined};

@@ -2,6 +2,7 @@
 //! (one shard, or gathered from several), its rows routed by the target's sharding key, each
 //! shard's rows inserted in batches, one combined answer for the client.
 
+use super::multi::Work;
 use super::{error_frame, Session, SessionError};
 use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
@@ -241,39 +242,6 @@ impl Session {
             .push(Pending::composed(out.freeze()), &mut self.cout);
         Ok(())
     }
-
-    /// Runs work on the connections of `shards` (joining them to the session's block or
-    /// batch), noting each one's transaction status after.
-    pub(super) async fn run_on_shards(
-        &mut self,
-        shards: &[ShardId],
-        work: Work<'_>,
-        combine: &Combine,
-    ) -> Result<Combined, SessionError> {
-        let order = self.connections_for(shards).await?;
-        self.announce_running();
-        let mut conns = self.links.parked.conns_at(&order);
-        let origin = gather::Origin {
-            shards,
-            control: &self.ctx.control,
-        };
-        let result = match work {
-            Work::Simple(sql) => gather::run_simple(&mut conns, sql, combine, &origin).await,
-            Work::Batches(m) => gather::run_batches(&mut conns, m, combine, &origin).await,
-        };
-        drop(conns);
-        self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok((combined, statuses)) => {
-                self.links.parked.set_statuses(&order, &statuses);
-                Ok(combined)
-            }
-            Err(e) => {
-                self.links.parked.mark_broken(&order);
-                Err(e.into())
-            }
-        }
-    }
 }
 
 /// Rows fetched from a source shard's cursor at a time.
@@ -324,10 +292,4 @@ fn failed(error: Bytes) -> Combined {
 /// The row count of an `INSERT 0 n` tag.
 fn inserted(tag: &str) -> Option<u64> {
     tag.rsplit(' ').next()?.parse().ok()
-}
-
-/// What [`Session::run_on_shards`] sends each shard.
-pub(super) enum Work<'a> {
-    Simple(&'a [String]),
-    Batches(&'a [BytesMut]),
 }

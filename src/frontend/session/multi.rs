@@ -5,7 +5,7 @@ use super::local::{local_kind, LocalKind};
 use super::multi_dest::{Multi, MultiPortal};
 use super::{consume, Session, SessionError, HIGH_WATER};
 use crate::catalog::ShardId;
-use crate::executor::gather::{self, Combine};
+use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
@@ -635,5 +635,46 @@ fn execute_buffered(rows: &mut gather::Rows, max: i32, out: &mut BytesMut) {
             _ => tag,
         };
         protocol::command_complete(out, &tag);
+    }
+}
+
+/// What [`Session::run_on_shards`] sends each shard.
+pub(super) enum Work<'a> {
+    Simple(&'a [String]),
+    Batches(&'a [BytesMut]),
+}
+
+impl Session {
+    /// Runs work on the connections of `shards` (joining them to the session's block or
+    /// batch), noting each one's transaction status after.
+    pub(super) async fn run_on_shards(
+        &mut self,
+        shards: &[ShardId],
+        work: Work<'_>,
+        combine: &Combine,
+    ) -> Result<Combined, SessionError> {
+        let order = self.connections_for(shards).await?;
+        self.announce_running();
+        let mut conns = self.links.parked.conns_at(&order);
+        let origin = gather::Origin {
+            shards,
+            control: &self.ctx.control,
+        };
+        let result = match work {
+            Work::Simple(sql) => gather::run_simple(&mut conns, sql, combine, &origin).await,
+            Work::Batches(m) => gather::run_batches(&mut conns, m, combine, &origin).await,
+        };
+        drop(conns);
+        self.cancel.slot.set_others(Vec::new());
+        match result {
+            Ok((combined, statuses)) => {
+                self.links.parked.set_statuses(&order, &statuses);
+                Ok(combined)
+            }
+            Err(e) => {
+                self.links.parked.mark_broken(&order);
+                Err(e.into())
+            }
+        }
     }
 }
