@@ -29,7 +29,7 @@ use std::time::Instant;
 
 mod steps;
 
-use steps::{locked_rows, read_step, recorded, step_error, Expect, Step, Tail};
+use steps::{locked_rows, read_step, recorded, step_error, Answers, Expect, Step, Tail};
 
 /// A sharding-key UPDATE to run: its plan, the shards its rows are on, and for the extended
 /// protocol the client's portal and Bind.
@@ -64,6 +64,164 @@ impl Failure {
             from_shard: false,
         }
     }
+
+    /// A shard's answer the move cannot read.
+    fn malformed(table: &str) -> Failure {
+        Failure::proxy(&MoveError::Malformed {
+            table: table.to_owned(),
+        })
+    }
+}
+
+/// What the last step of a move brought back.
+struct LastStep {
+    answers: Answers,
+    /// The step's first error.
+    error: Option<Bytes>,
+    /// When the step was sent.
+    started: Instant,
+}
+
+/// Step 4, planned: on each source the deletes (deepest table first) and the update of the
+/// rows that stay; on each target the moved rows, each table after its parent. A shard that is
+/// both deletes before it inserts, so no statement of the move sees a row twice.
+struct Writes {
+    sources: Step,
+    targets: Step,
+    /// The rows the client's UPDATE counts: the roots moved and updated in place.
+    count: u64,
+    /// Every row moved, descendants included (for the metrics).
+    moved_rows: u64,
+}
+
+/// The writes of step 4; `Err` when a descendant row names no root of its source.
+fn plan_writes(job: &KeyUpdateJob, plan: &KeyUpdate, sources: &[SourceRows]) -> Result<Writes, ()> {
+    let bind = job.bound.as_ref().map(|(_, b)| b);
+    let mut sources_step = Step::new();
+    let mut count = 0u64;
+    let mut moved_rows = 0u64;
+    // Per target shard, per table (0: the root, then each descendant): the rows to insert.
+    let mut inserts: BTreeMap<ShardId, Vec<Vec<Bytes>>> = BTreeMap::new();
+    let levels = 1 + plan.descendants.len();
+    for source in sources {
+        let moving: Vec<usize> = (0..source.rows.len())
+            .filter(|&i| source.moves[i].is_some())
+            .collect();
+        let staying: Vec<&Locked> = (0..source.rows.len())
+            .filter(|&i| source.moves[i].is_none())
+            .map(|i| &source.rows[i])
+            .collect();
+        if moving.is_empty() && staying.is_empty() {
+            continue;
+        }
+        let batch = sources_step.entry(source.shard).or_default();
+        if !moving.is_empty() {
+            // Children before their parents, so no foreign key is left dangling.
+            for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
+                let refs: Vec<&Locked> = rows.iter().collect();
+                let statements = movement::delete(&mut batch.statements, &refs);
+                batch.expect.push(Expect::Deleted {
+                    statements,
+                    locked: rows.len(),
+                });
+                moved_rows += rows.len() as u64;
+            }
+            let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
+            let statements = movement::delete(&mut batch.statements, &roots);
+            batch.expect.push(Expect::Deleted {
+                statements,
+                locked: roots.len(),
+            });
+            count += roots.len() as u64;
+            moved_rows += roots.len() as u64;
+            for &i in &moving {
+                let target = source.moves[i].unwrap_or(source.shard);
+                inserts
+                    .entry(target)
+                    .or_insert_with(|| vec![Vec::new(); levels])[0]
+                    .push(source.rows[i].row.clone());
+            }
+            for (level, rows) in source.family.iter().enumerate() {
+                for locked in rows {
+                    let target = root_index(locked)
+                        .and_then(|i| source.moves.get(i).copied().flatten())
+                        .ok_or(())?;
+                    inserts
+                        .entry(target)
+                        .or_insert_with(|| vec![Vec::new(); levels])[level + 1]
+                        .push(locked.row.clone());
+                }
+            }
+        }
+        if !staying.is_empty() {
+            movement::update_staying(&mut batch.statements, plan, bind, &staying);
+            batch.expect.push(Expect::Stayed);
+        }
+    }
+    // RETURNING describes its rows even when there are none.
+    if !plan.returning.is_empty() && sources_step.is_empty() {
+        if let Some(&first) = job.sources.first() {
+            let batch = sources_step.entry(first).or_default();
+            movement::update_staying(&mut batch.statements, plan, bind, &[]);
+            batch.expect.push(Expect::Described);
+        }
+    }
+    let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
+    let mut targets_step = Step::new();
+    for (&target, tables) in &inserts {
+        let batch = targets_step.entry(target).or_default();
+        for (level, rows) in tables.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+            // Root rows carry their old key after the new row; descendants their root's index
+            // before it.
+            let (into, skip) = match level {
+                0 => (
+                    movement::Target {
+                        relation: &plan.relation,
+                        qualifier: Some(&plan.qualifier),
+                        columns: &plan.columns,
+                        types: &plan.column_types,
+                        returning: &plan.returning,
+                        result_formats,
+                    },
+                    2,
+                ),
+                _ => {
+                    let d = &plan.descendants[level - 1];
+                    (
+                        movement::Target {
+                            relation: &d.relation,
+                            qualifier: None,
+                            columns: &d.columns,
+                            types: &d.column_types,
+                            returning: "",
+                            result_formats: &[],
+                        },
+                        3,
+                    )
+                }
+            };
+            let values: Vec<Vec<Option<&[u8]>>> = rows
+                .iter()
+                .map(|r| {
+                    let mut v = gather::values(r);
+                    v.drain(..skip.min(v.len()));
+                    v.truncate(into.columns.len());
+                    v
+                })
+                .collect();
+            let statements = movement::insert(&mut batch.statements, &into, &values);
+            batch.expect.push(Expect::Inserted {
+                statements,
+                root: level == 0,
+            });
+        }
+    }
+    Ok(Writes {
+        sources: sources_step,
+        targets: targets_step,
+        count,
+        moved_rows,
+    })
 }
 
 /// The rows one source shard locked, each with where it goes.
@@ -165,238 +323,34 @@ impl Session {
             })));
         };
         let name = table.qualified_name();
-        let bind = job.bound.as_ref().map(|(_, b)| b);
         let mut notices = BytesMut::new();
-        let malformed = || {
-            Failure::proxy(&MoveError::Malformed {
-                table: name.clone(),
-            })
+        let mut sources = match self
+            .lock_rows(job, plan, &name, implicit, &mut notices)
+            .await?
+        {
+            Ok(sources) => sources,
+            Err(f) => return Ok(Err(f)),
         };
-
-        // 1. Read and lock every row the statement touches, with its new values. In the
-        //    statement's own block the read is planned once per connection, generically: a
-        //    setting of that block alone, which no statement of the client's sees.
-        let mut step = Step::new();
-        for &shard in &job.sources {
-            let batch = step.entry(shard).or_default();
-            if implicit {
-                batch.set("SET LOCAL plan_cache_mode = force_generic_plan");
-            }
-            movement::select_root(&mut batch.statements, plan, bind);
-            batch.expect.push(Expect::Locked);
-            if implicit {
-                batch.set("SET LOCAL plan_cache_mode TO DEFAULT");
+        if let Err(f) = self.place_rows(plan, &snapshot, table, &mut sources) {
+            return Ok(Err(f));
+        }
+        if !plan.descendants.is_empty() {
+            let locked = self
+                .lock_family(plan, &name, &mut sources, implicit, &mut notices)
+                .await?;
+            if let Err(f) = locked {
+                return Ok(Err(f));
             }
         }
-        let reads = self.send_step(step, implicit).await?;
-        if let Some(error) = step_error(&reads, &mut notices) {
-            return Ok(Err(Failure::shard(&mut notices, error)));
-        }
-        let mut sources = Vec::with_capacity(job.sources.len());
-        for (shard, expect, replies) in reads {
-            let rows = locked_rows(&expect, replies).into_iter().flatten();
-            let mut seen = HashSet::new();
-            let mut kept = Vec::new();
-            for row in rows {
-                let Some(locked) = Locked::read(row) else {
-                    return Ok(Err(malformed()));
-                };
-                // UPDATE … FROM updates a row once however many rows it joins.
-                if seen.insert((locked.partition.clone(), locked.ctid.clone())) {
-                    kept.push(locked);
-                }
-            }
-            sources.push(SourceRows {
-                shard,
-                rows: kept,
-                moves: Vec::new(),
-                family: Vec::new(),
-            });
-        }
-        // 2. Where each row goes.
-        let has_family = !plan.descendants.is_empty();
-        for source in &mut sources {
-            for row in &source.rows {
-                let (old, new) = keys(plan, row);
-                let target = match target_shard(&snapshot, table, &new) {
-                    Ok(t) => t,
-                    Err(e) => return Ok(Err(Failure::proxy(&e))),
-                };
-                let moves = if has_family {
-                    old != new
-                } else {
-                    target != source.shard
-                };
-                if moves && target != source.shard && plan.movement == RowMovement::Disabled {
-                    self.ctx.metrics.key_updates_refused.increment(1);
-                    return Ok(Err(Failure::proxy(&MoveError::RowMovementDisabled {
-                        table: name,
-                    })));
-                }
-                source.moves.push(moves.then_some(target));
-            }
-        }
-
-        // 3. The descendants of the moving rows, every level in one batch per source: each
-        //    level is found by the roots' keys, not by its parent level's rows.
-        if has_family {
-            let mut step = Step::new();
-            for source in &sources {
-                let movers = movers(plan, source);
-                if movers.is_empty() {
-                    continue;
-                }
-                let batch = step.entry(source.shard).or_default();
-                for d in &plan.descendants {
-                    movement::select_descendant(&mut batch.statements, d, &plan.key_types, &movers);
-                    batch.expect.push(Expect::Locked);
-                }
-            }
-            let read = self.send_step(step, implicit).await?;
-            if let Some(error) = step_error(&read, &mut notices) {
-                return Ok(Err(Failure::shard(&mut notices, error)));
-            }
-            for (shard, expect, replies) in read {
-                let Some(source) = sources.iter_mut().find(|s| s.shard == shard) else {
-                    continue;
-                };
-                for level in locked_rows(&expect, replies) {
-                    let rows: Option<Vec<Locked>> = level.into_iter().map(Locked::read).collect();
-                    let Some(rows) = rows else {
-                        return Ok(Err(malformed()));
-                    };
-                    source.family.push(rows);
-                }
-                if source.family.len() != plan.descendants.len() {
-                    return Ok(Err(malformed()));
-                }
-            }
-        }
-
-        // 4. On each source the deletes (deepest table first) and the update of the rows that
-        //    stay; on each target the moved rows, each table after its parent. A shard that is
-        //    both deletes before it inserts, so no statement of the move sees a row twice.
-        let mut sources_step = Step::new();
-        let mut count = 0u64;
-        let mut moved_rows = 0u64;
-        // Per target shard, per table (0: the root, then each descendant): the rows to insert.
-        let mut inserts: BTreeMap<ShardId, Vec<Vec<Bytes>>> = BTreeMap::new();
-        let levels = 1 + plan.descendants.len();
-        for source in &sources {
-            let moving: Vec<usize> = (0..source.rows.len())
-                .filter(|&i| source.moves[i].is_some())
-                .collect();
-            let staying: Vec<&Locked> = (0..source.rows.len())
-                .filter(|&i| source.moves[i].is_none())
-                .map(|i| &source.rows[i])
-                .collect();
-            if moving.is_empty() && staying.is_empty() {
-                continue;
-            }
-            let batch = sources_step.entry(source.shard).or_default();
-            if !moving.is_empty() {
-                // Children before their parents, so no foreign key is left dangling.
-                for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
-                    let refs: Vec<&Locked> = rows.iter().collect();
-                    let statements = movement::delete(&mut batch.statements, &refs);
-                    batch.expect.push(Expect::Deleted {
-                        statements,
-                        locked: rows.len(),
-                    });
-                    moved_rows += rows.len() as u64;
-                }
-                let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
-                let statements = movement::delete(&mut batch.statements, &roots);
-                batch.expect.push(Expect::Deleted {
-                    statements,
-                    locked: roots.len(),
-                });
-                count += roots.len() as u64;
-                moved_rows += roots.len() as u64;
-                for &i in &moving {
-                    let target = source.moves[i].unwrap_or(source.shard);
-                    inserts
-                        .entry(target)
-                        .or_insert_with(|| vec![Vec::new(); levels])[0]
-                        .push(source.rows[i].row.clone());
-                }
-                for (level, rows) in source.family.iter().enumerate() {
-                    for locked in rows {
-                        let Some(target) =
-                            root_index(locked).and_then(|i| source.moves.get(i).copied().flatten())
-                        else {
-                            return Ok(Err(malformed()));
-                        };
-                        inserts
-                            .entry(target)
-                            .or_insert_with(|| vec![Vec::new(); levels])[level + 1]
-                            .push(locked.row.clone());
-                    }
-                }
-            }
-            if !staying.is_empty() {
-                movement::update_staying(&mut batch.statements, plan, bind, &staying);
-                batch.expect.push(Expect::Stayed);
-            }
-        }
-        // RETURNING describes its rows even when there are none.
-        if !plan.returning.is_empty() && sources_step.is_empty() {
-            if let Some(&first) = job.sources.first() {
-                let batch = sources_step.entry(first).or_default();
-                movement::update_staying(&mut batch.statements, plan, bind, &[]);
-                batch.expect.push(Expect::Described);
-            }
-        }
-        let mut targets_step = Step::new();
-        let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
-        for (&target, tables) in &inserts {
-            let batch = targets_step.entry(target).or_default();
-            for (level, rows) in tables.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
-                // Root rows carry their old key after the new row; descendants their root's
-                // index before it.
-                let (into, skip) = match level {
-                    0 => (
-                        movement::Target {
-                            relation: &plan.relation,
-                            qualifier: Some(&plan.qualifier),
-                            columns: &plan.columns,
-                            types: &plan.column_types,
-                            returning: &plan.returning,
-                            result_formats,
-                        },
-                        2,
-                    ),
-                    _ => {
-                        let d = &plan.descendants[level - 1];
-                        (
-                            movement::Target {
-                                relation: &d.relation,
-                                qualifier: None,
-                                columns: &d.columns,
-                                types: &d.column_types,
-                                returning: "",
-                                result_formats: &[],
-                            },
-                            3,
-                        )
-                    }
-                };
-                let values: Vec<Vec<Option<&[u8]>>> = rows
-                    .iter()
-                    .map(|r| {
-                        let mut v = gather::values(r);
-                        v.drain(..skip.min(v.len()));
-                        v.truncate(into.columns.len());
-                        v
-                    })
-                    .collect();
-                let statements = movement::insert(&mut batch.statements, &into, &values);
-                batch.expect.push(Expect::Inserted {
-                    statements,
-                    root: level == 0,
-                });
-            }
-        }
+        let Writes {
+            sources: mut sources_step,
+            targets: targets_step,
+            mut count,
+            moved_rows,
+        } = match plan_writes(job, plan, &sources) {
+            Ok(writes) => writes,
+            Err(()) => return Ok(Err(Failure::malformed(&name))),
+        };
 
         let mut answer = gather::Rows::default();
         let writers: Vec<ShardId> = sources_step
@@ -431,14 +385,14 @@ impl Session {
             sources_step
         };
         // A fail point between two of the commit's steps needs them apart: the usual commit.
-        let tail = if implicit
+        let commits_along = implicit
             && job.bound.is_none()
             && !split
             && !self
                 .ctx
                 .failpoints
-                .is_armed(FailPoint::CommitAfterFirstPrepare)
-        {
+                .is_armed(FailPoint::CommitAfterFirstPrepare);
+        let tail = if commits_along {
             match self.add_tail(&mut last, &writers) {
                 Ok(tail) => tail,
                 Err(error) => {
@@ -463,48 +417,26 @@ impl Session {
                 decider,
                 _in_flight,
             } => {
-                let preparing: Vec<ShardId> = writers
-                    .iter()
-                    .copied()
-                    .filter(|w| Some(*w) != decider)
-                    .collect();
-                let at = self.links.parked.positions(&preparing);
-                let prepared: Vec<Option<Bytes>> = preparing
-                    .iter()
-                    .map(|w| {
-                        answers
-                            .iter()
-                            .find(|(s, ..)| s == w)
-                            .and_then(|(.., r)| r.error.clone())
-                    })
-                    .collect();
-                let recorded = decider.is_some_and(|d| recorded(&answers, d));
-                if error.is_none() {
-                    if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
-                        // Nothing is decided yet: every writer's PREPARE is undone.
-                        self.finish_prepared(&at, &gid, "ROLLBACK").await?;
-                        self.ctx.metrics.distributed_rolled_back.increment(1);
-                        return Ok(Err(f));
-                    }
-                }
-                let settled = match decider {
-                    Some(d) => {
-                        let step = super::commit::StepOutcome {
-                            started,
-                            error,
-                            prepared: &prepared,
-                            recorded,
-                        };
-                        self.commit_with_record(d, &at, &gid, step).await?
-                    }
-                    None => self
-                        .settle_prepared(&at, &gid, &prepared, started)
-                        .await?
-                        .map(drop),
+                let last = LastStep {
+                    answers,
+                    error,
+                    started,
                 };
+                let settled = self
+                    .settle_move(
+                        &name,
+                        &gid,
+                        decider,
+                        &writers,
+                        last,
+                        &mut answer,
+                        &mut count,
+                        &mut notices,
+                    )
+                    .await?;
                 match settled {
                     Ok(()) => Ending::Committed,
-                    Err(error) => return Ok(Err(Failure::shard(&mut notices, error))),
+                    Err(f) => return Ok(Err(f)),
                 }
             }
             tail @ (Tail::Commit | Tail::None) => {
@@ -537,6 +469,195 @@ impl Session {
             metrics.key_updates_in_place.increment(1);
         }
         Ok(Ok((answer, ending)))
+    }
+
+    /// The end of a move whose last step prepared its writers: decided by the record on the
+    /// catalog's shard (`decider`) or by the coordinator, then finished everywhere. An answer
+    /// the move cannot read undoes every PREPARE, since nothing is decided yet.
+    #[allow(clippy::too_many_arguments)]
+    async fn settle_move(
+        &mut self,
+        name: &str,
+        gid: &crate::txn::Gid,
+        decider: Option<ShardId>,
+        writers: &[ShardId],
+        last: LastStep,
+        answer: &mut gather::Rows,
+        count: &mut u64,
+        notices: &mut BytesMut,
+    ) -> Result<Result<(), Failure>, SessionError> {
+        let LastStep {
+            answers,
+            error,
+            started,
+        } = last;
+        let preparing: Vec<ShardId> = writers
+            .iter()
+            .copied()
+            .filter(|w| Some(*w) != decider)
+            .collect();
+        let at = self.links.parked.positions(&preparing);
+        let prepared: Vec<Option<Bytes>> = preparing
+            .iter()
+            .map(|w| {
+                answers
+                    .iter()
+                    .find(|(s, ..)| s == w)
+                    .and_then(|(.., r)| r.error.clone())
+            })
+            .collect();
+        let recorded = decider.is_some_and(|d| recorded(&answers, d));
+        if error.is_none() {
+            if let Some(f) = read_step(name, answers, answer, count) {
+                // Nothing is decided yet: every writer's PREPARE is undone.
+                self.finish_prepared(&at, gid, "ROLLBACK").await?;
+                self.ctx.metrics.distributed_rolled_back.increment(1);
+                return Ok(Err(f));
+            }
+        }
+        let settled = match decider {
+            Some(d) => {
+                let step = super::commit::StepOutcome {
+                    started,
+                    error,
+                    prepared: &prepared,
+                    recorded,
+                };
+                self.commit_with_record(d, &at, gid, step).await?
+            }
+            None => self
+                .settle_prepared(&at, gid, &prepared, started)
+                .await?
+                .map(drop),
+        };
+        Ok(settled.map_err(|error| Failure::shard(notices, error)))
+    }
+
+    /// Step 1: reads and locks every row the statement touches, with its new values, on each
+    /// source shard. In the statement's own block the read is planned once per connection,
+    /// generically: a setting of that block alone, which no statement of the client's sees.
+    async fn lock_rows(
+        &mut self,
+        job: &KeyUpdateJob,
+        plan: &KeyUpdate,
+        name: &str,
+        implicit: bool,
+        notices: &mut BytesMut,
+    ) -> Result<Result<Vec<SourceRows>, Failure>, SessionError> {
+        let bind = job.bound.as_ref().map(|(_, b)| b);
+        let mut step = Step::new();
+        for &shard in &job.sources {
+            let batch = step.entry(shard).or_default();
+            if implicit {
+                batch.set("SET LOCAL plan_cache_mode = force_generic_plan");
+            }
+            movement::select_root(&mut batch.statements, plan, bind);
+            batch.expect.push(Expect::Locked);
+            if implicit {
+                batch.set("SET LOCAL plan_cache_mode TO DEFAULT");
+            }
+        }
+        let reads = self.send_step(step, implicit).await?;
+        if let Some(error) = step_error(&reads, notices) {
+            return Ok(Err(Failure::shard(notices, error)));
+        }
+        let mut sources = Vec::with_capacity(job.sources.len());
+        for (shard, expect, replies) in reads {
+            let rows = locked_rows(&expect, replies).into_iter().flatten();
+            let mut seen = HashSet::new();
+            let mut kept = Vec::new();
+            for row in rows {
+                let Some(locked) = Locked::read(row) else {
+                    return Ok(Err(Failure::malformed(name)));
+                };
+                // UPDATE … FROM updates a row once however many rows it joins.
+                if seen.insert((locked.partition.clone(), locked.ctid.clone())) {
+                    kept.push(locked);
+                }
+            }
+            sources.push(SourceRows {
+                shard,
+                rows: kept,
+                moves: Vec::new(),
+                family: Vec::new(),
+            });
+        }
+        Ok(Ok(sources))
+    }
+
+    /// Step 2: where each row goes; a row that would leave its shard while the table's row
+    /// movement is disabled refuses the statement.
+    fn place_rows(
+        &self,
+        plan: &KeyUpdate,
+        snapshot: &Snapshot,
+        table: &crate::catalog::Table,
+        sources: &mut [SourceRows],
+    ) -> Result<(), Failure> {
+        let has_family = !plan.descendants.is_empty();
+        for source in sources {
+            for row in &source.rows {
+                let (old, new) = keys(plan, row);
+                let target = target_shard(snapshot, table, &new).map_err(|e| Failure::proxy(&e))?;
+                let moves = if has_family {
+                    old != new
+                } else {
+                    target != source.shard
+                };
+                if moves && target != source.shard && plan.movement == RowMovement::Disabled {
+                    self.ctx.metrics.key_updates_refused.increment(1);
+                    return Err(Failure::proxy(&MoveError::RowMovementDisabled {
+                        table: table.qualified_name(),
+                    }));
+                }
+                source.moves.push(moves.then_some(target));
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 3: the descendants of the moving rows, every level in one batch per source: each
+    /// level is found by the roots' keys, not by its parent level's rows.
+    async fn lock_family(
+        &mut self,
+        plan: &KeyUpdate,
+        name: &str,
+        sources: &mut [SourceRows],
+        implicit: bool,
+        notices: &mut BytesMut,
+    ) -> Result<Result<(), Failure>, SessionError> {
+        let mut step = Step::new();
+        for source in sources.iter() {
+            let movers = movers(plan, source);
+            if movers.is_empty() {
+                continue;
+            }
+            let batch = step.entry(source.shard).or_default();
+            for d in &plan.descendants {
+                movement::select_descendant(&mut batch.statements, d, &plan.key_types, &movers);
+                batch.expect.push(Expect::Locked);
+            }
+        }
+        let read = self.send_step(step, implicit).await?;
+        if let Some(error) = step_error(&read, notices) {
+            return Ok(Err(Failure::shard(notices, error)));
+        }
+        for (shard, expect, replies) in read {
+            let Some(source) = sources.iter_mut().find(|s| s.shard == shard) else {
+                continue;
+            };
+            for level in locked_rows(&expect, replies) {
+                let rows: Option<Vec<Locked>> = level.into_iter().map(Locked::read).collect();
+                let Some(rows) = rows else {
+                    return Ok(Err(Failure::malformed(name)));
+                };
+                source.family.push(rows);
+            }
+            if source.family.len() != plan.descendants.len() {
+                return Ok(Err(Failure::malformed(name)));
+            }
+        }
+        Ok(Ok(()))
     }
 }
 
