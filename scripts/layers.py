@@ -106,8 +106,27 @@ def map_order(src: Path) -> list[str]:
     return order
 
 
+def doc_order(src: Path) -> list[str] | None:
+    """The modules in docs/architecture.md's table of layers, in its order (None: no such doc)."""
+    doc = src.parent / "docs" / "architecture.md"
+    if not doc.exists():
+        return None
+    order = []
+    for line in doc.read_text().splitlines():
+        m = re.match(r"^\|\s*[^|]+\|\s*([a-z_, ]+?)\s*\|$", line)
+        if m:
+            order += [n.strip() for n in m.group(1).split(",") if n.strip()]
+    return order
+
+
 def upward_uses(src: Path, graph, why) -> int:
     order = map_order(src)
+    documented = doc_order(src)
+    if documented is not None:
+        documented = [m for m in documented if m != "main"]
+        if documented != order:
+            print(f"docs/architecture.md's layers {documented} differ from lib.rs's map {order}")
+            return 1
     rank = {m: i for i, m in enumerate(order)}
     bad = 0
     for a in sorted(graph):

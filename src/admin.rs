@@ -1,4 +1,4 @@
-//! Statements the proxy answers itself (DESIGN.md §1): SHOW SHARDS, SHOW SHARDED TABLES,
+//! Statements the proxy answers itself (docs/architecture.md §1): SHOW SHARDS, SHOW SHARDED TABLES,
 //! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION — as ordinary result sets.
 //! `crate::sql::admin` recognises them.
 

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The modules in their layers, lowest first: each uses only modules listed before it
-//! (`scripts/layers.py src` checks that no import cycle exists; the test command runs it).
+//! (`scripts/layers.py src --order`, run by the test command, checks this order, that no import
+//! cycle exists, and that docs/architecture.md §5 lists the same order).
 //!
 //! Beside every layer, importing nothing above themselves:
 //! - [`model`]: what every layer shares: typed ids, key types, table kinds, partition bounds.

@@ -1,5 +1,5 @@
-//! Configuration: the TOML file of DESIGN.md §1, parsed with unknown keys refused, then validated so
-//! every problem names the file and the key that holds it.
+//! Configuration: the TOML file of docs/architecture.md §1, parsed with unknown keys refused, then
+//! validated so every problem names the file and the key that holds it.
 
 mod validate;
 

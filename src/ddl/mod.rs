@@ -1,6 +1,6 @@
-//! shardwire's own parser for the sharding DDL of DESIGN.md §2. Everything else is PostgreSQL
-//! SQL and goes to PostgreSQL's parser; [`is_sharding_ddl`] tells the two apart from the first
-//! keywords. [`rewrite`] turns a parsed CREATE into the plain PostgreSQL each shard runs and
+//! shardwire's own parser for the sharding DDL of docs/architecture.md §2. Everything else is
+//! PostgreSQL SQL and goes to PostgreSQL's parser; [`is_sharding_ddl`] tells the two apart from the
+//! first keywords. [`rewrite`] turns a parsed CREATE into the plain PostgreSQL each shard runs and
 //! enforces the sharding rules that need the catalog.
 //!
 //! # Grammar

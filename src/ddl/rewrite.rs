@@ -1,5 +1,5 @@
-//! The rewrite of sharding DDL into the plain PostgreSQL each shard runs (DESIGN.md §3), as pure
-//! functions over a [`RewriteContext`] the executor fills from the catalog.
+//! The rewrite of sharding DDL into the plain PostgreSQL each shard runs (docs/architecture.md §3),
+//! as pure functions over a [`RewriteContext`] the executor fills from the catalog.
 //!
 //! # What each shard gets
 //!

@@ -1,5 +1,5 @@
-//! The sharding rules of DESIGN.md §2 that need the table's settled layout and the tables it
-//! refers to, checked before any SQL is produced.
+//! The sharding rules of docs/architecture.md §2 that need the table's settled layout and the
+//! tables it refers to, checked before any SQL is produced.
 //!
 //! - Primary keys and unique constraints of a sharded table contain its sharding key columns
 //!   (a family child's: the columns that hold the root's key).

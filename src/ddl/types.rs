@@ -1,4 +1,5 @@
-//! Column types: Oracle and Oracle NoSQL names mapped to PostgreSQL types (DESIGN.md §2).
+//! Column types: Oracle and Oracle NoSQL names mapped to PostgreSQL types (docs/architecture.md
+//! §2).
 //!
 //! | written                                   | PostgreSQL                      |
 //! |-------------------------------------------|---------------------------------|

@@ -1,7 +1,7 @@
-//! DDL the proxy runs itself (DESIGN.md §2–§4): CREATE SHARDED/DUPLICATED TABLE and Oracle
-//! NoSQL `CREATE TABLE`, CREATE/DROP TABLESPACE SET, ALTER TABLE … ROW MOVEMENT, and DROP TABLE /
-//! ALTER TABLE / CREATE INDEX / DROP INDEX on tables the catalog holds, on every shard that holds
-//! them under one two-phase commit. [`recognise`] decides what is ours; [`execute`] runs it.
+//! DDL the proxy runs itself (docs/architecture.md §2, §3, §7): CREATE SHARDED/DUPLICATED TABLE and
+//! Oracle NoSQL `CREATE TABLE`, CREATE/DROP TABLESPACE SET, ALTER TABLE … ROW MOVEMENT, and DROP
+//! TABLE / ALTER TABLE / CREATE INDEX / DROP INDEX on tables the catalog holds, on every shard that
+//! holds them under one two-phase commit. [`recognise`] decides what is ours; [`execute`] runs it.
 //!
 //! A CREATE is recorded in the catalog as CREATING before any shard sees it, runs on every shard
 //! as one all-or-nothing unit, and becomes ACTIVE; when the shards refuse or cannot be reached,

@@ -1,5 +1,5 @@
 //! Row movement: the messages that move rows whose sharding key an UPDATE changed, and the
-//! reading of the rows a source shard locked (DESIGN.md §4). The session runs the steps
+//! reading of the rows a source shard locked (docs/architecture.md §8). The session runs the steps
 //! (`frontend::session::movement`) inside one distributed transaction; the statements come from
 //! the plan (`router::plan::KeyUpdate`).
 //!

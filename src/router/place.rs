@@ -1,6 +1,6 @@
 //! Which shard holds a row, from its sharding-key values: the chunk of a consistent-hash
 //! family, the partition of list and range sharding, the partition set and then the chunk of
-//! composite sharding (DESIGN.md §3).
+//! composite sharding (docs/architecture.md §3).
 
 use std::cmp::Ordering;
 

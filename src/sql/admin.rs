@@ -1,6 +1,6 @@
-//! The statements the proxy answers itself (DESIGN.md §1: SHOW SHARDS, SHOW SHARDED TABLES,
-//! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION), recognised from their
-//! words; the admin layer answers them.
+//! The statements the proxy answers itself (docs/architecture.md §1: SHOW SHARDS, SHOW SHARDED
+//! TABLES, SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION), recognised from
+//! their words; the admin layer answers them.
 
 use crate::sql::classify::{is_blank, keyword, leading_words_and_rest};
 

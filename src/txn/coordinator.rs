@@ -1,5 +1,5 @@
 //! The two-phase-commit coordinator: one unit of work over several shards, committed on all of
-//! them or on none (DESIGN.md §4).
+//! them or on none (docs/architecture.md §7).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;

@@ -2,11 +2,11 @@
 //! proxy id and epoch of its gids), with an expiry by the catalog's clock.
 //!
 //! A live lease tells other proxies' recovery that the incarnation may still be deciding its
-//! prepared transactions, so they are left to it. The coordinator records `commit` only in the
-//! same statement that finds its own lease unexpired: once a lease has lapsed, its holder can no
-//! longer commit anything, and recovery may safely take over. Safety does not rest on clocks:
-//! the unique decision record still settles any race (DESIGN.md §4); the lease only keeps
-//! recovery from aborting transactions whose coordinator is alive.
+//! prepared transactions, so they are left to it. The coordinator records `commit` only in the same
+//! statement that finds its own lease unexpired: once a lease has lapsed, its holder can no longer
+//! commit anything, and recovery may safely take over. Safety does not rest on clocks: the unique
+//! decision record still settles any race (docs/architecture.md §7); the lease only keeps recovery
+//! from aborting transactions whose coordinator is alive.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Distributed transactions (DESIGN.md §4): the two-phase-commit [`Coordinator`], the decision
-//! log in the catalog database, and [`Recovery`] of in-doubt transactions.
+//! Distributed transactions (docs/architecture.md §7): the two-phase-commit [`Coordinator`], the
+//! decision log in the catalog database, and [`Recovery`] of in-doubt transactions.
 //!
 //! - [`control`]: control-plane pools (tokio-postgres via bb8), one per shard and one for the
 //!   catalog, every session with a `lock_timeout`.

@@ -94,7 +94,7 @@ CREATE TABLE shardwire_catalog.user_partition (
     UNIQUE (table_id, name)
 );
 
--- The two-phase-commit decision log (DESIGN.md §4): a row is the decision; none means abort.
+-- The two-phase-commit decision log (docs/architecture.md §7): a row is the decision; none means abort.
 CREATE TABLE shardwire_catalog.txn_decision (
     gid text PRIMARY KEY,
     decision text NOT NULL CHECK (decision IN ('commit', 'abort')),

@@ -1,8 +1,8 @@
 //! COMMIT of a transaction block that spans shards, over the session's own connections
-//! (DESIGN.md §4): participants that wrote nothing commit plainly; one writer commits plainly
-//! after them; several writers PREPARE TRANSACTION in parallel, the decision record in the
-//! catalog is the commit point, then COMMIT PREPARED. Any failure before the decision rolls
-//! every participant back; recovery settles what a crash leaves prepared.
+//! (docs/architecture.md §7): participants that wrote nothing commit plainly; one writer commits
+//! plainly after them; several writers PREPARE TRANSACTION in parallel, the decision record in the
+//! catalog is the commit point, then COMMIT PREPARED. Any failure before the decision rolls every
+//! participant back; recovery settles what a crash leaves prepared.
 
 use super::{error_frame, Session, SessionError};
 use crate::catalog::ShardId;

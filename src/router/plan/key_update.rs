@@ -1,5 +1,5 @@
 //! `UPDATE … SET <sharding key> = …` of a family root: the statements the proxy runs to move
-//! rows whose key now belongs elsewhere (DESIGN.md §4, row movement). The planner writes them
+//! rows whose key now belongs elsewhere (docs/architecture.md §8). The planner writes them
 //! once per statement text; the movement layer fills in the rows at run time.
 //!
 //! On each source shard the proxy reads the rows the UPDATE touches with their new values,
