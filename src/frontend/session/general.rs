@@ -20,6 +20,8 @@ use bytes::BytesMut;
 use tracing::Instrument;
 
 impl Session {
+    /// One client frame on the general path: NoSQL names and `SET TTL` rewritten, what is owed
+    /// before routing settled, then run where its destination says.
     pub(super) async fn on_client_frame(
         &mut self,
         frame: Frame<&[u8]>,
@@ -35,11 +37,55 @@ impl Session {
             Err((code, message)) => return self.refuse_query(&frame, &code, &message).await,
         };
         let frame = with_ttl.as_deref().map_or(frame, Frame::borrowed);
-        if self.copy.is_some() && self.on_copy_frame(&frame, client).await? {
+        if self.before_routing(&frame, client).await? {
             return Ok(());
         }
+        if let Some((sql, kind)) = local_candidate(&frame)? {
+            // Boxed: the DDL path's future is large, and every other query should not carry it.
+            let span = self.span.clone();
+            let reply = Box::pin(self.answer_locally(sql, kind).instrument(span)).await;
+            if let Some(reply) = reply {
+                self.pipeline
+                    .push(Pending::composed(reply.freeze()), &mut self.cout);
+                return Ok(());
+            }
+        }
+        if matches!(frame.tag, b'd' | b'c' | b'f') && self.links.current.is_none() {
+            // Copy data with no copy in progress, which PostgreSQL ignores too.
+            return Ok(());
+        }
+        let parsed = ClientFrame::parse(&frame)?;
+        let dest = self.resolve_dest(&frame, parsed).await?;
+        if dest.runs_apart() {
+            self.drain_current().await?;
+            if self.batch.skip_until_sync {
+                // One of the answers failed the frame's batch: PostgreSQL skips the rest of
+                // it up to its Sync.
+                return Ok(());
+            }
+        }
+        match self
+            .run_apart(dest, &frame, parsed, as_sent, client)
+            .await?
+        {
+            Some(shard) => self.run_on_shard(shard, &frame, parsed).await,
+            None => Ok(()),
+        }
+    }
+
+    /// What comes before routing a frame: a COPY in progress takes it; a portal over several
+    /// shards, an atomic batch or a batch being skipped end at it; a frame a failed block
+    /// refuses is answered. `true`: the frame is answered.
+    async fn before_routing(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<bool, SessionError> {
+        if self.copy.is_some() && self.on_copy_frame(frame, client).await? {
+            return Ok(true);
+        }
         if let Some(name) = self.portals.on_shards() {
-            if !reads_portal(&frame, name)? {
+            if !reads_portal(frame, name)? {
                 // The portal's connections must be free for what comes now.
                 if frame.tag == b'S' && self.links.status() != TxStatus::InBlock {
                     let name = name.to_vec();
@@ -50,7 +96,7 @@ impl Session {
             }
         }
         if frame.tag == b'S' && self.end_atomic_batch().await? {
-            return Ok(());
+            return Ok(true);
         }
         if matches!(frame.tag, b'Q' | b'P' | b'B') && self.ctx.pools.types().is_stale() {
             // Before a description of another shard can name a type made since.
@@ -58,7 +104,7 @@ impl Session {
         }
         if self.batch.skip_until_sync {
             if frame.tag != b'S' {
-                return Ok(());
+                return Ok(true);
             }
             self.batch.skip_until_sync = false;
             self.drop_portals().await?;
@@ -76,7 +122,7 @@ impl Session {
             if self.links.current.is_none() {
                 let status = self.links.status();
                 protocol::ready_for_query(&mut self.cout, status);
-                return Ok(());
+                return Ok(true);
             }
         }
         if matches!(frame.tag, b'Q' | b'P' | b'B') && !self.links.parked.is_empty() {
@@ -92,33 +138,27 @@ impl Session {
             {
                 self.drain_current().await?;
             }
-            if self.fails_with_the_block(&frame) {
+            if self.fails_with_the_block(frame) {
                 let e = FrontendError::BlockFailed;
-                return self
-                    .refuse_query(&frame, &e.sqlstate(), &e.client_message())
-                    .await;
+                self.refuse_query(frame, &e.sqlstate(), &e.client_message())
+                    .await?;
+                return Ok(true);
             }
         }
-        if let Some((sql, kind)) = local_candidate(&frame)? {
-            // Boxed: the DDL path's future is large, and every other query should not carry it.
-            let span = self.span.clone();
-            let reply = Box::pin(self.answer_locally(sql, kind).instrument(span)).await;
-            if let Some(reply) = reply {
-                self.pipeline
-                    .push(Pending::composed(reply.freeze()), &mut self.cout);
-                return Ok(());
-            }
-        }
-        if matches!(frame.tag, b'd' | b'c' | b'f') && self.links.current.is_none() {
-            // Copy data with no copy in progress, which PostgreSQL ignores too.
-            return Ok(());
-        }
-        // Columns fetched at one catalog version are dropped when DDL of another session moves
-        // it on before they are used: a few fetches, each at the version then current.
+        Ok(false)
+    }
+
+    /// The frame's destination, once the columns and generated keys it needs are fetched.
+    /// Columns fetched at one catalog version are dropped when DDL of another session moves it
+    /// on before they are used: a few fetches, each at the version then current.
+    async fn resolve_dest(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+    ) -> Result<Dest, SessionError> {
         let mut fetches = 0;
-        let parsed = ClientFrame::parse(&frame)?;
         let dest = loop {
-            match self.decide(&frame, parsed, None)? {
+            match self.decide(frame, parsed, None)? {
                 Dest::NeedColumns(table) if fetches < 32 => {
                     fetches += 1;
                     if let Err(e) = self.fetch_columns(table).await {
@@ -149,14 +189,20 @@ impl Session {
                 dest => break dest,
             }
         };
-        if dest.runs_apart() {
-            self.drain_current().await?;
-            if self.batch.skip_until_sync {
-                // One of the answers failed the frame's batch: PostgreSQL skips the rest of
-                // it up to its Sync.
-                return Ok(());
-            }
-        }
+        Ok(dest)
+    }
+
+    /// Runs a frame whose destination is not one shard's connection (several shards, a portal
+    /// over several, a refusal, an answer of the proxy's own); `Some(shard)`: it goes to that
+    /// shard's connection instead.
+    async fn run_apart(
+        &mut self,
+        dest: Dest,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+        as_sent: &[u8],
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Option<ShardId>, SessionError> {
         let shard = match dest {
             Dest::Here if matches!(frame.tag, b'Q' | b'P' | b'B') => self.unrouted_shard(),
             // A Sync after a multi-shard batch goes to one of the shards that took part.
@@ -168,60 +214,74 @@ impl Session {
             Dest::Shard(shard) => shard,
             Dest::Hold => {
                 self.hold_parse(parsed);
-                return Ok(());
+                return Ok(None);
             }
             Dest::Refuse(refusal) => {
                 let (code, message) = *refusal;
-                return self.refuse_query(&frame, &code, &message).await;
+                return self
+                    .refuse_query(frame, &code, &message)
+                    .await
+                    .map(|()| None);
             }
             Dest::Multi(multi) => {
                 self.run_multi(*multi, client).await?;
-                return Ok(());
+                return Ok(None);
             }
             Dest::MultiPortal(m) => {
                 self.run_multi_portal(*m).await?;
-                return Ok(());
+                return Ok(None);
             }
-            Dest::Portal => return self.answer_portal(&frame, client).await,
+            Dest::Portal => return self.answer_portal(frame, client).await.map(|()| None),
             Dest::LocalPortal(local) => {
                 let super::dest::LocalPortal { portal, sql } = *local;
-                return self.run_local_portal(portal, &sql).await;
+                return self.run_local_portal(portal, &sql).await.map(|()| None);
             }
-            Dest::LocalDescribe(sql) => return self.describe_local(&sql).await,
+            Dest::LocalDescribe(sql) => return self.describe_local(&sql).await.map(|()| None),
             Dest::InsertSelect(plan) => {
                 self.run_insert_select(plan).await?;
                 self.release_parked_if_idle();
-                return Ok(());
+                return Ok(None);
             }
             Dest::Explain(answer) => {
-                return self.answer_explain(*answer);
+                return self.answer_explain(*answer).map(|()| None);
             }
             Dest::Aggregate(job) => {
                 self.run_aggregate(*job, client).await?;
                 self.release_parked_if_idle();
-                return Ok(());
+                return Ok(None);
             }
             Dest::Combining(job) => {
                 self.run_combining(*job, client).await?;
                 self.release_parked_if_idle();
-                return Ok(());
+                return Ok(None);
             }
             Dest::KeyUpdate(job) => {
-                return self.run_key_update(*job).await;
+                return self.run_key_update(*job).await.map(|()| None);
             }
             Dest::Copy(job) => {
                 self.run_copy(*job, frame.tag, client).await?;
-                return Ok(());
+                return Ok(None);
             }
             Dest::Sequence(answer) => {
-                return self.answer_sequence(*answer, &frame).await;
+                return self.answer_sequence(*answer, frame).await.map(|()| None);
             }
             Dest::Script => {
                 let sql = statements::query_text(&Frame::borrowed(as_sent))?;
-                return self.run_script(sql, client).await;
+                return self.run_script(sql, client).await.map(|()| None);
             }
             Dest::NeedColumns(_) | Dest::NeedKeys(_) => unreachable!("resolved above"),
         };
+        Ok(Some(shard))
+    }
+
+    /// Sends a frame to `shard`'s connection, switching to it first; a Sync also reaches the
+    /// parked connections, and the end of a block or a savepoint every shard of the block.
+    async fn run_on_shard(
+        &mut self,
+        shard: ShardId,
+        frame: &Frame<&[u8]>,
+        parsed: ClientFrame<'_>,
+    ) -> Result<(), SessionError> {
         if let Err(e) = self.switch_to(shard).await {
             tracing::warn!(
                 parent: &self.span,
@@ -232,7 +292,7 @@ impl Session {
                 SessionError::Backend(e) => {
                     self.ctx.metrics.backend_error(shard);
                     return self
-                        .refuse_query(&frame, &e.sqlstate(), &e.client_message())
+                        .refuse_query(frame, &e.sqlstate(), &e.client_message())
                         .await;
                 }
                 other => return Err(other),
@@ -248,10 +308,10 @@ impl Session {
                 self.drop_portals().await?;
             }
             self.sync_parked().await?;
-        } else if let Some(text) = self.block_end_text(&frame) {
+        } else if let Some(text) = self.block_end_text(frame) {
             // The block's portals end with it.
             self.drop_portals().await?;
-            if self.commit_across_shards(&frame, &text).await? {
+            if self.commit_across_shards(frame, &text).await? {
                 return Ok(());
             }
             self.end_parked_blocks(&text).await?;
@@ -260,7 +320,7 @@ impl Session {
             self.savepoint_everywhere(&text).await?;
             self.note_savepoint(&op);
         }
-        self.forward(&frame, parsed, None)
+        self.forward(frame, parsed, None)
     }
 
     /// Closes every multi-shard portal (their transaction, or batch, ended).
