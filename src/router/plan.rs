@@ -487,59 +487,15 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
     let Some(node) = stmt.node.as_ref() else {
         return Planned::Plan(Plan::Anywhere);
     };
-    if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
+    if let Some(planned) = plan_before_walk(stmt, node, snapshot, columns) {
         return planned;
-    }
-    if let NodeEnum::MergeStmt(m) = node {
-        if let Some(t) = m.relation.as_ref().and_then(|r| resolve(snapshot, r)) {
-            // The target's rows are on several shards (or copies of them on every shard): a
-            // MERGE on one shard would see, and change, only some of them.
-            return Planned::Plan(unsupported(format!(
-                "MERGE into table \"{}\" is not supported yet: use INSERT … ON CONFLICT, \
-                 UPDATE or DELETE",
-                t.qualified_name()
-            )));
-        }
-    }
-    if let Some(t) = unqualified_elsewhere(stmt, snapshot) {
-        return Planned::Plan(ambiguous(t));
-    }
-    if let Some(plan) = utility::plan_utility(node, snapshot) {
-        return Planned::Plan(plan);
-    }
-    // A data-modifying statement inside another (`WITH d AS (DELETE … RETURNING *) SELECT …`)
-    // changes rows wherever the whole statement runs: routed by the outer statement, it would
-    // change one shard's rows of a recorded table and count only those.
-    if let Some(t) = nested_write_target(stmt, snapshot) {
-        return Planned::Plan(unsupported(format!(
-            "a data-modifying statement inside another statement (WITH … INSERT, UPDATE or \
-             DELETE) on table \"{}\" is not supported: run it as a statement of its own",
-            t.qualified_name()
-        )));
     }
     // Every table named anywhere in the statement, at any depth.
     let mut all: Vec<&RangeVar> = Vec::new();
     collect_range_vars(stmt, &mut all);
     let resolved: Vec<Option<&Table>> = all.iter().map(|r| resolve(snapshot, r)).collect();
-    // A recorded table named where the walk above does not look (inside an expression kind it
-    // does not know, a view's query, …) must not be missed: such a read takes the general
-    // path, which finds every table; anything else is refused.
-    let missed = combine::named_tables(stmt)
-        .into_iter()
-        .find_map(|(schema, name, location)| {
-            if schema.is_empty() && snapshot.is_cte_ref(location) {
-                return None;
-            }
-            let t = resolve_name(snapshot, &schema, &name)?;
-            (!resolved.iter().flatten().any(|r| r.id == t.id)).then_some(t)
-        });
-    if let Some(t) = missed {
-        let why = format!(
-            "this statement names table \"{}\" where shardwire cannot route it (a view, a \
-             function's argument, an expression it does not read)",
-            t.qualified_name()
-        );
-        return Planned::Plan(unsupported(why));
+    if let Some(refused) = missed_table(stmt, snapshot, &resolved) {
+        return refused;
     }
     if all.is_empty() {
         return Planned::Plan(Plan::Anywhere);
@@ -560,12 +516,6 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
         .copied()
         .filter(|t| t.kind == TableKind::Sharded)
         .collect();
-    let duplicated: Vec<&Table> = resolved
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|t| t.kind == TableKind::Duplicated)
-        .collect();
     if let NodeEnum::CopyStmt(c) = node {
         if let Some(p) = copy::plan_copy_table(c, snapshot, columns) {
             return p;
@@ -573,30 +523,7 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
     }
     let writes_target = write_target(node).and_then(|r| resolve(snapshot, r));
     if sharded.is_empty() {
-        if let Some(t) = writes_target.filter(|t| t.kind == TableKind::Duplicated) {
-            return Planned::Plan(Plan::Every(snapshot.shards_of(t.id)));
-        }
-        if duplicated.is_empty() || resolved.iter().any(Option::is_none) {
-            // Unrecorded tables live on the first shard; an unsharded table on its own.
-            let unsharded = resolved
-                .iter()
-                .flatten()
-                .find(|t| t.kind == TableKind::Unsharded)
-                .map(|t| snapshot.shards_of(t.id)[0]);
-            return Planned::Plan(Plan::Fixed(unsharded.unwrap_or(ShardId(0))));
-        }
-        // Duplicated tables, and unsharded ones on their one shard: the shards holding every
-        // one of them.
-        let mut shards = snapshot.shards_of(duplicated[0].id);
-        for t in resolved.iter().flatten() {
-            let theirs = snapshot.shards_of(t.id);
-            shards.retain(|s| theirs.contains(s));
-        }
-        return Planned::Plan(if shards.is_empty() {
-            unsupported("the tables of this statement share no shard")
-        } else {
-            Plan::AnyOf(shards)
-        });
+        return plan_unsharded(snapshot, &resolved, writes_target);
     }
     if writes_target.is_some_and(|t| t.kind == TableKind::Duplicated) {
         return Planned::Plan(unsupported(
@@ -604,24 +531,8 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
         ));
     }
     if let NodeEnum::SelectStmt(_) = node {
-        // A table that is not on the family's shards (unsharded, or not recorded: it lives on
-        // the first shard) cannot be read shard by shard: the general path reads it where it
-        // is. CTE names are the statement's own.
-        let mut ctes: Vec<&str> = Vec::new();
-        walk(stmt, &mut |n| {
-            if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
-                ctes.push(c.ctename.as_str());
-            }
-        });
-        let elsewhere = all.iter().zip(&resolved).find(|(r, t)| match t {
-            Some(t) => t.kind == TableKind::Unsharded,
-            None => !(r.schemaname.is_empty() && ctes.contains(&r.relname.as_str())),
-        });
-        if let Some((r, _)) = elsewhere {
-            return Planned::Plan(unsupported(format!(
-                "a read of sharded tables with table \"{}\", which is not on their shards",
-                r.relname
-            )));
+        if let Some(refused) = read_elsewhere(stmt, &all, &resolved) {
+            return refused;
         }
     }
     let root = sharded[0].root;
@@ -633,9 +544,146 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
             other.qualified_name()
         )));
     }
+    plan_on_family(node, snapshot, columns, &sharded, writes_target)
+}
+
+/// What is decided before the walk over the statement's tables: sequence calls, refused
+/// MERGE and nested writes, ambiguous names, utility statements.
+fn plan_before_walk(
+    stmt: &Node,
+    node: &NodeEnum,
+    snapshot: &Scope,
+    columns: &dyn ColumnSource,
+) -> Option<Planned> {
+    if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
+        return Some(planned);
+    }
+    if let NodeEnum::MergeStmt(m) = node {
+        if let Some(t) = m.relation.as_ref().and_then(|r| resolve(snapshot, r)) {
+            // The target's rows are on several shards (or copies of them on every shard): a
+            // MERGE on one shard would see, and change, only some of them.
+            return Some(Planned::Plan(unsupported(format!(
+                "MERGE into table \"{}\" is not supported yet: use INSERT … ON CONFLICT, \
+                 UPDATE or DELETE",
+                t.qualified_name()
+            ))));
+        }
+    }
+    if let Some(t) = unqualified_elsewhere(stmt, snapshot) {
+        return Some(Planned::Plan(ambiguous(t)));
+    }
+    if let Some(plan) = utility::plan_utility(node, snapshot) {
+        return Some(Planned::Plan(plan));
+    }
+    // A data-modifying statement inside another (`WITH d AS (DELETE … RETURNING *) SELECT …`)
+    // changes rows wherever the whole statement runs: routed by the outer statement, it would
+    // change one shard's rows of a recorded table and count only those.
+    if let Some(t) = nested_write_target(stmt, snapshot) {
+        return Some(Planned::Plan(unsupported(format!(
+            "a data-modifying statement inside another statement (WITH … INSERT, UPDATE or \
+             DELETE) on table \"{}\" is not supported: run it as a statement of its own",
+            t.qualified_name()
+        ))));
+    }
+    None
+}
+
+/// A recorded table named where the walk does not look (inside an expression kind it does not
+/// know, a view's query, …) must not be missed: such a read takes the general path, which finds
+/// every table; anything else is refused.
+fn missed_table(stmt: &Node, snapshot: &Scope, resolved: &[Option<&Table>]) -> Option<Planned> {
+    let missed = combine::named_tables(stmt)
+        .into_iter()
+        .find_map(|(schema, name, location)| {
+            if schema.is_empty() && snapshot.is_cte_ref(location) {
+                return None;
+            }
+            let t = resolve_name(snapshot, &schema, &name)?;
+            (!resolved.iter().flatten().any(|r| r.id == t.id)).then_some(t)
+        });
+    if let Some(t) = missed {
+        let why = format!(
+            "this statement names table \"{}\" where shardwire cannot route it (a view, a \
+             function's argument, an expression it does not read)",
+            t.qualified_name()
+        );
+        return Some(Planned::Plan(unsupported(why)));
+    }
+    None
+}
+
+/// A statement that names no sharded table: on the shards holding every table it names.
+fn plan_unsharded(
+    snapshot: &Scope,
+    resolved: &[Option<&Table>],
+    writes_target: Option<&Table>,
+) -> Planned {
+    let duplicated: Vec<&Table> = resolved
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|t| t.kind == TableKind::Duplicated)
+        .collect();
+    if let Some(t) = writes_target.filter(|t| t.kind == TableKind::Duplicated) {
+        return Planned::Plan(Plan::Every(snapshot.shards_of(t.id)));
+    }
+    if duplicated.is_empty() || resolved.iter().any(Option::is_none) {
+        // Unrecorded tables live on the first shard; an unsharded table on its own.
+        let unsharded = resolved
+            .iter()
+            .flatten()
+            .find(|t| t.kind == TableKind::Unsharded)
+            .map(|t| snapshot.shards_of(t.id)[0]);
+        return Planned::Plan(Plan::Fixed(unsharded.unwrap_or(ShardId(0))));
+    }
+    // Duplicated tables, and unsharded ones on their one shard: the shards holding every
+    // one of them.
+    let mut shards = snapshot.shards_of(duplicated[0].id);
+    for t in resolved.iter().flatten() {
+        let theirs = snapshot.shards_of(t.id);
+        shards.retain(|s| theirs.contains(s));
+    }
+    Planned::Plan(if shards.is_empty() {
+        unsupported("the tables of this statement share no shard")
+    } else {
+        Plan::AnyOf(shards)
+    })
+}
+
+/// A read of sharded tables that also names a table not on their shards (unsharded, or not
+/// recorded: it lives on the first shard) cannot be read shard by shard: the general path
+/// reads it where it is. CTE names are the statement's own.
+fn read_elsewhere(stmt: &Node, all: &[&RangeVar], resolved: &[Option<&Table>]) -> Option<Planned> {
+    let mut ctes: Vec<&str> = Vec::new();
+    walk(stmt, &mut |n| {
+        if let Some(NodeEnum::CommonTableExpr(c)) = n.node.as_ref() {
+            ctes.push(c.ctename.as_str());
+        }
+    });
+    let elsewhere = all.iter().zip(resolved).find(|(r, t)| match t {
+        Some(t) => t.kind == TableKind::Unsharded,
+        None => !(r.schemaname.is_empty() && ctes.contains(&r.relname.as_str())),
+    });
+    if let Some((r, _)) = elsewhere {
+        return Some(Planned::Plan(unsupported(format!(
+            "a read of sharded tables with table \"{}\", which is not on their shards",
+            r.relname
+        ))));
+    }
+    None
+}
+
+/// A statement over one family's sharded tables (and duplicated ones).
+fn plan_on_family(
+    node: &NodeEnum,
+    snapshot: &Scope,
+    columns: &dyn ColumnSource,
+    sharded: &[&Table],
+    writes_target: Option<&Table>,
+) -> Planned {
     let shards = snapshot.shards_of(sharded[0].id);
     match node {
-        NodeEnum::SelectStmt(s) => Planned::Plan(plan_select(s, snapshot, &sharded, shards)),
+        NodeEnum::SelectStmt(s) => Planned::Plan(plan_select(s, snapshot, sharded, shards)),
         NodeEnum::InsertStmt(i) => plan_insert(i, snapshot, columns, shards),
         NodeEnum::UpdateStmt(u) => {
             let mut from = vec![range_var_node(u.relation.as_ref())];
@@ -645,7 +693,7 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
                 &from,
                 u.where_clause.as_deref(),
                 snapshot,
-                &sharded,
+                sharded,
                 shards,
                 u.returning_clause.is_some(),
             );
@@ -667,14 +715,12 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
                 &from,
                 d.where_clause.as_deref(),
                 snapshot,
-                &sharded,
+                sharded,
                 shards,
                 d.returning_clause.is_some(),
             ))
         }
-        NodeEnum::CopyStmt(c) => {
-            Planned::Plan(copy::plan_copy_query(c, snapshot, &sharded, shards))
-        }
+        NodeEnum::CopyStmt(c) => Planned::Plan(copy::plan_copy_query(c, snapshot, sharded, shards)),
         _ => Planned::Plan(unsupported(format!(
             "this kind of statement on sharded table \"{}\" is not supported yet",
             sharded[0].qualified_name()
