@@ -17,6 +17,7 @@ use crate::router::place::{self, PlaceError};
 use crate::router::plan::{CopyArg, CopyOption};
 
 mod binary;
+pub mod shards;
 
 pub use binary::{BinaryError, BinarySplitter};
 

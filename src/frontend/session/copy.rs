@@ -18,6 +18,7 @@ use super::{error_frame, Session, SessionError};
 use crate::backend::BackendError;
 use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
+use crate::executor::copy::shards::{early_answer, read_answer, take_row, ShardCopy};
 use crate::executor::copy::{CopyError, CopyFormat, RowReader, RowRouter, Splitter};
 use crate::executor::participants::ShardLink;
 use crate::frontend::socket::ClientSocket;
@@ -30,10 +31,7 @@ use crate::router::route::{self as routing, Params};
 use bytes::BytesMut;
 use std::sync::Arc;
 
-mod frames;
 mod out;
-
-use frames::*;
 
 /// Rows are sent to a shard once this much has collected for it.
 const FLUSH_AT: usize = 64 * 1024;
@@ -73,21 +71,7 @@ pub(super) struct CopyIn {
     /// header).
     header_line: Option<Vec<u8>>,
     in_block: bool,
-    outs: Vec<Out>,
-}
-
-/// One shard's part of a COPY FROM.
-struct Out {
-    shard: ShardId,
-    buf: Vec<u8>,
-    /// Rows collected for it, sent or not.
-    rows: u64,
-    /// Its COPY was sent (it needs CopyDone or CopyFail, and its block an end).
-    started: bool,
-    /// Its ReadyForQuery came, with this status: the shard's COPY is over.
-    ready: Option<TxStatus>,
-    error: Option<Bytes>,
-    count: u64,
+    outs: Vec<ShardCopy>,
 }
 
 /// Why a COPY FROM stops early.
@@ -111,15 +95,6 @@ impl From<BackendError> for Stop {
 
 fn copy_error(e: &CopyError) -> Bytes {
     error_frame(e)
-}
-
-/// The count of a `COPY n` tag.
-fn tag_count(body: &[u8]) -> u64 {
-    let tag = body.split(|&c| c == 0).next().unwrap_or(body);
-    std::str::from_utf8(tag)
-        .ok()
-        .and_then(|t| t.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 impl Session {
@@ -264,18 +239,7 @@ impl Session {
             splitter,
             header_line: None,
             in_block,
-            outs: shards
-                .iter()
-                .map(|&shard| Out {
-                    shard,
-                    buf: Vec::new(),
-                    rows: 0,
-                    started: false,
-                    ready: None,
-                    error: None,
-                    count: 0,
-                })
-                .collect(),
+            outs: shards.iter().map(|&shard| ShardCopy::new(shard)).collect(),
         };
         let opening = if job.plan.duplicated {
             st.outs.len()

@@ -1,8 +1,9 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
 use super::super::multi::ClientSink;
-use super::{tag_count, CopyJob};
+use super::CopyJob;
 use crate::backend::BackendError;
+use crate::executor::copy::shards::tag_count;
 use crate::executor::copy::{CopyFormat, Header};
 use crate::executor::gather;
 use crate::frontend::session::{Session, SessionError};
