@@ -6,7 +6,7 @@
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 
-use super::gather::values;
+use super::gather::{run_batches_each, values, Replies};
 use crate::backend::readiness::ReadArm;
 use crate::backend::{BackendConn, BackendError, CancelKey, Pooled, Pools};
 use crate::model::ShardId;
@@ -334,6 +334,34 @@ impl ParkedLinks {
                 })
             })
             .collect()
+    }
+}
+
+impl ParkedLinks {
+    /// Sends the links at `at` their `messages` (extended-protocol statements ending with one
+    /// Sync) all at once, then reads each one's replies up to its ReadyForQuery, writing back
+    /// its transaction status. On a failure every one of them is marked broken: where each
+    /// stream stands is unknown.
+    pub async fn exchange(
+        &mut self,
+        at: &[usize],
+        messages: &[BytesMut],
+    ) -> Result<Vec<Replies>, BackendError> {
+        let mut conns = self.conns_at(at);
+        let result = run_batches_each(&mut conns, messages).await;
+        drop(conns);
+        match result {
+            Ok(replies) => {
+                for (&i, r) in at.iter().zip(&replies) {
+                    self.links[i].tx_status = r.status;
+                }
+                Ok(replies)
+            }
+            Err(e) => {
+                self.mark_broken(at);
+                Err(e)
+            }
+        }
     }
 }
 

@@ -224,33 +224,20 @@ impl Session {
             fresh.push(parsed);
         }
         self.announce_running();
-        let mut conns = self.links.parked.conns_at(&at);
-        let result = gather::run_batches_each(&mut conns, &messages).await;
-        drop(conns);
+        let result = self.links.parked.exchange(&at, &messages).await;
         self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok(mut replies) => {
-                for (((&i, r), opened), parsed) in
-                    at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
-                {
-                    self.links.parked[i].tx_status = r.status;
-                    r.statements.drain(..opened.min(r.statements.len()));
-                    if r.error.is_some() {
-                        // Their Parse may have been skipped after the error.
-                        for text in parsed {
-                            self.links.parked[i].conn.conn.prepared.remove(&text);
-                        }
-                    }
+        let mut replies = result?;
+        for (((&i, r), opened), parsed) in at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
+        {
+            r.statements.drain(..opened.min(r.statements.len()));
+            if r.error.is_some() {
+                // Their Parse may have been skipped after the error.
+                for text in parsed {
+                    self.links.parked[i].conn.conn.prepared.remove(&text);
                 }
-                Ok(replies)
-            }
-            Err(e) => {
-                for &i in &at {
-                    self.links.parked[i].conn.conn.broken = true;
-                }
-                Err(e.into())
             }
         }
+        Ok(replies)
     }
 }
 
