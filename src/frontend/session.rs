@@ -31,15 +31,15 @@ mod combining;
 mod commit;
 mod copy;
 mod dest;
+mod dispatch;
 mod explain;
+mod fan_out;
 mod forward;
-mod general;
 mod insert_select;
 mod local;
 mod movement;
-mod multi;
-mod multi_dest;
 mod nested;
+mod per_shard;
 mod polling;
 mod refuse;
 mod routing;
@@ -55,7 +55,7 @@ mod timeouts;
 mod watch;
 
 use crate::executor::participants::Participants;
-use multi::Portals;
+use fan_out::Portals;
 use settings::settings_sql;
 
 /// Past this much unsent data in one direction, stop reading from the other side.

@@ -3,7 +3,7 @@
 //! the merge out.
 
 use super::combining::{BoundCombine, CombineJob};
-use super::multi::Work;
+use super::fan_out::Work;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine, Combined};

@@ -8,8 +8,8 @@
 //! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
-use super::multi::ClientSink;
-use super::multi::Work;
+use super::fan_out::ClientSink;
+use super::fan_out::Work;
 use super::{error_frame, Session, SessionError};
 use crate::backend::BackendError;
 use crate::catalog::ShardId;

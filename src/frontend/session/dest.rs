@@ -3,7 +3,7 @@
 //! itself through the extended protocol.
 
 use super::local::{local_kind, LocalKind};
-use super::multi_dest::{portal_messages, Multi, MultiPortal};
+use super::per_shard::{portal_messages, Multi, MultiPortal};
 use super::sequence::SequenceAnswer;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;

@@ -3,7 +3,7 @@
 //! general path, a write on every shard) and the SQL each shard runs.
 
 use super::dest::Dest;
-use super::{multi, Session, SessionError};
+use super::{fan_out, Session, SessionError};
 use crate::catalog::ShardId;
 use crate::catalog::Snapshot;
 use crate::frontend::pipeline::Pending;
@@ -125,7 +125,7 @@ impl Session {
             }
             Some(portal) => {
                 rs.encode("EXPLAIN", &mut out);
-                let rows = multi::rows_of_reply(&out).unwrap_or_default();
+                let rows = fan_out::rows_of_reply(&out).unwrap_or_default();
                 self.pipeline.push(
                     Pending::composed(protocol::empty_message(b'2')),
                     &mut self.cout,

@@ -2,7 +2,7 @@
 //! (one shard, or gathered from several), its rows routed by the target's sharding key, each
 //! shard's rows inserted in batches, one combined answer for the client.
 
-use super::multi::Work;
+use super::fan_out::Work;
 use super::{error_frame, Session, SessionError};
 use crate::catalog::ShardId;
 use crate::catalog::Snapshot;

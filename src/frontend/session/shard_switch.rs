@@ -292,7 +292,7 @@ impl Session {
         self.drain_current().await?;
         let mut sync = BytesMut::new();
         Extended::new(&mut sync).sync();
-        let mut held = super::multi::begin_messages();
+        let mut held = super::fan_out::begin_messages();
         held.extend_from_slice(&sync);
         for i in 0..self.links.parked.len() {
             if !self.links.parked[i].unsynced {

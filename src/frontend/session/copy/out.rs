@@ -1,6 +1,6 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
-use super::super::multi::ClientSink;
+use super::super::fan_out::ClientSink;
 use super::CopyJob;
 use crate::backend::BackendError;
 use crate::executor::copy::shards::tag_count;

@@ -208,10 +208,10 @@ impl Session {
             let mut out = BytesMut::new();
             let mut opened = 0;
             if implicit && self.links.parked[i].tx_status == TxStatus::Idle {
-                out = super::super::multi::begin_messages();
+                out = super::super::fan_out::begin_messages();
                 opened = 1;
                 if !bound_waits.is_empty() {
-                    out.extend_from_slice(&super::super::multi::unnamed_statement(&bound_waits));
+                    out.extend_from_slice(&super::super::fan_out::unnamed_statement(&bound_waits));
                     self.links.block.waits_bounded = true;
                     opened += 1;
                 }

@@ -2,7 +2,7 @@
 //! whose Describe and Execute it then answers from their combined results.
 
 use super::local::{local_kind, LocalKind};
-use super::multi_dest::{Multi, MultiPortal};
+use super::per_shard::{Multi, MultiPortal};
 use super::{consume, Session, SessionError, HIGH_WATER};
 use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine, Combined};

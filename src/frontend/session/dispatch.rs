@@ -1,6 +1,6 @@
-//! The general path of a client frame: one that waits for a connection, that the proxy answers
-//! itself, or that the router sends somewhere other than the connection held (several shards,
-//! another shard, a held Parse). The fast path in the parent module hands a frame here when it
+//! The slow path of a client frame, and its dispatch: a frame that waits for a connection, that
+//! the proxy answers itself, or that the router sends somewhere other than the connection held
+//! (several shards, another shard, a held Parse). The fast path in the parent module hands a frame here when it
 //! cannot forward it without an await.
 
 use super::dest::Dest;
