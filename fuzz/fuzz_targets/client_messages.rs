@@ -35,7 +35,7 @@ use shardwire::model::TableId;
 use shardwire::protocol::{self, Frame};
 use shardwire::router::route::{self, BindParts, Params};
 use shardwire::sql::classify::{self, keyword, LastEffect};
-use shardwire::sql::row_ttl::{rewrite_row_ttl, TtlTable};
+use shardwire::ddl::row_ttl::{rewrite_row_ttl, TtlTable};
 use shardwire::sql::{nested_names, signal};
 use shardwire::{admin, ddl::model::QualifiedName};
 use shardwire_fuzz::{config, plan_cache, snapshot, VERSION};

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use shardwire::ddl::model::{QualifiedName, RewriteContext};
 use shardwire::ddl::rewrite::{self, CreateOutcome};
 use shardwire::ddl::{self, Statement};
-use shardwire::error::ClientError;
+use shardwire::client_error::ClientError;
 use shardwire::executor::ddl::{recognise, validate_with_postgres_parser, ExecError, ProxyDdl};
 use shardwire::executor::{layout, nosql};
 use shardwire_fuzz::{config, snapshot};

@@ -68,16 +68,12 @@ impl Participants {
     /// The transaction status the client sees: failed if any shard's part of the block failed,
     /// in a block if any shard is.
     pub fn status(&self) -> TxStatus {
-        TxStatus::combined(
-            std::iter::once(self.current_status()).chain(self.parked.iter().map(|p| p.tx_status)),
-        )
+        TxStatus::combined(self.iter().map(|l| l.tx_status))
     }
 
     /// Whether the session's connection on `shard`, current or parked, is in a block.
     pub fn in_block_on(&self, shard: ShardId) -> bool {
-        self.current
-            .iter()
-            .chain(self.parked.iter())
+        self.iter()
             .any(|l| l.shard() == shard && l.tx_status.in_block())
     }
 
@@ -157,6 +153,14 @@ impl ShardLink {
         }
         pools.shard(self.conn.shard).release(self.conn);
     }
+}
+
+/// What one connection answered to a statement of the proxy's own.
+pub struct Answer {
+    /// The first column of the first row, as text.
+    pub value: Option<Vec<u8>>,
+    /// The connection's ErrorResponse, as the client would get it.
+    pub error: Option<Bytes>,
 }
 
 /// The links on shards other than the current one, keyed by shard.
@@ -266,17 +270,7 @@ impl ParkedLinks {
             .map(|p| (p.conn.shard, p.conn.conn.cancel))
             .collect()
     }
-}
 
-/// What one connection answered to a statement of the proxy's own.
-pub struct Answer {
-    /// The first column of the first row, as text.
-    pub value: Option<Vec<u8>>,
-    /// The connection's ErrorResponse, as the client would get it.
-    pub error: Option<Bytes>,
-}
-
-impl ParkedLinks {
     /// Sends `sql` to the links at `at` at once, then reads each answer up to its
     /// ReadyForQuery, noting its transaction status. A lost connection fails the whole call.
     pub async fn ask(&mut self, at: &[usize], sql: &str) -> Result<Vec<Answer>, BackendError> {
@@ -335,9 +329,7 @@ impl ParkedLinks {
             })
             .collect()
     }
-}
 
-impl ParkedLinks {
     /// Sends the links at `at` their `messages` (extended-protocol statements ending with one
     /// Sync) all at once, then reads each one's replies up to its ReadyForQuery, writing back
     /// its transaction status. On a failure every one of them is marked broken: where each
