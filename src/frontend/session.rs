@@ -5,12 +5,6 @@
 //! expected from it, and no extended-protocol batch is half-way (no Sync yet). Session state that
 //! cannot move between connections pins the client to its connection (see `sql::classify`).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use bytes::{Buf, BytesMut};
-
 use super::cancel::CancelGuard;
 use super::driver::Next;
 use super::limits::Admitted;
@@ -20,8 +14,16 @@ use super::statements::StatementNames;
 use super::FrontendError;
 use crate::backend::{BackendError, Settings};
 use crate::client_error::ClientError;
+use crate::executor::participants::Participants;
 use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Frame, FrameError, Severity, TxStatus};
+use bytes::{Buf, BytesMut};
+use fan_out::Portals;
+use settings::settings_sql;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
 pub use crate::sql::quote::{quote_ident, quote_literal};
 
 mod aggregate;
@@ -53,10 +55,6 @@ mod shard_switch;
 mod signal;
 mod timeouts;
 mod watch;
-
-use crate::executor::participants::Participants;
-use fan_out::Portals;
-use settings::settings_sql;
 
 /// Past this much unsent data in one direction, stop reading from the other side.
 const HIGH_WATER: usize = 1 << 20;

@@ -5,16 +5,15 @@
 //! A plan holds no values of Bind parameters, so one plan serves every execution of a prepared
 //! statement; [`super::route`] combines it with the values.
 
+use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
+use crate::client_error::ClientError;
 use crate::sql::deparse::deparse;
-use std::sync::Arc;
-
 use pg_query::protobuf::{Node, RangeVar};
 use pg_query::NodeEnum;
+use scope::{resolve, resolve_name};
+use std::sync::Arc;
+use strings::{own_statement_among_others, string_plan};
 use tokio_postgres::error::SqlState;
-
-use crate::client_error::ClientError;
-
-use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 
 mod aggregate;
 mod combine;
@@ -45,10 +44,8 @@ pub use insert_select::InsertSelect;
 pub use key_update::{Descendant, KeyUpdate};
 pub use partial::{PartialPlan, PARTIAL_TABLE};
 pub use scope::Scope;
-use scope::{resolve, resolve_name};
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
-use strings::{own_statement_among_others, string_plan};
 pub use utility::{UtilityKind, UtilityPlan};
 use walk::*;
 

@@ -8,24 +8,19 @@
 //! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
-use super::fan_out::ClientSink;
-use super::fan_out::Work;
+use super::fan_out::{ClientSink, Work};
 use super::{error_frame, Session, SessionError};
 use crate::backend::BackendError;
-use crate::catalog::ShardId;
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::Extended;
-use crate::protocol::TxStatus;
+use crate::protocol::{self, Extended, TxStatus};
 use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
 use crate::router::route::{self as routing, BindParts, Params};
 use crate::sql::quote::quote_literal;
-use bytes::Bytes;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 
 /// The shard whose PostgreSQL combines the rows of tables read whole: where the tables the

@@ -11,12 +11,10 @@ use crate::failpoint::{fail_point, FailPoint};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::statements::ClientFrame;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::{Frame, TxStatus};
+use crate::protocol::{self, Frame, TxStatus};
 use crate::sql::classify::{first_keyword, keyword};
 use crate::txn::Gid;
-use bytes::Bytes;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::time::Instant;
 
 mod failpoints;

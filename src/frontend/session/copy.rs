@@ -10,26 +10,21 @@
 //! one shard after others committed is the one gap until distributed transactions land).
 //! Inside a block, the shards join it and a failure fails it, as on PostgreSQL.
 
-use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
-
 use super::dest::Dest;
 use super::{error_frame, Session, SessionError};
 use crate::backend::BackendError;
-use crate::catalog::ShardId;
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::executor::copy::shards::{early_answer, read_answer, take_row, ShardCopy};
 use crate::executor::copy::{CopyError, CopyFormat, RowReader, RowRouter, Splitter};
 use crate::executor::participants::ShardLink;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::{Frame, MessageBuilder, TxStatus};
+use crate::protocol::{self, Frame, MessageBuilder, TxStatus};
 use crate::router::plan::CopyPlan;
-use crate::router::route::Route;
-use crate::router::route::{self as routing, Params};
-use bytes::BytesMut;
+use crate::router::route::{self as routing, Params, Route};
+use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
 
 mod out;
 

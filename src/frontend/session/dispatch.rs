@@ -6,16 +6,16 @@
 use super::dest::Dest;
 use super::local::{local_candidate, LocalKind};
 use super::{Session, SessionError};
+use crate::admin;
 use crate::catalog::ShardId;
 use crate::client_error::ClientError;
 use crate::executor::ddl;
 use crate::executor::participants::ShardLink;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
-use crate::frontend::statements::ClientFrame;
-use crate::frontend::{statements, FrontendError};
-use crate::protocol::{Frame, Severity, TxStatus};
-use crate::{admin, protocol};
+use crate::frontend::statements::{self, ClientFrame};
+use crate::frontend::FrontendError;
+use crate::protocol::{self, Frame, Severity, TxStatus};
 use bytes::BytesMut;
 use tracing::Instrument;
 

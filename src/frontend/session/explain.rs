@@ -4,17 +4,14 @@
 
 use super::dest::Dest;
 use super::{fan_out, Session, SessionError};
-use crate::catalog::ShardId;
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::{ColumnType, ResultSet};
+use crate::protocol::{self, ColumnType, ResultSet};
 use crate::router::plan::{
     AggregateMerge, ColumnMerge, CombinePlan, ExplainPlan, Keys, Merge, Plan, ShardedPlan,
 };
-use crate::router::route::Route;
-use crate::router::route::{self as routing, Params};
+use crate::router::route::{self as routing, Params, Route};
 use bytes::BytesMut;
 
 /// The proxy's answer to an EXPLAIN: its lines, for a simple query or a Bind's portal.

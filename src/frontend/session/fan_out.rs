@@ -9,9 +9,9 @@ use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
-use crate::protocol;
-use crate::protocol::{Extended, BIND_NOTHING, NO_PARAM_TYPES};
-use crate::protocol::{Frame, MessageBuilder, TxStatus};
+use crate::protocol::{
+    self, Extended, Frame, MessageBuilder, TxStatus, BIND_NOTHING, NO_PARAM_TYPES,
+};
 use bytes::BytesMut;
 use tracing::Instrument;
 

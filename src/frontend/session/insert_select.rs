@@ -4,19 +4,16 @@
 
 use super::fan_out::Work;
 use super::{error_frame, Session, SessionError};
-use crate::catalog::ShardId;
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::TxStatus;
+use crate::protocol::{self, TxStatus};
 use crate::router::hash::KeyValue;
 use crate::router::plan::{InsertSelect, Plan, ShardedPlan, StatementKind};
 use crate::router::route::{self as routing, Params};
-use bytes::Bytes;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -10,26 +10,22 @@
 //! a row twice. Each step goes to all its shards at once (`steps`).
 
 use super::{error_frame, Session, SessionError};
-use crate::catalog::ShardId;
-use crate::catalog::{RowMovement, Snapshot};
+use crate::catalog::{RowMovement, ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combined, Reply};
 use crate::failpoint::FailPoint;
 use crate::frontend::pipeline::Pending;
 use crate::movement::{self, ClientBind, Locked, MoveError, Moving};
-use crate::protocol;
-use crate::protocol::TxStatus;
+use crate::protocol::{self, TxStatus};
 use crate::router::hash::KeyValue;
 use crate::router::plan::{KeyUpdate, ShardedPlan};
-use bytes::Bytes;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
+use steps::{locked_rows, read_step, recorded, step_error, Answers, Expect, Step, Tail};
 
 mod steps;
-
-use steps::{locked_rows, read_step, recorded, step_error, Answers, Expect, Step, Tail};
 
 /// A sharding-key UPDATE to run: its plan, the shards its rows are on, and for the extended
 /// protocol the client's portal and Bind.

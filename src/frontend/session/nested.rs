@@ -3,8 +3,7 @@
 
 use super::{Session, SessionError};
 use crate::frontend::statements::ClientFrame;
-use crate::protocol::Extended;
-use crate::protocol::{Frame, MessageBuilder};
+use crate::protocol::{Extended, Frame, MessageBuilder};
 use crate::sql::nested_names::rewrite_nested_names;
 use bytes::BytesMut;
 

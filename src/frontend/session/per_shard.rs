@@ -4,8 +4,7 @@
 
 use super::dest::{Dest, KeysNeeded, Source};
 use super::Session;
-use crate::catalog::ShardId;
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::executor::gather::Combine;
 use crate::frontend::FrontendError;
 use crate::protocol::Extended;

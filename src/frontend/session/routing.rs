@@ -2,11 +2,10 @@
 //! used, and memos of the statements it routed last (drivers send the same texts again and
 //! again, so one comparison usually replaces the work).
 
-use std::sync::Arc;
-
 use super::dest::PlanMemo;
 use super::local::FactsMemo;
 use crate::router::{SearchPath, SimpleMemo};
+use std::sync::Arc;
 
 pub(super) struct RoutingState {
     /// The session's search_path as the router reads names with it (`search_path`); `None`: the

@@ -7,8 +7,7 @@ use crate::ddl::model::QualifiedName;
 use crate::ddl::row_ttl::{rewrite_row_ttl, RowTtl, TtlTable};
 use crate::frontend::statements::ClientFrame;
 use crate::frontend::FrontendError;
-use crate::protocol::Extended;
-use crate::protocol::{Frame, MessageBuilder};
+use crate::protocol::{Extended, Frame, MessageBuilder};
 use bytes::BytesMut;
 use tokio_postgres::error::SqlState;
 

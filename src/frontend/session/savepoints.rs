@@ -6,8 +6,7 @@
 use super::{Session, SessionError};
 use crate::frontend::statements::ClientFrame;
 use crate::protocol::TxStatus;
-use crate::sql::classify::leading_words_and_rest;
-use crate::sql::classify::may_start_with;
+use crate::sql::classify::{leading_words_and_rest, may_start_with};
 use crate::sql::quote::quote_ident;
 
 /// A savepoint statement, with the savepoint's name as PostgreSQL folds it.

@@ -2,18 +2,16 @@
 //! from the cluster-wide sequence the generated keys take theirs from, which the shards' own
 //! sequences know nothing of.
 
-use std::collections::HashMap;
-
 use super::{Session, SessionError};
 use crate::catalog::TableId;
 use crate::client_error::ClientError;
 use crate::executor::gather;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
-use crate::protocol;
-use crate::protocol::{Frame, MessageBuilder};
+use crate::protocol::{self, Frame, MessageBuilder};
 use crate::router::plan::{SequenceCall, SequenceFunction};
 use bytes::BytesMut;
+use std::collections::HashMap;
 
 /// PostgreSQL's type OID of `nextval`'s result, int8.
 const INT8_OID: i32 = 20;

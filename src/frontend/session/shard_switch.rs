@@ -15,11 +15,8 @@ use crate::backend::BackendError;
 use crate::catalog::ShardId;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::statements::ClientFrame;
-use crate::protocol;
-use crate::protocol::Extended;
-use crate::protocol::{Frame, TxStatus};
-use crate::sql::classify::leading_keywords;
-use crate::sql::classify::{first_keyword, keyword, may_start_with};
+use crate::protocol::{self, Extended, Frame, TxStatus};
+use crate::sql::classify::{first_keyword, keyword, leading_keywords, may_start_with};
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -6,11 +6,10 @@
 //! idle_in_transaction_session_timeout: its connections are closed (the shards roll back what
 //! they held) and what still runs on them is canceled.
 
-use std::time::{Duration, Instant};
-
 use super::Session;
 use crate::executor::participants::ShardLink;
 use crate::frontend::FrontendError;
+use std::time::{Duration, Instant};
 
 /// Which limit a wait ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,17 +3,15 @@
 //! recovery; but what it runs on the shards is canceled then, as nobody waits for its result.
 //! Only the session's query timeout cuts it short: the shards may not answer at all.
 
-use std::time::{Duration, Instant};
-
-use super::timeouts::Expiry;
-
 use super::socket::HangupWatch;
+use super::timeouts::Expiry;
 use super::{signal, ClientSaid, SessionError};
 use crate::frontend::cancel::CancelSlot;
 use crate::frontend::context::ServerCtx;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 /// How often a session whose client is gone cancels again what runs for it: the general path
 /// may start another statement after a cancel took effect (or after a wait for a connection).

@@ -4,19 +4,17 @@
 //! evaluates every expression, aggregate, join, sort and set operation, so the answer is the
 //! one a single PostgreSQL holding all the rows would give.
 
-use crate::sql::deparse::deparse;
-use std::collections::HashMap;
-
-use serde_json::Value as Json;
-
 use super::conditions::conjuncts;
 use super::row_origin::preserved_range_vars;
 use super::scope::{resolve, resolve_name, Scope};
 use super::{plan_scoped, ColumnSource, Plan, Planned, Refusal};
 use crate::catalog::{Table, TableId};
+use crate::sql::deparse::deparse;
 use crate::sql::quote::quote_ident;
 use pg_query::protobuf::{LimitOption, Node, SelectStmt, SetOperation};
 use pg_query::NodeEnum;
+use serde_json::Value as Json;
+use std::collections::HashMap;
 
 /// A read the proxy answers by letting one PostgreSQL combine the shards' rows.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,18 +2,15 @@
 //! and to gather COPY TO (the statement each shard runs, the key columns' positions in a row,
 //! the options as written).
 
-use std::sync::Arc;
-
-use pg_query::protobuf::{CopyStmt, Node};
-use pg_query::NodeEnum;
-
 use super::scope::resolve;
 use super::select::plan_select;
-use super::Scope;
-use super::{unsupported, ColumnSource, Plan, Planned, ShardedPlan};
+use super::{unsupported, ColumnSource, Plan, Planned, Scope, ShardedPlan};
 use crate::catalog::{ShardId, Table, TableId, TableKind};
 use crate::model::ROWS_SCHEMA_SUFFIX;
 use crate::sql::quote::quote_ident;
+use pg_query::protobuf::{CopyStmt, Node};
+use pg_query::NodeEnum;
+use std::sync::Arc;
 
 /// A COPY option's argument as PostgreSQL's grammar gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]

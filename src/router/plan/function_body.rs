@@ -9,14 +9,12 @@
 //! every word of it counts, inside string literals too. A name the body builds at run time
 //! (`EXECUTE format('… %I', name)`) is not seen.
 
-use pg_query::protobuf::{CreateFunctionStmt, DoStmt};
-
 use super::scope::Scope;
 use super::utility::strings;
 use super::walk::walk;
 use super::{unsupported, Plan};
 use crate::catalog::{Table, TableKind};
-use pg_query::protobuf::Node;
+use pg_query::protobuf::{CreateFunctionStmt, DoStmt, Node};
 use pg_query::NodeEnum;
 
 /// The refusal of a function whose body names a sharded table, or names a duplicated table and

@@ -2,19 +2,18 @@
 //! and hands each row the sharding key of the row it reads (every shard then inserts its own
 //! rows); otherwise the proxy runs the SELECT and routes its rows like a multi-row INSERT.
 
-use std::sync::Arc;
-
-use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
-use pg_query::NodeEnum;
-
 use super::conditions::{top_level_uses, using_columns, Slots};
 use super::Scope;
+use crate::catalog::{ShardId, Table};
+use crate::sql::deparse::deparse;
+use pg_query::protobuf::{InsertStmt, Node, SelectStmt};
+use pg_query::NodeEnum;
+use std::sync::Arc;
+
 use super::{
     plan_one, unsupported, ColumnSource, Keys, Merge, Plan, Planned, ShardAnswers, ShardedPlan,
     StatementKind,
 };
-use crate::catalog::{ShardId, Table};
-use crate::sql::deparse::deparse;
 
 /// An INSERT … SELECT the proxy runs in two steps.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,17 +9,17 @@
 //! key columns rewritten; the other rows take the client's UPDATE restricted to exactly the
 //! rows read, so nothing is updated twice or missed.
 
-use pg_query::protobuf::{BoolExpr, BoolExprType, ResTarget, UpdateStmt};
-
 use super::conditions::operand;
 use super::insert_select::deparse_select;
 use super::scope::Scope;
 use super::{unsupported, ColumnDef, ColumnSource, KeyTuple, Operand, Planned};
-use crate::catalog::{KeyColumn, RowMovement};
-use crate::catalog::{Table, TableId};
+use crate::catalog::{KeyColumn, RowMovement, Table, TableId};
 use crate::sql::deparse::deparse;
 use crate::sql::quote::quote_ident;
-use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
+use pg_query::protobuf::{
+    a_const, BoolExpr, BoolExprType, LimitOption, Node, RangeVar, ResTarget, SelectStmt,
+    SetOperation, UpdateStmt,
+};
 use pg_query::NodeEnum;
 use std::sync::Arc;
 

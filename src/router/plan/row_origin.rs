@@ -22,11 +22,10 @@
 //! null-extended ([`preserved_range_vars`]); a key read from the nullable side is NULL on every
 //! shard's padded rows.
 
-use pg_query::protobuf::{JoinType, Node, RangeVar};
-use pg_query::NodeEnum;
-
 use super::scope::{resolve, Scope};
 use crate::catalog::TableKind;
+use pg_query::protobuf::{JoinType, Node, RangeVar};
+use pg_query::NodeEnum;
 
 /// What the rows of one FROM item hold.
 #[derive(Debug, Clone, Copy)]

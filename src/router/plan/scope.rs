@@ -1,11 +1,10 @@
 //! How a statement's table names are read: qualified ones as written, unqualified ones along the
 //! session's `search_path` when the proxy knows it, else in schema `public`.
 
-use pg_query::protobuf::{Node, RangeVar, RawStmt};
-use pg_query::NodeEnum;
-
 use super::walk::children;
 use crate::catalog::{Snapshot, Table};
+use pg_query::protobuf::{Node, RangeVar, RawStmt};
+use pg_query::NodeEnum;
 
 /// The catalog as one statement's names see it: an unqualified name is looked up along the
 /// session's `search_path` when the proxy knows it, else in schema `public`.

@@ -8,12 +8,12 @@
 //! The objects a table's columns can use — types, domains, schemas, extensions — are made,
 //! changed and dropped on every shard, so that a sharded table can use them wherever it is.
 
-use pg_query::protobuf::{ConstrType, GrantTargetType, ObjectType, ReindexObjectType};
-
 use super::scope::{resolve, resolve_name, Scope};
 use super::{function_body, unsupported, Plan};
 use crate::catalog::{ShardId, Table};
-use pg_query::protobuf::{Node, RangeVar};
+use pg_query::protobuf::{
+    ConstrType, GrantTargetType, Node, ObjectType, RangeVar, ReindexObjectType,
+};
 use pg_query::NodeEnum;
 use std::sync::Arc;
 

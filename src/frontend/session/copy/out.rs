@@ -8,8 +8,7 @@ use crate::executor::copy::{CopyFormat, Header};
 use crate::executor::gather;
 use crate::frontend::session::{Session, SessionError};
 use crate::frontend::socket::ClientSocket;
-use crate::protocol;
-use crate::protocol::{MessageBuilder, TxStatus};
+use crate::protocol::{self, MessageBuilder, TxStatus};
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 

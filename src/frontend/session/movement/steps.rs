@@ -4,11 +4,9 @@
 
 use super::{add_returned, Failure};
 use crate::catalog::ShardId;
-use crate::executor::gather;
-use crate::executor::gather::Replies;
+use crate::executor::gather::{self, Replies};
 use crate::frontend::session::{Session, SessionError};
-use crate::movement;
-use crate::movement::MoveError;
+use crate::movement::{self, MoveError};
 use crate::protocol::TxStatus;
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
