@@ -338,16 +338,46 @@ impl Session {
                 return Ok(Err(f));
             }
         }
+        let writes = match plan_writes(job, plan, &sources) {
+            Ok(writes) => writes,
+            Err(()) => return Ok(Err(Failure::malformed(&name))),
+        };
+        let moved_rows = writes.moved_rows;
+        let (mut answer, ending) = match self
+            .write_rows(job, &name, writes, implicit, &mut notices)
+            .await?
+        {
+            Ok(written) => written,
+            Err(f) => return Ok(Err(f)),
+        };
+        answer.notices = notices;
+        let metrics = &self.ctx.metrics;
+        if moved_rows > 0 {
+            metrics.key_updates_moved.increment(1);
+            metrics.rows_moved.increment(moved_rows);
+        } else {
+            metrics.key_updates_in_place.increment(1);
+        }
+        Ok(Ok((answer, ending)))
+    }
+
+    /// Step 4 sent and step 5: the writes on every shard at once (the deletes first, alone,
+    /// when a fail point sits between them and the inserts), and with the last step the
+    /// block's end where it can be sent along. The answer carries the UPDATE's tag.
+    async fn write_rows(
+        &mut self,
+        job: &KeyUpdateJob,
+        name: &str,
+        writes: Writes,
+        implicit: bool,
+        notices: &mut BytesMut,
+    ) -> Result<Result<(gather::Rows, Ending), Failure>, SessionError> {
         let Writes {
             sources: mut sources_step,
             targets: targets_step,
             mut count,
-            moved_rows,
-        } = match plan_writes(job, plan, &sources) {
-            Ok(writes) => writes,
-            Err(()) => return Ok(Err(Failure::malformed(&name))),
-        };
-
+            ..
+        } = writes;
         let mut answer = gather::Rows::default();
         let writers: Vec<ShardId> = sources_step
             .iter()
@@ -364,10 +394,10 @@ impl Session {
             // inserted at the new one, the transaction holds the only copy, and a crash here
             // must lose nothing.
             let answers = self.send_step(sources_step, implicit).await?;
-            if let Some(error) = step_error(&answers, &mut notices) {
-                return Ok(Err(Failure::shard(&mut notices, error)));
+            if let Some(error) = step_error(&answers, notices) {
+                return Ok(Err(Failure::shard(notices, error)));
             }
-            if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
+            if let Some(f) = read_step(name, answers, &mut answer, &mut count) {
                 return Ok(Err(f));
             }
             crate::failpoint::fail_point!(self.ctx.failpoints, FailPoint::MoveMidFamily);
@@ -393,7 +423,7 @@ impl Session {
                 Ok(tail) => tail,
                 Err(error) => {
                     return Ok(Err(Failure {
-                        notices,
+                        notices: std::mem::take(notices),
                         error,
                         from_shard: false,
                     }))
@@ -406,7 +436,7 @@ impl Session {
         // 5. The last step, and with it the block's end where it could be sent along.
         let started = Instant::now();
         let answers = self.send_step(last, implicit).await?;
-        let error = step_error(&answers, &mut notices);
+        let error = step_error(&answers, notices);
         let ending = match tail {
             Tail::Prepare {
                 gid,
@@ -420,14 +450,14 @@ impl Session {
                 };
                 let settled = self
                     .settle_move(
-                        &name,
+                        name,
                         &gid,
                         decider,
                         &writers,
                         last,
                         &mut answer,
                         &mut count,
-                        &mut notices,
+                        notices,
                     )
                     .await?;
                 match settled {
@@ -437,9 +467,9 @@ impl Session {
             }
             tail @ (Tail::Commit | Tail::None) => {
                 if let Some(error) = error {
-                    return Ok(Err(Failure::shard(&mut notices, error)));
+                    return Ok(Err(Failure::shard(notices, error)));
                 }
-                if let Some(f) = read_step(&name, answers, &mut answer, &mut count) {
+                if let Some(f) = read_step(name, answers, &mut answer, &mut count) {
                     return Ok(Err(f));
                 }
                 match tail {
@@ -454,16 +484,7 @@ impl Session {
                 Ending::Open => p.wrote |= writers.contains(&p.conn.shard),
             }
         }
-
-        answer.notices = notices;
         answer.tag = Some(format!("UPDATE {count}"));
-        let metrics = &self.ctx.metrics;
-        if moved_rows > 0 {
-            metrics.key_updates_moved.increment(1);
-            metrics.rows_moved.increment(moved_rows);
-        } else {
-            metrics.key_updates_in_place.increment(1);
-        }
         Ok(Ok((answer, ending)))
     }
 
