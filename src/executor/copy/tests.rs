@@ -1,6 +1,7 @@
 //! Unit tests of COPY's option parsing, row splitting and field decoding.
 
 use super::*;
+use crate::router::plan::{CopyArg, CopyOption};
 
 fn opt(name: &str, arg: CopyArg) -> CopyOption {
     CopyOption {
