@@ -28,30 +28,3 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
     }
     text
 }
-
-#[cfg(test)]
-mod tests {
-    /// tokio-postgres's own text is its error's kind alone; `with_causes` says why, as an
-    /// operator needs in a log or a client in a message.
-    #[tokio::test]
-    async fn a_postgres_error_says_its_cause() {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = closed.local_addr().unwrap().port();
-        drop(closed);
-        let conf = format!("host=127.0.0.1 port={port} user=x connect_timeout=5");
-        let error = || async {
-            tokio_postgres::connect(&conf, tokio_postgres::NoTls)
-                .await
-                .err()
-                .expect("nothing listens on the port")
-        };
-        assert_eq!(error().await.to_string(), "error connecting to server");
-        let reason = |text: String| {
-            assert!(
-                text.contains("refused"),
-                "the cause is missing from {text:?}"
-            );
-        };
-        reason(super::with_causes(&error().await));
-    }
-}

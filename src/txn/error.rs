@@ -180,7 +180,7 @@ impl TxnError {
 #[cfg(test)]
 mod tests {
     /// The catalog's and the transaction layer's errors that carry a tokio-postgres error say
-    /// its cause, not only its kind.
+    /// its cause, not only its kind (`client_error::with_causes`).
     #[tokio::test]
     async fn errors_carrying_a_postgres_error_say_its_cause() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
