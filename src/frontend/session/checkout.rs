@@ -9,7 +9,7 @@ use crate::backend::Pooled;
 use crate::catalog::ShardId;
 use crate::executor::participants::ShardLink;
 use crate::frontend::pipeline::Pending;
-use crate::protocol;
+use crate::protocol::{self, TxStatus};
 use std::sync::Arc;
 
 impl Session {
@@ -103,6 +103,22 @@ impl Session {
         if !self.links.parked.is_empty() {
             self.release_parked_if_idle();
         }
+    }
+
+    /// After a statement over parked connections: a failed block is answered from the shard
+    /// that failed it (its connection becomes the current one), and the connections no block
+    /// or batch holds go back.
+    pub(super) fn settle_after_shards(&mut self) {
+        if let Some(i) = self
+            .links
+            .parked
+            .iter()
+            .position(|p| p.tx_status == TxStatus::Failed)
+        {
+            let link = self.links.parked.take_at(i);
+            self.make_current(link);
+        }
+        self.release_parked_if_idle();
     }
 
     /// Parked connections go back to their pools once no block or batch holds them.

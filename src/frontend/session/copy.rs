@@ -175,16 +175,7 @@ impl Session {
         } else {
             protocol::ready_for_query(&mut self.cout, status);
         }
-        if let Some(i) = self
-            .links
-            .parked
-            .iter()
-            .position(|p| p.tx_status == TxStatus::Failed)
-        {
-            let link = self.links.parked.take_at(i);
-            self.make_current(link);
-        }
-        self.release_parked_if_idle();
+        self.settle_after_shards();
     }
 
     /// COPY … FROM STDIN: opens the first shard's COPY, whose CopyInResponse answers the

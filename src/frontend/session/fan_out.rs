@@ -308,17 +308,7 @@ impl Session {
             gather::combined_status(&statuses, session_status),
         );
         self.links.parked.set_statuses(&order, &statuses);
-        // A failed block is answered from the shard that failed it.
-        if let Some(i) = self
-            .links
-            .parked
-            .iter()
-            .position(|p| p.tx_status == TxStatus::Failed)
-        {
-            let link = self.links.parked.take_at(i);
-            self.make_current(link);
-        }
-        self.release_parked_if_idle();
+        self.settle_after_shards();
         Ok(())
     }
 
