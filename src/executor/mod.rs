@@ -2,6 +2,7 @@
 //! must reach every shard holding a table, and statements that span several shards (`gather`).
 
 pub mod combiner;
+pub mod commit;
 pub mod copy;
 pub mod ddl;
 pub mod gather;

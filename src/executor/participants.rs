@@ -99,6 +99,27 @@ impl Participants {
             link.release(pools, true);
         }
     }
+
+    /// Opens a block on the parked connections at `at`, for a statement that must commit on
+    /// all of them or none; `bound_waits` (SET LOCAL lock_timeout, or nothing) keeps a lock
+    /// wait across shards from becoming a deadlock no server can see.
+    pub async fn begin_on(&mut self, at: &[usize], bound_waits: &str) -> Result<(), BackendError> {
+        let begin = if at.len() > 1 && !bound_waits.is_empty() {
+            self.block.waits_bounded = true;
+            format!("BEGIN; {bound_waits}")
+        } else {
+            "BEGIN".into()
+        };
+        self.parked.ask(at, &begin).await?;
+        Ok(())
+    }
+
+    /// Ends every open parked block with `sql` (ROLLBACK).
+    pub async fn end_open_blocks(&mut self, sql: &str) -> Result<(), BackendError> {
+        let open = self.parked.open_blocks();
+        self.parked.ask(&open, sql).await?;
+        Ok(())
+    }
 }
 
 /// One backend connection the session holds on a shard. At most one per shard: a session's
@@ -261,6 +282,13 @@ impl ParkedLinks {
         for &i in order {
             self.links[i].conn.conn.broken = true;
         }
+    }
+
+    /// The positions of the links in a block.
+    pub fn open_blocks(&self) -> Vec<usize> {
+        (0..self.links.len())
+            .filter(|&i| self.links[i].tx_status.in_block())
+            .collect()
     }
 
     /// The cancel keys of every link, for a CancelRequest while a statement runs on them.

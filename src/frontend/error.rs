@@ -65,12 +65,6 @@ pub enum FrontendError {
     ShardUnreachable { shard: String, reason: String },
 
     // Statements and routing.
-    #[error(
-        "this transaction wrote on several shards but also ran LISTEN, UNLISTEN or NOTIFY, \
-         created a temporary table or a WITH HOLD cursor, which two-phase commit cannot carry; \
-         it was rolled back on every shard: do that in a transaction of its own"
-    )]
-    UnpreparableAcrossShards,
     #[error("prepared statement \"{name}\" already exists")]
     DuplicateStatement { name: String },
     #[error("a sharding-key value of the SELECT is not valid UTF-8")]
@@ -186,7 +180,6 @@ impl ClientError for FrontendError {
             F::CombineRowLimit { .. } => SqlState::PROGRAM_LIMIT_EXCEEDED,
             F::CombineUnrecordedInBlock => SqlState::FEATURE_NOT_SUPPORTED,
             F::Combine(_) => SqlState::INTERNAL_ERROR,
-            F::UnpreparableAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
         }
     }

@@ -507,18 +507,6 @@ impl Drop for Session {
     }
 }
 
-/// The proxy's own error as an ErrorResponse, for the paths that compose their answers.
-fn error_frame(e: &impl ClientError) -> bytes::Bytes {
-    let mut out = BytesMut::new();
-    protocol::error_response(
-        &mut out,
-        Severity::Error,
-        &e.sqlstate(),
-        &e.client_message(),
-    );
-    out.freeze()
-}
-
 /// Room for a read of useful size: a nearly full buffer would make many small reads.
 fn reserve_for_read(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() < 4096 {

@@ -15,7 +15,7 @@ use super::pipeline::{Pending, Pipeline, Undo};
 use super::FrontendError;
 use crate::backend::{BackendConn, ShardTypes, StatementText};
 use crate::client_error::ClientError;
-use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder, Severity};
+use crate::protocol::{self, take_cstr, Frame, FrameError, MessageBuilder};
 
 /// The parts of a client message the proxy looks at. Read once per frame and handed to every
 /// check the frame passes.
@@ -388,17 +388,10 @@ impl StatementNames {
 
 /// PostgreSQL's answer to a Parse of a name the client already uses, in its turn.
 fn refuse_duplicate(name: &[u8], pipeline: &mut Pipeline, cout: &mut BytesMut) -> Refused {
-    let mut err = BytesMut::new();
     let e = FrontendError::DuplicateStatement {
         name: String::from_utf8_lossy(name).into_owned(),
     };
-    protocol::error_response(
-        &mut err,
-        Severity::Error,
-        &e.sqlstate(),
-        &e.client_message(),
-    );
-    pipeline.push(Pending::composed(err.freeze()), cout);
+    pipeline.push(Pending::composed(e.error_frame()), cout);
     Refused
 }
 

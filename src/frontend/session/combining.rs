@@ -9,9 +9,10 @@
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
 use super::fan_out::{ClientSink, Work};
-use super::{error_frame, Session, SessionError};
+use super::{Session, SessionError};
 use crate::backend::BackendError;
 use crate::catalog::{ShardId, Snapshot};
+use crate::client_error::ClientError;
 use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};
 use crate::frontend::socket::ClientSocket;
@@ -95,9 +96,9 @@ impl Session {
                 return Ok(());
             }
             Answered::Combined(c) => c,
-            Answered::Fallback => failed(error_frame(&FrontendError::Combine(
-                "no way to combine the rows".into(),
-            ))),
+            Answered::Fallback => {
+                failed((FrontendError::Combine("no way to combine the rows".into())).error_frame())
+            }
         };
         self.answer_grouped(combined, job.bound.map(|b| b.portal))
     }
@@ -118,9 +119,9 @@ impl Session {
             }
         }
         if plan.reads_unrecorded && self.links.in_block_on(COMBINER) {
-            return Ok(Answered::Combined(failed(error_frame(
-                &FrontendError::CombineUnrecordedInBlock,
-            ))));
+            return Ok(Answered::Combined(failed(
+                FrontendError::CombineUnrecordedInBlock.error_frame(),
+            )));
         }
         let mut all: Vec<ShardId> = sources.iter().flatten().copied().collect();
         all.push(COMBINER);
@@ -199,7 +200,7 @@ impl Session {
             Ok(c) => c,
             Err(e) => {
                 self.ctx.metrics.backend_error(at);
-                return Ok(Answered::Combined(failed(error_frame(&e))));
+                return Ok(Answered::Combined(failed(e.error_frame())));
             }
         };
         let outcome = match mode {
@@ -369,9 +370,9 @@ impl Session {
                 let messages = match declare_messages(&declare, partial, &param_oids, &b.rest) {
                     Ok(m) => m,
                     Err(e) => {
-                        return Ok(Answered::Combined(failed(error_frame(
-                            &FrontendError::Combine(e),
-                        ))))
+                        return Ok(Answered::Combined(failed(
+                            FrontendError::Combine(e).error_frame(),
+                        )))
                     }
                 };
                 let messages = vec![messages; shards.len()];
@@ -443,9 +444,9 @@ impl Session {
             }
             *pulled += rows.len() as u64;
             if *pulled > limit {
-                return Ok(Some(failed(error_frame(&FrontendError::CombineRowLimit {
-                    limit,
-                }))));
+                return Ok(Some(failed(
+                    (FrontendError::CombineRowLimit { limit }).error_frame(),
+                )));
             }
             copy_in.rows(&rows).await.map_err(BackendError::from)?;
         }
@@ -510,7 +511,7 @@ impl Session {
         match route {
             Plan::Sharded(p) => match routing::route(snapshot, p, &Params::default()) {
                 Ok(r) => Ok(r.route.into_shards(snapshot)),
-                Err(e) => Err(error_frame(&e)),
+                Err(e) => Err(e.error_frame()),
             },
             // A shard the session already holds, if it holds one of them.
             Plan::AnyOf(shards) => Ok(vec![shards
@@ -530,9 +531,10 @@ impl Session {
             | Plan::Refused(_)
             | Plan::Sequence(_)
             | Plan::Combine(_)
-            | Plan::Explain(_) => Err(error_frame(&FrontendError::Combine(
+            | Plan::Explain(_) => Err((FrontendError::Combine(
                 "a table's rows have no shards to be read from".into(),
-            ))),
+            ))
+            .error_frame()),
         }
     }
 }

@@ -11,9 +11,10 @@
 //! Inside a block, the shards join it and a failure fails it, as on PostgreSQL.
 
 use super::dest::Dest;
-use super::{error_frame, Session, SessionError};
+use super::{Session, SessionError};
 use crate::backend::BackendError;
 use crate::catalog::{ShardId, Snapshot};
+use crate::client_error::ClientError;
 use crate::executor::copy::shards::{early_answer, read_answer, take_row, ShardCopy};
 use crate::executor::copy::{CopyError, CopyFormat, RowReader, RowRouter, Splitter};
 use crate::executor::participants::ShardLink;
@@ -86,10 +87,6 @@ impl From<BackendError> for Stop {
     fn from(e: BackendError) -> Stop {
         Stop::Lost(e.into())
     }
-}
-
-fn copy_error(e: &CopyError) -> Bytes {
-    error_frame(e)
 }
 
 impl Session {
@@ -247,7 +244,7 @@ impl Session {
         }
         if stop.is_none() {
             if let Err(e) = &format {
-                stop = Some(Stop::Fail(copy_error(e)));
+                stop = Some(Stop::Fail(e.error_frame()));
             }
         }
         if let (None, Some(g)) = (&stop, &response) {
@@ -264,7 +261,7 @@ impl Session {
                         .map(|t| t.qualified_name())
                         .unwrap_or_default(),
                 };
-                stop = Some(Stop::Fail(copy_error(&e)));
+                stop = Some(Stop::Fail(e.error_frame()));
             }
         }
         match stop {
@@ -299,7 +296,7 @@ impl Session {
             return Err(match e {
                 SessionError::Backend(e) => {
                     self.ctx.metrics.backend_error(shard);
-                    Stop::Fail(error_frame(&e))
+                    Stop::Fail(e.error_frame())
                 }
                 other => Stop::Lost(other),
             });
@@ -307,7 +304,7 @@ impl Session {
         self.drain_current().await?;
         self.park_current();
         let Some(p) = self.links.parked.get_mut(shard) else {
-            return Err(Stop::Fail(error_frame(&FrontendError::CopyNoConnection)));
+            return Err(Stop::Fail(FrontendError::CopyNoConnection.error_frame()));
         };
         // Held by the COPY: not given back to the pool, closed if the client leaves.
         p.unsynced = true;
@@ -318,7 +315,7 @@ impl Session {
         if !st.in_block {
             if let Err(message) = conn.run_internal("BEGIN").await? {
                 out.ready = Some(TxStatus::Idle);
-                return Err(Stop::Fail(error_frame(&FrontendError::CopyBegin(message))));
+                return Err(Stop::Fail(FrontendError::CopyBegin(message).error_frame()));
             }
         }
         let mut query = BytesMut::new();
@@ -342,7 +339,7 @@ impl Session {
                     let e = out
                         .error
                         .clone()
-                        .unwrap_or_else(|| error_frame(&FrontendError::CopyNotStarted));
+                        .unwrap_or_else(|| FrontendError::CopyNotStarted.error_frame());
                     return Err(Stop::Fail(e));
                 }
                 _ => {}
@@ -400,15 +397,16 @@ impl Session {
             b'c' => return self.copy_done(st).await.map(|()| true),
             b'f' => {
                 let message = frame.body().split(|&c| c == 0).next().unwrap_or_default();
-                Err(Stop::Fail(error_frame(&FrontendError::CopyFailed(
-                    String::from_utf8_lossy(message).into_owned(),
-                ))))
+                Err(Stop::Fail(
+                    (FrontendError::CopyFailed(String::from_utf8_lossy(message).into_owned()))
+                        .error_frame(),
+                ))
             }
             // PostgreSQL ignores these during COPY FROM STDIN.
             b'H' | b'S' => Ok(()),
-            other => Err(Stop::Fail(error_frame(
-                &FrontendError::CopyUnexpectedMessage(other),
-            ))),
+            other => Err(Stop::Fail(
+                FrontendError::CopyUnexpectedMessage(other).error_frame(),
+            )),
         };
         match step {
             Ok(()) => {
@@ -432,7 +430,7 @@ impl Session {
         match reader {
             Some(reader) if !reader.ended() => splitter
                 .feed(data, |row| take_row(row, reader, header_line, outs))
-                .map_err(|e| Stop::Fail(copy_error(&e)))?,
+                .map_err(|e| Stop::Fail(e.error_frame()))?,
             // The rest of the data after the end marker, which PostgreSQL ignores too.
             Some(_) => return Ok(()),
             None => {
@@ -503,7 +501,7 @@ impl Session {
                     }),
                 None => Ok(()),
             };
-        let mut step = last.map_err(|e| Stop::Fail(copy_error(&e)));
+        let mut step = last.map_err(|e| Stop::Fail(e.error_frame()));
         if step.is_ok() {
             step = self.send_rows(&mut st, true).await;
         }

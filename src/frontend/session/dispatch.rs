@@ -354,12 +354,7 @@ impl Session {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.links.current_status().in_block() {
                 let e = FrontendError::DdlInTransaction;
-                protocol::error_response(
-                    &mut out,
-                    Severity::Error,
-                    &e.sqlstate(),
-                    &e.client_message(),
-                );
+                out.extend_from_slice(&e.error_frame());
             } else {
                 match ddl::execute(self.ctx.ddl(), ddl).await {
                     Ok(tag) => protocol::command_complete(&mut out, &tag),

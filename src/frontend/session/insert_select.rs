@@ -3,7 +3,7 @@
 //! shard's rows inserted in batches, one combined answer for the client.
 
 use super::fan_out::Work;
-use super::{error_frame, Session, SessionError};
+use super::{Session, SessionError};
 use crate::catalog::{ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
@@ -232,7 +232,7 @@ impl Session {
     }
 
     fn answer_error(&mut self, e: &impl ClientError) -> Result<(), SessionError> {
-        let mut out = BytesMut::from(&error_frame(e)[..]);
+        let mut out = BytesMut::from(&e.error_frame()[..]);
         let status = self.links.status();
         protocol::ready_for_query(&mut out, status);
         self.pipeline
@@ -267,11 +267,11 @@ fn by_shard(
             })
             .collect();
         let Ok(key) = key else {
-            return Err(error_frame(&FrontendError::KeyNotUtf8));
+            return Err(FrontendError::KeyNotUtf8.error_frame());
         };
         let (key, set_key) = key.split_at(key_len.min(key.len()));
         let shard = crate::router::place::shard_for(snapshot, target, key, set_key)
-            .map_err(|e| error_frame(&routing::RouteError::Place(e)))?;
+            .map_err(|e| routing::RouteError::Place(e).error_frame())?;
         drop(values);
         by_shard.entry(shard).or_default().push(row);
     }

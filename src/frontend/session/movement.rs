@@ -9,7 +9,7 @@
 //! moved rows inserted where their new keys live (root first), so no statement of the move sees
 //! a row twice. Each step goes to all its shards at once (`steps`).
 
-use super::{error_frame, Session, SessionError};
+use super::{Session, SessionError};
 use crate::catalog::{RowMovement, ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combined, Reply};
@@ -56,7 +56,7 @@ impl Failure {
     fn proxy(e: &impl ClientError) -> Failure {
         Failure {
             notices: BytesMut::new(),
-            error: error_frame(e),
+            error: e.error_frame(),
             from_shard: false,
         }
     }
@@ -527,22 +527,23 @@ impl Session {
         if error.is_none() {
             if let Some(f) = read_step(name, answers, answer, count) {
                 // Nothing is decided yet: every writer's PREPARE is undone.
-                self.finish_prepared(&at, gid, "ROLLBACK").await?;
+                self.commit().finish_prepared(&at, gid, "ROLLBACK").await?;
                 self.ctx.metrics.distributed_rolled_back.increment(1);
                 return Ok(Err(f));
             }
         }
         let settled = match decider {
             Some(d) => {
-                let step = super::commit::StepOutcome {
+                let step = crate::executor::commit::StepOutcome {
                     started,
                     error,
                     prepared: &prepared,
                     recorded,
                 };
-                self.commit_with_record(d, &at, gid, step).await?
+                self.commit().commit_with_record(d, &at, gid, step).await?
             }
             None => self
+                .commit()
                 .settle_prepared(&at, gid, &prepared, started)
                 .await?
                 .map(drop),

@@ -9,7 +9,7 @@ use crate::client_error::ClientError;
 use crate::frontend::cancel::CancelSlot;
 use crate::frontend::context::ServerCtx;
 use crate::frontend::FrontendError;
-use crate::protocol::{self, MessageBuilder, Severity};
+use crate::protocol::{self, MessageBuilder};
 use crate::sql::signal::{signal_call, Signal, SignalCall};
 use bytes::BytesMut;
 use std::sync::Arc;
@@ -52,12 +52,7 @@ impl Session {
             let e = FrontendError::SignalNotPermitted {
                 terminate: call.signal == Signal::Terminate,
             };
-            protocol::error_response(
-                &mut out,
-                Severity::Error,
-                &e.sqlstate(),
-                &e.client_message(),
-            );
+            out.extend_from_slice(&e.error_frame());
             protocol::ready_for_query(&mut out, self.links.status());
             return Some(out);
         }

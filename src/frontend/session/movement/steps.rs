@@ -123,7 +123,7 @@ impl Session {
             }
             [_] => return Ok(Tail::None),
             _ => {
-                let gid = self.new_gid(writers)?;
+                let gid = crate::executor::commit::new_gid(&self.ctx.coordinator, writers)?;
                 let coordinator = &self.ctx.coordinator;
                 let record = coordinator
                     .catalog_shard()

@@ -4,13 +4,14 @@
 //! and the rest follow together. Without an armed point (and always without the feature) they
 //! are the plain calls.
 
-use crate::catalog::ShardId;
+use super::Commit;
+use crate::backend::BackendError;
 use crate::executor::participants::Answer;
 use crate::failpoint::FailPoint;
-use crate::frontend::session::{Session, SessionError};
+use crate::model::ShardId;
 use crate::txn::Gid;
 
-impl Session {
+impl Commit<'_> {
     /// [`ParkedLinks::ask_with`] over `at`, split around `point`.
     ///
     /// [`ParkedLinks::ask_with`]: crate::executor::participants::ParkedLinks::ask_with
@@ -19,27 +20,27 @@ impl Session {
         at: &[usize],
         sql_of: &(dyn Fn(ShardId) -> String + Sync),
         point: FailPoint,
-    ) -> Result<Vec<Answer>, SessionError> {
-        if at.len() > 1 && self.ctx.failpoints.is_armed(point) {
+    ) -> Result<Vec<Answer>, BackendError> {
+        if at.len() > 1 && self.failpoints.is_armed(point) {
             let mut answers = self.links.parked.ask_with(&at[..1], sql_of).await?;
-            crate::failpoint::fail_point!(self.ctx.failpoints, point);
+            crate::failpoint::fail_point!(self.failpoints, point);
             answers.extend(self.links.parked.ask_with(&at[1..], sql_of).await?);
             return Ok(answers);
         }
-        Ok(self.links.parked.ask_with(at, sql_of).await?)
+        self.links.parked.ask_with(at, sql_of).await
     }
 
-    /// [`Session::finish_prepared`] over `participants`, split around `point`.
+    /// [`Commit::finish_prepared`] over `participants`, split around `point`.
     pub(super) async fn finish_prepared_split(
         &mut self,
         participants: &[usize],
         gid: &Gid,
         verb: &str,
         point: FailPoint,
-    ) -> Result<Vec<ShardId>, SessionError> {
-        if participants.len() > 1 && self.ctx.failpoints.is_armed(point) {
+    ) -> Result<Vec<ShardId>, BackendError> {
+        if participants.len() > 1 && self.failpoints.is_armed(point) {
             let mut unconfirmed = self.finish_prepared(&participants[..1], gid, verb).await?;
-            crate::failpoint::fail_point!(self.ctx.failpoints, point);
+            crate::failpoint::fail_point!(self.failpoints, point);
             unconfirmed.extend(self.finish_prepared(&participants[1..], gid, verb).await?);
             return Ok(unconfirmed);
         }
