@@ -37,7 +37,9 @@
 //! 7. [`txn`]: two-phase commit over several shards, its decision log, each proxy's lease and
 //!    in-flight registry, in-doubt recovery.
 //! 8. [`executor`]: what the proxy runs itself: sharding DDL and DDL fanned out to every shard,
-//!    merging shards' results, COPY splitting, TTL purge.
+//!    the statements over several shards (on the session's connections, through the
+//!    [`executor::host::Host`] the session lends them), merging shards' results, the general
+//!    path, two-phase commit, COPY splitting, TTL purge.
 //! 9. [`movement`]: the statements that move rows whose sharding key an UPDATE changed, with
 //!    their family's rows, to the shard that owns the new key.
 //! 10. [`admin`]: the SHOW statements the proxy answers itself.

@@ -6,6 +6,8 @@ pub mod commit;
 pub mod copy;
 pub mod ddl;
 pub mod gather;
+pub mod general;
+pub mod host;
 pub mod insert_select;
 pub mod layout;
 pub mod merge;

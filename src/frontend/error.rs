@@ -104,23 +104,6 @@ pub enum FrontendError {
     )]
     ChainAcrossShards,
 
-    // The general path of reads over several shards.
-    #[error(
-        "the query needs more than {limit} rows from the shards to combine them (setting \
-         [queries] combine_row_limit): narrow the WHERE clause, add the full sharding key, or \
-         raise the limit"
-    )]
-    CombineRowLimit { limit: u64 },
-    #[error(
-        "this query combines rows of several shards with a table the catalog does not record, \
-         which the combining step reads outside this transaction block: run it outside the \
-         block, or record the table (CREATE DUPLICATED TABLE)"
-    )]
-    CombineUnrecordedInBlock,
-    /// The combining step failed in a way of the proxy's own (its text).
-    #[error("cannot combine the shards' rows: {0}")]
-    Combine(String),
-
     // COPY over several shards.
     #[error(
         "COPY (SELECT … ORDER BY / LIMIT / OFFSET) over several shards is not \
@@ -177,9 +160,6 @@ impl ClientError for FrontendError {
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
             F::BlockFailed => SqlState::IN_FAILED_SQL_TRANSACTION,
             F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
-            F::CombineRowLimit { .. } => SqlState::PROGRAM_LIMIT_EXCEEDED,
-            F::CombineUnrecordedInBlock => SqlState::FEATURE_NOT_SUPPORTED,
-            F::Combine(_) => SqlState::INTERNAL_ERROR,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,
         }
     }

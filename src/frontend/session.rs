@@ -14,6 +14,7 @@ use super::statements::StatementNames;
 use super::FrontendError;
 use crate::backend::{BackendError, Settings};
 use crate::client_error::ClientError;
+use crate::executor::gather;
 use crate::executor::participants::Participants;
 use crate::frontend::context::ServerCtx;
 use crate::protocol::{self, Frame, FrameError, Severity, TxStatus};
@@ -37,6 +38,7 @@ mod dispatch;
 mod explain;
 mod fan_out;
 mod forward;
+mod host;
 mod insert_select;
 mod local;
 mod movement;
@@ -76,6 +78,15 @@ pub enum SessionError {
     Backend(#[from] BackendError),
     #[error("{0:?} expired")]
     Expired(timeouts::Expiry),
+}
+
+impl From<gather::StreamError> for SessionError {
+    fn from(e: gather::StreamError) -> SessionError {
+        match e {
+            gather::StreamError::Backend(e) => SessionError::Backend(e),
+            gather::StreamError::Client(e) => SessionError::Client(e),
+        }
+    }
 }
 
 /// What woke the session loop.

@@ -2,11 +2,11 @@
 //! shard at once, their rows merged per group; the general path when a column's type rules
 //! the merge out.
 
-use super::combining::{BoundCombine, CombineJob};
-use super::fan_out::Work;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::general::{BoundCombine, CombineJob};
+use crate::executor::host::Work;
 use crate::executor::merge::aggregate::{self, Merged};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;

@@ -57,7 +57,7 @@ pub(super) enum Dest {
     /// `nextval`/`currval` of a key sequence, answered from the cluster-wide sequence.
     Sequence(Box<super::sequence::SequenceAnswer>),
     /// A read over several shards the general path answers.
-    Combining(Box<super::combining::CombineJob>),
+    Combining(Box<crate::executor::general::CombineJob>),
     /// A grouped read over several shards the proxy merges itself.
     Aggregate(Box<super::aggregate::AggregateJob>),
     /// EXPLAIN of a statement over several shards, answered by the proxy.

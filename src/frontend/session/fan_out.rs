@@ -1,11 +1,12 @@
 //! Statements the proxy runs on several shards at once, or answers itself, and the portals
 //! whose Describe and Execute it then answers from their combined results.
 
+use super::host::ClientSink;
 use super::local::{local_kind, LocalKind};
 use super::per_shard::{Multi, MultiPortal};
-use super::{consume, Session, SessionError, HIGH_WATER};
+use super::{Session, SessionError};
 use crate::catalog::ShardId;
-use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::gather::{self, Combine};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
@@ -105,46 +106,6 @@ impl Portals {
 
     fn get_mut(&mut self, name: &[u8]) -> Option<&mut Portal> {
         self.0.iter_mut().find(|p| *p.name == *name)
-    }
-}
-
-/// The client's output while the proxy streams a multi-shard answer into it: written to the
-/// client whenever a high-water mark's worth has gathered, which bounds the memory a large
-/// result takes.
-pub(super) struct ClientSink<'a> {
-    pub(super) cout: &'a mut BytesMut,
-    pub(super) client: &'a mut (dyn ClientSocket + Send),
-    /// Also writes what the socket takes while the shards are awaited. Off while a query
-    /// string's statements run: their answers are read frame by frame afterwards, from a
-    /// buffer a partial write would leave starting mid-message.
-    pub(super) eager: bool,
-}
-
-impl gather::Sink for ClientSink<'_> {
-    fn out(&mut self) -> &mut BytesMut {
-        self.cout
-    }
-
-    async fn written(&mut self) -> std::io::Result<()> {
-        if self.cout.len() < HIGH_WATER {
-            return Ok(());
-        }
-        while !self.cout.is_empty() {
-            let n = std::future::poll_fn(|cx| self.client.poll_write(cx, self.cout)).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            consume(self.cout, n);
-        }
-        Ok(())
-    }
-
-    fn waiting(&mut self) -> std::io::Result<()> {
-        if self.eager && !self.cout.is_empty() {
-            let n = self.client.write_now(self.cout)?;
-            consume(self.cout, n);
-        }
-        Ok(())
     }
 }
 
@@ -270,7 +231,7 @@ impl Session {
                 };
                 let mut sink = ClientSink {
                     cout: &mut self.cout,
-                    client,
+                    client: Some(client),
                     eager: !self.under_way.script,
                 };
                 gather::stream_simple(&mut conns, &multi.sql, &spec, &origin, &mut sink)
@@ -521,7 +482,7 @@ impl Session {
         let mut conns = self.links.parked.conns_at(&order);
         let mut sink = ClientSink {
             cout: &mut self.cout,
-            client,
+            client: Some(client),
             eager: !self.under_way.script,
         };
         let result = gather::stream_portal(&mut conns, &spec, &origin, &mut sink).await;
@@ -625,46 +586,5 @@ fn execute_buffered(rows: &mut gather::Rows, max: i32, out: &mut BytesMut) {
             _ => tag,
         };
         protocol::command_complete(out, &tag);
-    }
-}
-
-/// What [`Session::run_on_shards`] sends each shard.
-pub(super) enum Work<'a> {
-    Simple(&'a [String]),
-    Batches(&'a [BytesMut]),
-}
-
-impl Session {
-    /// Runs work on the connections of `shards` (joining them to the session's block or
-    /// batch), noting each one's transaction status after.
-    pub(super) async fn run_on_shards(
-        &mut self,
-        shards: &[ShardId],
-        work: Work<'_>,
-        combine: &Combine,
-    ) -> Result<Combined, SessionError> {
-        let order = self.connections_for(shards).await?;
-        self.announce_running();
-        let mut conns = self.links.parked.conns_at(&order);
-        let origin = gather::Origin {
-            shards,
-            control: &self.ctx.control,
-        };
-        let result = match work {
-            Work::Simple(sql) => gather::run_simple(&mut conns, sql, combine, &origin).await,
-            Work::Batches(m) => gather::run_batches(&mut conns, m, combine, &origin).await,
-        };
-        drop(conns);
-        self.cancel.slot.set_others(Vec::new());
-        match result {
-            Ok((combined, statuses)) => {
-                self.links.parked.set_statuses(&order, &statuses);
-                Ok(combined)
-            }
-            Err(e) => {
-                self.links.parked.mark_broken(&order);
-                Err(e.into())
-            }
-        }
     }
 }

@@ -2,11 +2,11 @@
 //! (one shard, or gathered from several), its rows routed by the target's sharding key, each
 //! shard's rows inserted in batches, one combined answer for the client.
 
-use super::fan_out::Work;
 use super::{Session, SessionError};
 use crate::catalog::{ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::host::Work;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, TxStatus};

@@ -1,6 +1,6 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
-use super::super::fan_out::ClientSink;
+use super::super::host::ClientSink;
 use super::CopyJob;
 use crate::backend::BackendError;
 use crate::executor::copy::shards::tag_count;
@@ -119,7 +119,7 @@ impl Session {
                             }
                             let mut sink = ClientSink {
                                 cout: &mut self.cout,
-                                client: &mut *client,
+                                client: Some(&mut *client),
                                 eager: !self.under_way.script,
                             };
                             if let Err(e) = gather::Sink::written(&mut sink).await {

@@ -1,0 +1,653 @@
+//! The general path of a read over several shards (docs/architecture.md §4): rows read from
+//! the shards through the session's own connections (so a transaction block sees its own
+//! writes), loaded into temporary tables on a combining connection, and the client's statement
+//! run there over them. Either each table's rows are read ([`CombinePlan::pulls`]), or, for a
+//! grouped read of one family, each shard's partial aggregates ([`PartialPlan`]).
+//!
+//! The combining connection is not one of the session's: temporary tables would make the
+//! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
+//! own, with the client's settings set locally, and rolls back, which drops the tables.
+
+use crate::backend::{BackendConn, BackendError};
+use crate::catalog::Snapshot;
+use crate::client_error::ClientError;
+use crate::executor::combiner::{self, CopyIn};
+use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::host::{run_on_shards, Host, Shared, Work};
+use crate::model::ShardId;
+use crate::protocol::{Extended, TxStatus};
+use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
+use crate::router::route::{self as routing, BindParts, Params};
+use crate::sql::quote::quote_literal;
+use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
+use tokio_postgres::error::SqlState;
+
+/// Why the proxy's own part of the general path failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CombineError {
+    #[error(
+        "the query needs more than {limit} rows from the shards to combine them (setting \
+         [queries] combine_row_limit): narrow the WHERE clause, add the full sharding key, or \
+         raise the limit"
+    )]
+    RowLimit { limit: u64 },
+    #[error(
+        "this query combines rows of several shards with a table the catalog does not record, \
+         which the combining step reads outside this transaction block: run it outside the \
+         block, or record the table (CREATE DUPLICATED TABLE)"
+    )]
+    UnrecordedInBlock,
+    /// The combining step failed in a way of the proxy's own (its text).
+    #[error("cannot combine the shards' rows: {0}")]
+    Combine(String),
+}
+
+impl ClientError for CombineError {
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            CombineError::RowLimit { .. } => SqlState::PROGRAM_LIMIT_EXCEEDED,
+            CombineError::UnrecordedInBlock => SqlState::FEATURE_NOT_SUPPORTED,
+            CombineError::Combine(_) => SqlState::INTERNAL_ERROR,
+        }
+    }
+
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// The shard whose PostgreSQL combines the rows of tables read whole: where the tables the
+/// catalog does not record live.
+const COMBINER: ShardId = ShardId(0);
+/// Rows fetched from each shard's cursor per round trip.
+const FETCH_ROWS: usize = 5_000;
+/// The cursor on the shards.
+const CURSOR: &str = "shardwire_combine";
+/// The combining connection's statement that types the partial rows' table.
+const PARTIAL_STATEMENT: &str = "shardwire_partial_q";
+/// The settings of the client's connection the combining step takes on: those set by the
+/// client (startup packet or SET) that any user may set. A transaction's own characteristics
+/// cannot be set once it ran a query, and are the combining transaction's own anyway.
+const SETTINGS_SQL: &str = "SELECT name, setting FROM pg_catalog.pg_settings \
+     WHERE source IN ('client', 'session') AND context = 'user' \
+     AND name NOT IN ('transaction_isolation', 'transaction_read_only', 'transaction_deferrable')";
+
+/// A read the general path answers, with the Bind that executes it (none: a simple query).
+pub struct CombineJob {
+    pub plan: Arc<CombinePlan>,
+    pub bound: Option<BoundCombine>,
+    /// The shards of the statement's family, routed: where a partial aggregation runs.
+    pub shards: Vec<ShardId>,
+}
+
+pub struct BoundCombine {
+    pub portal: Box<[u8]>,
+    pub param_types: Vec<u8>,
+    /// The Bind after its portal and statement names: parameter formats and values, result
+    /// formats.
+    pub rest: Vec<u8>,
+}
+
+/// How the combining statement's answer reached the client.
+enum Answered {
+    /// Kept, for the caller to answer with.
+    Combined(Combined),
+    /// A simple query's rows, streamed to the client as the combining step sent them.
+    Streamed,
+    /// A partial's type rules partial aggregation out: read every row instead.
+    Fallback,
+}
+
+/// What the shards and the combining step run.
+enum Mode<'p> {
+    Pulls(&'p [Vec<ShardId>]),
+    Partial(&'p PartialPlan),
+}
+
+/// Answers `job` over the session `host`: its combined answer, or nothing when a simple
+/// query's rows were streamed to the client.
+pub async fn answer<H: Host>(
+    host: &mut H,
+    shared: Shared<'_>,
+    job: &CombineJob,
+) -> Result<Option<Combined>, H::Error> {
+    shared.metrics.routed_multi.increment(1);
+    let mut path = GeneralPath { host, shared };
+    let mut answered = Answered::Fallback;
+    if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
+        answered = path
+            .combine(job, Mode::Partial(partial), &job.shards)
+            .await?;
+    }
+    if let Answered::Fallback = answered {
+        answered = path.combine_pulls(job).await?;
+    }
+    Ok(match answered {
+        Answered::Streamed => None,
+        Answered::Combined(c) => Some(c),
+        Answered::Fallback => Some(failed(
+            CombineError::Combine("no way to combine the rows".into()).error_frame(),
+        )),
+    })
+}
+
+/// One read on the general path, over the session `host`.
+struct GeneralPath<'a, H: Host> {
+    host: &'a mut H,
+    shared: Shared<'a>,
+}
+
+impl<H: Host> GeneralPath<'_, H> {
+    async fn run_on_shards(
+        &mut self,
+        shards: &[ShardId],
+        work: Work<'_>,
+        combine: &Combine,
+    ) -> Result<Combined, H::Error> {
+        run_on_shards(self.host, self.shared, shards, work, combine).await
+    }
+
+    /// Every table's rows read whole into the combining step.
+    async fn combine_pulls(&mut self, job: &CombineJob) -> Result<Answered, H::Error> {
+        let plan = &*job.plan;
+        let snapshot = self.shared.catalog.snapshot();
+        let mut sources = Vec::with_capacity(plan.pulls.len());
+        for pull in &plan.pulls {
+            match self.pull_sources(&snapshot, &pull.route) {
+                Ok(s) => sources.push(s),
+                Err(error) => return Ok(Answered::Combined(failed(error))),
+            }
+        }
+        if plan.reads_unrecorded && self.host.links().in_block_on(COMBINER) {
+            return Ok(Answered::Combined(failed(
+                CombineError::UnrecordedInBlock.error_frame(),
+            )));
+        }
+        let mut all: Vec<ShardId> = sources.iter().flatten().copied().collect();
+        all.push(COMBINER);
+        all.sort();
+        all.dedup();
+        self.combine(job, Mode::Pulls(&sources), &all).await
+    }
+
+    /// Runs `mode` with the session's connections to `shards` in a block (one of their own
+    /// when the client is in none); the combining connection is to the first shard of them
+    /// for a partial aggregation, to [`COMBINER`] otherwise.
+    async fn combine(
+        &mut self,
+        job: &CombineJob,
+        mode: Mode<'_>,
+        shards: &[ShardId],
+    ) -> Result<Answered, H::Error> {
+        let implicit = self.host.links().status() == TxStatus::Idle;
+        if implicit {
+            let begin = vec!["BEGIN".to_string(); shards.len()];
+            if let f @ Combined::Failed { .. } = self
+                .run_on_shards(shards, Work::Simple(&begin), &select())
+                .await?
+            {
+                self.host.links().end_open_blocks("ROLLBACK").await?;
+                return Ok(Answered::Combined(f));
+            }
+        }
+        let outcome = self.combine_in_block(job, mode, shards).await;
+        if implicit {
+            let end = match &outcome {
+                Ok(Answered::Combined(Combined::Rows(_)) | Answered::Streamed) => "COMMIT",
+                _ => "ROLLBACK",
+            };
+            self.host.links().end_open_blocks(end).await?;
+        }
+        outcome
+    }
+
+    async fn combine_in_block(
+        &mut self,
+        job: &CombineJob,
+        mode: Mode<'_>,
+        shards: &[ShardId],
+    ) -> Result<Answered, H::Error> {
+        // The client's settings, as its connection to the first shard has them.
+        let settings = match self
+            .run_on_shards(
+                &shards[..1],
+                Work::Simple(&[SETTINGS_SQL.to_string()]),
+                &select(),
+            )
+            .await?
+        {
+            Combined::Rows(r) => r.rows,
+            f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
+        };
+        let mut setup = String::from("BEGIN;");
+        for row in &settings {
+            let values = gather::values(row);
+            if let [Some(name), Some(value)] = values[..] {
+                setup.push_str(&format!(
+                    "SELECT pg_catalog.set_config({}, {}, true);",
+                    quote_literal(&String::from_utf8_lossy(name)),
+                    quote_literal(&String::from_utf8_lossy(value))
+                ));
+            }
+        }
+        let at = match mode {
+            Mode::Pulls(_) => COMBINER,
+            Mode::Partial(_) => shards[0],
+        };
+        let mut combiner = match self.shared.pools.shard(at).get().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.shared.metrics.backend_error(at);
+                return Ok(Answered::Combined(failed(e.error_frame())));
+            }
+        };
+        let outcome = match mode {
+            Mode::Pulls(sources) => self.pulls_on(&mut combiner.conn, job, sources, setup).await,
+            Mode::Partial(partial) => {
+                self.partial_on(&mut combiner.conn, job, partial, shards, setup)
+                    .await
+            }
+        };
+        self.host.cancel_reaches(Vec::new());
+        // Whatever happened, the combining transaction ends and takes its tables with it. A
+        // connection whose setup failed half-way may still hold the partial's statement.
+        let clean = match &outcome {
+            Ok(_) => matches!(
+                combiner::run(&mut combiner.conn, "ROLLBACK").await,
+                Ok(None)
+            ),
+            Err(_) => false,
+        };
+        if !clean
+            || matches!(
+                outcome,
+                Ok(Answered::Combined(Combined::Failed { .. }) | Answered::Fallback)
+            )
+        {
+            combiner.conn.broken = true;
+        }
+        self.shared.pools.shard(at).release(combiner);
+        outcome
+    }
+
+    async fn pulls_on(
+        &mut self,
+        conn: &mut BackendConn,
+        job: &CombineJob,
+        sources: &[Vec<ShardId>],
+        mut setup: String,
+    ) -> Result<Answered, H::Error> {
+        let plan = &*job.plan;
+        for pull in &plan.pulls {
+            setup.push_str(&pull.create);
+            setup.push(';');
+        }
+        if let Some(error) = combiner::run(conn, &setup).await? {
+            return Ok(Answered::Combined(failed(error)));
+        }
+        let mut pulled = 0u64;
+        for (pull, shards) in plan.pulls.iter().zip(sources) {
+            let declare = vec![declare_sql(&pull.select); shards.len()];
+            let loaded = self
+                .load(
+                    conn,
+                    &pull.temp,
+                    shards,
+                    Work::Simple(&declare),
+                    &mut pulled,
+                )
+                .await?;
+            if let Some(f) = loaded {
+                return Ok(Answered::Combined(f));
+            }
+        }
+        // Temporary tables have no statistics (autovacuum never sees them): without them the
+        // planner guesses, and a correlated subquery may rescan a table per outer row (seconds
+        // where the one PostgreSQL holding the rows takes milliseconds).
+        if !plan.pulls.is_empty() {
+            let temps: Vec<&str> = plan.pulls.iter().map(|p| p.temp.as_str()).collect();
+            if let Some(error) =
+                combiner::run(conn, &format!("ANALYZE {}", temps.join(", "))).await?
+            {
+                return Ok(Answered::Combined(failed(error)));
+            }
+        }
+        let bound = job
+            .bound
+            .as_ref()
+            .map(|b| (b.param_types.clone(), b.rest.as_slice()));
+        self.run_combining_statement(conn, COMBINER, &plan.sql, bound)
+            .await
+    }
+
+    async fn partial_on(
+        &mut self,
+        conn: &mut BackendConn,
+        job: &CombineJob,
+        partial: &PartialPlan,
+        shards: &[ShardId],
+        setup: String,
+    ) -> Result<Answered, H::Error> {
+        if let Some(error) = combiner::run(conn, &setup).await? {
+            return Ok(Answered::Combined(failed(error)));
+        }
+        // The partial rows' table, typed (and collated) by PostgreSQL itself from the shards'
+        // statement, with the types it infers for its parameters.
+        let nulls = vec!["NULL"; partial.params.len()].join(", ");
+        let execute = if partial.params.is_empty() {
+            format!("EXECUTE {PARTIAL_STATEMENT}")
+        } else {
+            format!("EXECUTE {PARTIAL_STATEMENT}({nulls})")
+        };
+        let typing = format!(
+            "PREPARE {PARTIAL_STATEMENT} AS {select};\
+             CREATE TEMP TABLE {PARTIAL_TABLE} ON COMMIT DROP AS {execute} WITH NO DATA;\
+             SELECT pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute \
+             WHERE attrelid = '{PARTIAL_TABLE}'::pg_catalog.regclass AND attnum > 0 ORDER BY attnum;\
+             SELECT parameter_types::pg_catalog.oid[]::text FROM pg_catalog.pg_prepared_statements \
+             WHERE name = '{PARTIAL_STATEMENT}';\
+             DEALLOCATE {PARTIAL_STATEMENT}",
+            select = partial.select
+        );
+        let origin = gather::Origin {
+            shards: &shards[..1],
+            control: self.shared.control,
+        };
+        let (typed, _) =
+            gather::run_simple(&mut [&mut *conn], &[typing], &select(), &origin).await?;
+        let mut rows = match typed {
+            Combined::Rows(r) => r.rows,
+            // PostgreSQL cannot type the partial rows (a row value, …): read every row instead,
+            // which fails as the statement itself would if the fault is the statement's.
+            Combined::Failed { .. } => return Ok(Answered::Fallback),
+        };
+        let param_oids: Vec<u32> = rows
+            .pop_back()
+            .and_then(|r| {
+                let v = gather::values(&r);
+                let text = String::from_utf8_lossy(v.first().copied().flatten()?).into_owned();
+                Some(
+                    text.trim_matches(|c| c == '{' || c == '}')
+                        .split(',')
+                        .filter_map(|o| o.parse().ok())
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        let types: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let v = gather::values(r);
+                String::from_utf8_lossy(v.first().copied().flatten().unwrap_or_default())
+                    .into_owned()
+            })
+            .collect();
+        if partial
+            .exact_sums
+            .iter()
+            .any(|&i| !matches!(types.get(i).map(String::as_str), Some("bigint" | "numeric")))
+        {
+            return Ok(Answered::Fallback);
+        }
+        let mut combine = partial.combine.clone();
+        for (placeholder, i) in &partial.typed {
+            let Some(t) = types.get(*i) else {
+                return Ok(Answered::Fallback);
+            };
+            combine = combine.replace(placeholder, t);
+        }
+        let mut pulled = 0u64;
+        let declare = declare_sql(&partial.select);
+        let loaded = match &job.bound {
+            Some(b) if !partial.params.is_empty() => {
+                let messages = match declare_messages(&declare, partial, &param_oids, &b.rest) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        return Ok(Answered::Combined(failed(
+                            CombineError::Combine(e).error_frame(),
+                        )))
+                    }
+                };
+                let messages = vec![messages; shards.len()];
+                self.load(
+                    conn,
+                    PARTIAL_TABLE,
+                    shards,
+                    Work::Batches(&messages),
+                    &mut pulled,
+                )
+                .await?
+            }
+            _ => {
+                let declare = vec![declare; shards.len()];
+                self.load(
+                    conn,
+                    PARTIAL_TABLE,
+                    shards,
+                    Work::Simple(&declare),
+                    &mut pulled,
+                )
+                .await?
+            }
+        };
+        if let Some(f) = loaded {
+            return Ok(Answered::Combined(f));
+        }
+        let bound = job.bound.as_ref().map(|b| {
+            (
+                combining_param_types(&b.param_types, &b.rest, partial, &param_oids),
+                b.rest.as_slice(),
+            )
+        });
+        self.run_combining_statement(conn, shards[0], &combine, bound)
+            .await
+    }
+
+    /// Declares the cursor on `shards` (`declare`), fetches its rows a slice at a time and
+    /// copies them into `temp` on the combining connection, then closes the cursors. The
+    /// failure to answer with, if any.
+    async fn load(
+        &mut self,
+        conn: &mut BackendConn,
+        temp: &str,
+        shards: &[ShardId],
+        declare: Work<'_>,
+        pulled: &mut u64,
+    ) -> Result<Option<Combined>, H::Error> {
+        if let f @ Combined::Failed { .. } = self.run_on_shards(shards, declare, &select()).await? {
+            return Ok(Some(f));
+        }
+        let copy = format!("COPY {temp} FROM STDIN (FORMAT binary)");
+        let mut copy_in = match CopyIn::start(conn, &copy).await? {
+            Ok(c) => c,
+            Err(error) => return Ok(Some(failed(error))),
+        };
+        let limit = self.shared.config.queries.combine_row_limit;
+        let fetch = vec![format!("FETCH {FETCH_ROWS} FROM {CURSOR}"); shards.len()];
+        loop {
+            let rows = match self
+                .run_on_shards(shards, Work::Simple(&fetch), &select())
+                .await?
+            {
+                Combined::Rows(r) => r.rows,
+                f @ Combined::Failed { .. } => return Ok(Some(f)),
+            };
+            if rows.is_empty() {
+                break;
+            }
+            *pulled += rows.len() as u64;
+            if *pulled > limit {
+                return Ok(Some(failed(
+                    (CombineError::RowLimit { limit }).error_frame(),
+                )));
+            }
+            copy_in.rows(&rows).await.map_err(BackendError::from)?;
+        }
+        if let Err(error) = copy_in.finish().await? {
+            return Ok(Some(failed(error)));
+        }
+        let close = vec![format!("CLOSE {CURSOR}"); shards.len()];
+        match self
+            .run_on_shards(shards, Work::Simple(&close), &select())
+            .await?
+        {
+            f @ Combined::Failed { .. } => Ok(Some(f)),
+            Combined::Rows(_) => Ok(None),
+        }
+    }
+
+    /// The combining statement on `conn`: a simple query's rows streamed to the client, a
+    /// Bind's (`bound`: its parameter types and the client's Bind) kept for its portal.
+    async fn run_combining_statement(
+        &mut self,
+        conn: &mut BackendConn,
+        at: ShardId,
+        sql: &str,
+        bound: Option<(Vec<u8>, &[u8])>,
+    ) -> Result<Answered, H::Error> {
+        // A cancel from the client now reaches the combining statement.
+        self.host.cancel_reaches(vec![(at, conn.cancel)]);
+        let origin = gather::Origin {
+            shards: &[at],
+            control: self.shared.control,
+        };
+        let mut conns = [conn];
+        let Some((param_types, rest)) = bound else {
+            let merge = Default::default();
+            let spec = gather::Spec {
+                kind: StatementKind::Select,
+                merge: &merge,
+                describe: true,
+                description: None,
+            };
+            let mut sink = self.host.sink();
+            let sql = [sql.to_string()];
+            gather::stream_simple(&mut conns, &sql, &spec, &origin, &mut sink).await?;
+            return Ok(Answered::Streamed);
+        };
+        let messages = combining_messages(sql, &param_types, rest);
+        let (combined, _) =
+            gather::run_batches(&mut conns, &[messages], &select(), &origin).await?;
+        Ok(Answered::Combined(combined))
+    }
+
+    /// The shards a pull reads, by its plan.
+    fn pull_sources(&mut self, snapshot: &Snapshot, route: &Plan) -> Result<Vec<ShardId>, Bytes> {
+        match route {
+            Plan::Sharded(p) => match routing::route(snapshot, p, &Params::default()) {
+                Ok(r) => Ok(r.route.into_shards(snapshot)),
+                Err(e) => Err(e.error_frame()),
+            },
+            // A shard the session already holds, if it holds one of them.
+            Plan::AnyOf(shards) => Ok(vec![shards
+                .iter()
+                .copied()
+                .find(|&s| self.host.links().iter().any(|l| l.shard() == s))
+                .unwrap_or(shards[0])]),
+            Plan::Fixed(s) => Ok(vec![*s]),
+            Plan::Anywhere
+            | Plan::Every(_)
+            | Plan::Utility(_)
+            | Plan::Script
+            | Plan::Copy(_)
+            | Plan::Refused(_)
+            | Plan::Sequence(_)
+            | Plan::Combine(_)
+            | Plan::Explain(_) => Err((CombineError::Combine(
+                "a table's rows have no shards to be read from".into(),
+            ))
+            .error_frame()),
+        }
+    }
+}
+
+fn declare_sql(select: &str) -> String {
+    format!("DECLARE {CURSOR} BINARY NO SCROLL CURSOR FOR {select}")
+}
+
+/// Parse, Bind and Execute of the shards' DECLARE with the parameters it uses: their values
+/// from the client's Bind, their types as the combining step inferred them.
+fn declare_messages(
+    declare: &str,
+    partial: &PartialPlan,
+    param_oids: &[u32],
+    rest: &[u8],
+) -> Result<BytesMut, String> {
+    let values = routing::select_params(rest, &partial.params).map_err(|e| e.to_string())?;
+    // The DECLARE returns no rows: no result formats.
+    let result_formats = BindParts::read(rest)
+        .map_err(|e| e.to_string())?
+        .result_formats
+        .len();
+    let mut values = values[..values.len() - result_formats].to_vec();
+    values.extend_from_slice(&0i16.to_be_bytes());
+    let mut types = Vec::with_capacity(2 + 4 * partial.params.len());
+    types.extend_from_slice(&(partial.params.len() as i16).to_be_bytes());
+    for i in 0..partial.params.len() {
+        types.extend_from_slice(&param_oids.get(i).copied().unwrap_or(0).to_be_bytes());
+    }
+    let mut out = BytesMut::new();
+    Extended::new(&mut out)
+        .parse(b"", declare.as_bytes(), &types)
+        .bind(b"", &values)
+        .execute()
+        .sync();
+    Ok(out)
+}
+
+/// Parse's parameter types of the combining statement: the client's, and where it declared
+/// none, the type the partial statement's use of it gave — a parameter only the shards use is
+/// not in the combining statement, which must still take the client's whole Bind.
+fn combining_param_types(
+    client_types: &[u8],
+    rest: &[u8],
+    partial: &PartialPlan,
+    param_oids: &[u32],
+) -> Vec<u8> {
+    let count = BindParts::read(rest).map_or(0, |p| p.values.len());
+    let all: Vec<usize> = (0..count).collect();
+    let declared = routing::select_param_types(client_types, &all);
+    let mut out = Vec::with_capacity(2 + 4 * count);
+    out.extend_from_slice(&(count as i16).to_be_bytes());
+    for i in 0..count {
+        let at = 2 + 4 * i;
+        let mut oid = declared
+            .get(at..at + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        if oid == 0 {
+            if let Some(k) = partial.params.iter().position(|&p| p == i) {
+                oid = param_oids.get(k).copied().unwrap_or(0);
+            }
+        }
+        out.extend_from_slice(&oid.to_be_bytes());
+    }
+    out
+}
+
+/// Parse, Bind (the client's), Describe portal, Execute and Sync of the combining statement.
+fn combining_messages(sql: &str, param_types: &[u8], rest: &[u8]) -> BytesMut {
+    let mut out = BytesMut::new();
+    Extended::new(&mut out)
+        .parse(b"", sql.as_bytes(), param_types)
+        .bind(b"", rest)
+        .describe_portal()
+        .execute()
+        .sync();
+    out
+}
+
+fn select() -> Combine {
+    Combine::Union {
+        kind: StatementKind::Select,
+        merge: Default::default(),
+        rows: Vec::new(),
+    }
+}
+
+fn failed(error: Bytes) -> Combined {
+    Combined::Failed {
+        notices: BytesMut::new(),
+        error,
+    }
+}
