@@ -7,6 +7,7 @@
 use crate::backend::{BackendError, CancelKey, Pools};
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::executor::commit::Commit;
 use crate::executor::gather::{self, Combine, Combined, StreamError};
 use crate::executor::participants::Participants;
 use crate::metrics::Metrics;
@@ -30,8 +31,14 @@ pub trait Host: Send {
 
     fn links(&mut self) -> &mut Participants;
 
+    /// The commit of the session's block over its parked connections.
+    fn commit(&mut self) -> Commit<'_>;
+
     /// A CancelRequest from the client reaches `running` too (nothing: no longer).
     fn cancel_reaches(&mut self, running: Vec<(ShardId, CancelKey)>);
+
+    /// The session's span, for what a statement logs.
+    fn span(&self) -> &tracing::Span;
 
     /// The client's output, for an answer streamed as it arrives.
     fn sink(&mut self) -> impl gather::Sink + '_;

@@ -7,6 +7,7 @@ pub mod copy;
 pub mod ddl;
 pub mod gather;
 pub mod general;
+pub mod grouped;
 pub mod host;
 pub mod insert_select;
 pub mod layout;

@@ -67,8 +67,6 @@ pub enum FrontendError {
     // Statements and routing.
     #[error("prepared statement \"{name}\" already exists")]
     DuplicateStatement { name: String },
-    #[error("a sharding-key value of the SELECT is not valid UTF-8")]
-    KeyNotUtf8,
     #[error(
         "an INSERT … SELECT that moves rows between shards is not supported as a \
          prepared statement yet: send it as a simple query"
@@ -154,7 +152,6 @@ impl ClientError for FrontendError {
             | F::CopyNoConnection
             | F::CopyBegin(_) => SqlState::CONNECTION_FAILURE,
             F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
-            F::KeyNotUtf8 => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
             F::KeysMissing => SqlState::INTERNAL_ERROR,
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,

@@ -1,30 +1,18 @@
-//! The session's side of the proxy's merge of a grouped read: the shards' statement on each
-//! shard at once, their rows merged per group; the general path when a column's type rules
-//! the merge out.
+//! The session's side of a grouped read the proxy merges ([`crate::executor::grouped`]): the
+//! job made at routing, and the answer of a read over several shards to the client.
 
+use super::host::shared;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
-use crate::executor::gather::{self, Combine, Combined};
+use crate::executor::gather::Combined;
 use crate::executor::general::{BoundCombine, CombineJob};
-use crate::executor::host::Work;
-use crate::executor::merge::aggregate::{self, Merged};
+use crate::executor::grouped::{self, AggregateJob};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::protocol::{self, Extended};
-use crate::router::plan::{AggregateMerge, ColumnMerge, Merge, SortKey, StatementKind};
 use crate::router::route as routing;
 use bytes::BytesMut;
 use std::sync::Arc;
-
-pub(super) struct AggregateJob {
-    pub(super) merge: Arc<AggregateMerge>,
-    pub(super) shards: Vec<ShardId>,
-    /// For a Bind: Parse, Bind (the parameters the shards' statement uses, the client's
-    /// result formats), Describe, Execute and Sync of the shards' statement.
-    pub(super) messages: Option<BytesMut>,
-    /// The general path, with the client's Bind if there is one.
-    pub(super) fallback: CombineJob,
-}
 
 impl Session {
     /// The proxy's merge of a grouped read: as a simple query, or at a Bind when none of the
@@ -36,7 +24,7 @@ impl Session {
         combine: &Arc<crate::router::plan::CombinePlan>,
         source: &super::dest::Source<'_>,
         shards: &[ShardId],
-    ) -> Option<super::aggregate::AggregateJob> {
+    ) -> Option<AggregateJob> {
         let (bound, messages) = match source {
             super::dest::Source::Simple(_) => (None, None),
             super::dest::Source::Placement => return None,
@@ -71,7 +59,7 @@ impl Session {
                 (Some(bound), Some(m))
             }
         };
-        Some(super::aggregate::AggregateJob {
+        Some(AggregateJob {
             merge: merge.clone(),
             shards: shards.to_vec(),
             messages,
@@ -83,81 +71,31 @@ impl Session {
         })
     }
 
+    /// Answers a grouped read the proxy merges.
     pub(super) async fn run_aggregate(
         &mut self,
         job: AggregateJob,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        let select = Combine::Union {
-            kind: StatementKind::Select,
-            merge: Default::default(),
-            rows: Vec::new(),
-        };
-        let answered = match &job.messages {
+        let ctx = self.ctx.clone();
+        let answered = grouped::answer(&mut self.host(Some(client)), shared(&ctx), &job).await?;
+        self.answer_combined(answered, job.fallback.bound.map(|b| b.portal))
+    }
+
+    /// Answers a read over several shards: ReadyForQuery after rows streamed to the client
+    /// (`None`), or the combined rows as the answer or the Bind's portal.
+    pub(super) fn answer_combined(
+        &mut self,
+        answered: Option<Combined>,
+        portal: Option<Box<[u8]>>,
+    ) -> Result<(), SessionError> {
+        match answered {
             None => {
-                let sql = vec![job.merge.shard_sql.clone(); job.shards.len()];
-                self.run_on_shards(&job.shards, Work::Simple(&sql), &select)
-                    .await?
+                let status = self.links.status();
+                protocol::ready_for_query(&mut self.cout, status);
+                Ok(())
             }
-            Some(m) => {
-                let messages = vec![m.clone(); job.shards.len()];
-                self.run_on_shards(&job.shards, Work::Batches(&messages), &select)
-                    .await?
-            }
-        };
-        let portal = job.fallback.bound.as_ref().map(|b| b.portal.clone());
-        let rows = match answered {
-            Combined::Rows(r) => r,
-            failed @ Combined::Failed { .. } => return self.answer_grouped(failed, portal),
-        };
-        let Some(description) = rows.description.clone() else {
-            return self.answer_grouped(Combined::Rows(rows), portal);
-        };
-        // Text is compared (ORDER BY, min, max) only in a collation that orders by code point.
-        let compared: Vec<SortKey> = job
-            .merge
-            .order
-            .iter()
-            .cloned()
-            .chain(
-                job.merge
-                    .columns
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| matches!(c, ColumnMerge::Min | ColumnMerge::Max))
-                    .map(|(column, _)| SortKey {
-                        column,
-                        descending: false,
-                        nulls_first: false,
-                    }),
-            )
-            .collect();
-        let check = Merge {
-            order: compared,
-            ..Merge::default()
-        };
-        let bytewise =
-            gather::check_text_order(&description, job.shards[0], &check, &self.ctx.control).await;
-        let merged = match bytewise {
-            Ok(()) => aggregate::merge(&job.merge, &description, rows.rows),
-            Err(why) => Merged::Fallback(why),
-        };
-        match merged {
-            Merged::Rows(mut merged) => {
-                merged.notices = rows.notices;
-                self.answer_grouped(Combined::Rows(merged), portal)
-            }
-            Merged::Failed(error) => self.answer_grouped(
-                Combined::Failed {
-                    notices: rows.notices,
-                    error,
-                },
-                portal,
-            ),
-            Merged::Fallback(why) => {
-                tracing::debug!(parent: &self.span, %why, "grouped read left to the general path");
-                self.run_combining(job.fallback, client).await
-            }
+            Some(combined) => self.answer_grouped(combined, portal),
         }
     }
 

@@ -6,7 +6,6 @@ use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::general::{self, BoundCombine, CombineJob};
 use crate::frontend::socket::ClientSocket;
-use crate::protocol;
 use std::sync::Arc;
 
 impl Session {
@@ -19,14 +18,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         let ctx = self.ctx.clone();
         let answered = general::answer(&mut self.host(Some(client)), shared(&ctx), &job).await?;
-        match answered {
-            None => {
-                let status = self.links.status();
-                protocol::ready_for_query(&mut self.cout, status);
-                Ok(())
-            }
-            Some(combined) => self.answer_grouped(combined, job.bound.map(|b| b.portal)),
-        }
+        self.answer_combined(answered, job.bound.map(|b| b.portal))
     }
 }
 

@@ -59,7 +59,7 @@ pub(super) enum Dest {
     /// A read over several shards the general path answers.
     Combining(Box<crate::executor::general::CombineJob>),
     /// A grouped read over several shards the proxy merges itself.
-    Aggregate(Box<super::aggregate::AggregateJob>),
+    Aggregate(Box<crate::executor::grouped::AggregateJob>),
     /// EXPLAIN of a statement over several shards, answered by the proxy.
     Explain(Box<super::explain::ExplainAnswer>),
     /// A query string whose statements go to several shards, run one by one.

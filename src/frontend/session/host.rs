@@ -3,8 +3,9 @@
 
 use super::{consume, Session, SessionError, HIGH_WATER};
 use crate::backend::CancelKey;
-use crate::executor::gather::{self, Combine, Combined};
-use crate::executor::host::{self, Host, Shared, Work};
+use crate::executor::commit::Commit;
+use crate::executor::gather;
+use crate::executor::host::{Host, Shared};
 use crate::executor::participants::Participants;
 use crate::frontend::context::ServerCtx;
 use crate::frontend::socket::ClientSocket;
@@ -30,8 +31,16 @@ impl Host for SessionHost<'_> {
         &mut self.session.links
     }
 
+    fn commit(&mut self) -> Commit<'_> {
+        self.session.commit()
+    }
+
     fn cancel_reaches(&mut self, running: Vec<(ShardId, CancelKey)>) {
         self.session.cancel.slot.set_others(running);
+    }
+
+    fn span(&self) -> &tracing::Span {
+        &self.session.span
     }
 
     fn sink(&mut self) -> impl gather::Sink + '_ {
@@ -48,17 +57,6 @@ impl Host for SessionHost<'_> {
 }
 
 impl Session {
-    /// [`host::run_on_shards`] over the session's connections.
-    pub(super) async fn run_on_shards(
-        &mut self,
-        shards: &[ShardId],
-        work: Work<'_>,
-        combine: &Combine,
-    ) -> Result<Combined, SessionError> {
-        let ctx = self.ctx.clone();
-        host::run_on_shards(&mut self.host(None), shared(&ctx), shards, work, combine).await
-    }
-
     /// The session lent to a multi-shard statement.
     pub(super) fn host<'a>(
         &'a mut self,
