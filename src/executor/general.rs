@@ -521,7 +521,7 @@ impl<H: Host> GeneralPath<'_, H> {
                 describe: true,
                 description: None,
             };
-            let mut sink = self.host.sink();
+            let (_, mut sink) = self.host.links_and_sink();
             let sql = [sql.to_string()];
             gather::stream_simple(&mut conns, &sql, &spec, &origin, &mut sink).await?;
             return Ok(Answered::Streamed);

@@ -40,8 +40,9 @@ pub trait Host: Send {
     /// The session's span, for what a statement logs.
     fn span(&self) -> &tracing::Span;
 
-    /// The client's output, for an answer streamed as it arrives.
-    fn sink(&mut self) -> impl gather::Sink + '_;
+    /// The session's connections and the client's output, for an answer streamed from the
+    /// one to the other as it arrives.
+    fn links_and_sink(&mut self) -> (&mut Participants, impl gather::Sink + '_);
 }
 
 /// The server's parts a multi-shard statement uses.

@@ -5,6 +5,7 @@ pub mod combiner;
 pub mod commit;
 pub mod copy;
 pub mod ddl;
+pub mod fan_out;
 pub mod gather;
 pub mod general;
 pub mod grouped;

@@ -424,3 +424,13 @@ impl std::ops::IndexMut<usize> for ParkedLinks {
         &mut self.links[i]
     }
 }
+
+/// The SET LOCAL that ends a lock wait of a block spanning shards, where a wait may be part of a
+/// deadlock no shard can see (`[transactions] lock_timeout_ms`; nothing for 0). Set for the
+/// transaction only: the session's own setting is back after it.
+pub fn bound_lock_waits(config: &crate::config::Config) -> String {
+    match config.transactions.lock_timeout_ms {
+        0 => String::new(),
+        ms => format!("SET LOCAL lock_timeout = '{ms}ms'"),
+    }
+}

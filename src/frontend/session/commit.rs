@@ -124,13 +124,6 @@ impl Session {
         }
     }
 
-    /// Opens a block on the parked connections at `at`, for a statement that must commit on
-    /// all of them or none.
-    pub(super) async fn begin_on(&mut self, at: &[usize]) -> Result<(), SessionError> {
-        let bound_waits = self.bound_lock_waits();
-        Ok(self.links.begin_on(at, &bound_waits).await?)
-    }
-
     /// Commits every parked participant of the block, atomically.
     pub(super) async fn commit_participants(&mut self) -> Result<Ended, SessionError> {
         Ok(self.commit().commit_participants().await?)

@@ -3,13 +3,14 @@
 //! itself through the extended protocol.
 
 use super::local::{local_kind, LocalKind};
-use super::per_shard::{portal_messages, Multi, MultiPortal};
+use super::per_shard::{portal_messages, MultiPortal};
 use super::sequence::SequenceAnswer;
 use super::{Session, SessionError};
 use crate::admin;
 use crate::catalog::{ShardId, Snapshot, TableId};
 use crate::client_error::ClientError;
 use crate::executor::ddl;
+use crate::executor::fan_out::Multi;
 use crate::executor::gather::Combine;
 use crate::frontend::statements::ClientFrame;
 use crate::frontend::FrontendError;

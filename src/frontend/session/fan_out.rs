@@ -1,11 +1,13 @@
 //! Statements the proxy runs on several shards at once, or answers itself, and the portals
 //! whose Describe and Execute it then answers from their combined results.
 
+use super::host::shared;
 use super::host::ClientSink;
 use super::local::{local_kind, LocalKind};
-use super::per_shard::{Multi, MultiPortal};
+use super::per_shard::MultiPortal;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
+use crate::executor::fan_out::{self, Multi};
 use crate::executor::gather::{self, Combine};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
@@ -204,71 +206,10 @@ impl Session {
         multi: Multi,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        // Every shard's connection, with the client's settings applied, parked.
-        let order = self.connections_for(&multi.shards).await?;
-        let session_status = self.links.status();
-        // A write over several shards outside a block is one transaction, as on PostgreSQL:
-        // each shard runs it in a block, committed together (or rolled back) after; its answer
-        // waits for the commit, which may still fail.
-        let atomic = session_status == TxStatus::Idle && writes(&multi.combine);
-        if atomic {
-            self.begin_on(&order).await?;
-        }
-        let mut held = BytesMut::new();
-        self.announce_running();
-        let origin = gather::Origin {
-            shards: &multi.shards,
-            control: &self.ctx.control,
-        };
-        let mut conns = self.links.parked.conns_at(&order);
-        let result = match &multi.combine {
-            Combine::Union { kind, merge, rows } if rows.is_empty() && !atomic => {
-                let spec = gather::Spec {
-                    kind: *kind,
-                    merge,
-                    describe: true,
-                    description: None,
-                };
-                let mut sink = ClientSink {
-                    cout: &mut self.cout,
-                    client: Some(client),
-                    eager: !self.under_way.script,
-                };
-                gather::stream_simple(&mut conns, &multi.sql, &spec, &origin, &mut sink)
-                    .await
-                    .map(|streamed| streamed.statuses)
-            }
-            // Rows returned in VALUES order, or one copy's answer of a duplicated table: small,
-            // and combined once every shard has answered.
-            combine => gather::run_simple(&mut conns, &multi.sql, combine, &origin)
-                .await
-                .map(|(combined, statuses)| {
-                    gather::write(&combined, if atomic { &mut held } else { &mut self.cout });
-                    statuses
-                })
-                .map_err(gather::StreamError::Backend),
-        };
-        drop(conns);
+        let ctx = self.ctx.clone();
+        let status = fan_out::run(&mut self.host(Some(client)), shared(&ctx), &multi).await?;
         self.batch.deferred_parse_len = 0;
-        self.cancel.slot.set_others(Vec::new());
-        let statuses = self.after_multi(&order, result)?;
-        if atomic {
-            self.links.parked.set_statuses(&order, &statuses);
-            // A failed statement rolls back everywhere and its error is the answer.
-            match self.commit_participants().await? {
-                Ok(_) => self.cout.extend_from_slice(&held),
-                Err(error) => self.cout.extend_from_slice(&error),
-            }
-            let status = self.links.status();
-            protocol::ready_for_query(&mut self.cout, status);
-            self.release_parked_if_idle();
-            return Ok(());
-        }
-        protocol::ready_for_query(
-            &mut self.cout,
-            gather::combined_status(&statuses, session_status),
-        );
-        self.links.parked.set_statuses(&order, &statuses);
+        protocol::ready_for_query(&mut self.cout, status);
         self.settle_after_shards();
         Ok(())
     }
@@ -306,7 +247,7 @@ impl Session {
         }
         // A write over several shards outside a block is one transaction, committed at the
         // client's Sync.
-        if self.links.status() == TxStatus::Idle && writes(&m.combine) {
+        if self.links.status() == TxStatus::Idle && fan_out::writes(&m.combine) {
             self.links.block.atomic_batch = true;
         }
         self.announce_running();
@@ -541,14 +482,6 @@ pub(super) fn unnamed_statement(sql: &str) -> BytesMut {
         .bind(b"", BIND_NOTHING)
         .execute();
     out
-}
-
-fn writes(combine: &Combine) -> bool {
-    match combine {
-        Combine::Union { kind, .. } => kind.writes(),
-        Combine::Copies => true,
-        Combine::Each => false,
-    }
 }
 
 /// A spent portal's tag: its command's, counting no rows.

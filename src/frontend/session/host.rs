@@ -43,8 +43,8 @@ impl Host for SessionHost<'_> {
         &self.session.span
     }
 
-    fn sink(&mut self) -> impl gather::Sink + '_ {
-        ClientSink {
+    fn links_and_sink(&mut self) -> (&mut Participants, impl gather::Sink + '_) {
+        let sink = ClientSink {
             cout: &mut self.session.cout,
             // Reborrowed, the socket's trait object takes the sink's shorter lifetime.
             client: match &mut self.client {
@@ -52,7 +52,8 @@ impl Host for SessionHost<'_> {
                 None => None,
             },
             eager: !self.session.under_way.script,
-        }
+        };
+        (&mut self.session.links, sink)
     }
 }
 

@@ -5,19 +5,13 @@
 use super::dest::{Dest, KeysNeeded, Source};
 use super::Session;
 use crate::catalog::{ShardId, Snapshot};
+use crate::executor::fan_out::Multi;
 use crate::executor::gather::Combine;
 use crate::frontend::FrontendError;
 use crate::protocol::Extended;
 use crate::router::plan::{Keys, StatementKind};
 use crate::router::route::{self as routing, Params};
 use bytes::BytesMut;
-
-pub(super) struct Multi {
-    pub(super) shards: Vec<ShardId>,
-    /// Per shard, the SQL it runs.
-    pub(super) sql: Vec<String>,
-    pub(super) combine: Combine,
-}
 
 /// A Bind whose statement runs on several shards: executed on all of them at once, its
 /// combined result kept as the portal the client's Describe and Execute read.

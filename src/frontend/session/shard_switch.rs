@@ -13,6 +13,7 @@ use super::{reserve_for_read, Session, SessionError};
 use crate::backend::readiness::ReadArm;
 use crate::backend::BackendError;
 use crate::catalog::ShardId;
+use crate::executor::participants::bound_lock_waits;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::statements::ClientFrame;
 use crate::protocol::{self, Extended, Frame, TxStatus};
@@ -116,7 +117,7 @@ impl Session {
                 .as_ref()
                 .is_none_or(|link| link.tx_status == TxStatus::Idle);
         let bound_waits = if joins {
-            self.bound_lock_waits()
+            bound_lock_waits(&self.ctx.config)
         } else {
             String::new()
         };
@@ -167,16 +168,6 @@ impl Session {
             }
         }
         Ok(())
-    }
-
-    /// The statement that bounds lock waits in a transaction spanning shards (`[transactions]
-    /// lock_timeout_ms`; empty when 0 turns it off). Set for the transaction only: the
-    /// session's own setting is back after it.
-    pub(super) fn bound_lock_waits(&self) -> String {
-        match self.ctx.config.transactions.lock_timeout_ms {
-            0 => String::new(),
-            ms => format!("SET LOCAL lock_timeout = '{ms}ms'"),
-        }
     }
 
     /// Sends what is queued for the current connection and passes on every answer the client

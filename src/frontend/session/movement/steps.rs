@@ -5,6 +5,7 @@
 use super::{add_returned, Failure};
 use crate::catalog::ShardId;
 use crate::executor::gather::{self, Replies};
+use crate::executor::participants::bound_lock_waits;
 use crate::frontend::session::{Session, SessionError};
 use crate::movement::{self, MoveError};
 use crate::protocol::TxStatus;
@@ -198,7 +199,7 @@ impl Session {
         let shards: Vec<ShardId> = batches.iter().map(|(s, _)| *s).collect();
         let at = self.connections_for(&shards).await?;
         debug_assert_eq!(at.len(), shards.len(), "one connection per shard of a step");
-        let bound_waits = self.bound_lock_waits();
+        let bound_waits = bound_lock_waits(&self.ctx.config);
         let mut opening = Vec::with_capacity(at.len());
         let mut fresh = Vec::with_capacity(at.len());
         let mut messages = Vec::with_capacity(at.len());
