@@ -16,6 +16,7 @@ use crate::router::hash::KeyValue;
 use crate::router::place::{self, PlaceError};
 
 mod binary;
+pub mod copy_in;
 mod format;
 pub mod shards;
 
@@ -56,6 +57,13 @@ pub enum CopyError {
          (generated columns); name the columns, e.g. COPY {table} (a, b, …) FROM STDIN"
     )]
     ColumnCount { table: String },
+    #[error("no connection to the shard for the COPY")]
+    NoConnection,
+    /// A shard refused the BEGIN that holds its part of the COPY (the shard's text).
+    #[error("{0}")]
+    Begin(String),
+    #[error("the shard did not start the COPY")]
+    NotStarted,
 }
 
 /// Cuts a stream of COPY data into rows. A row ends at a newline that is not escaped by a
@@ -625,6 +633,8 @@ impl ClientError for CopyError {
             C::NotUtf8 { .. } => SqlState::CHARACTER_NOT_IN_REPERTOIRE,
             C::Place { source, .. } => source.sqlstate(),
             C::ColumnCount { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            C::NoConnection | C::Begin(_) => SqlState::CONNECTION_FAILURE,
+            C::NotStarted => SqlState::PROTOCOL_VIOLATION,
         }
     }
 

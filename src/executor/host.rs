@@ -18,9 +18,9 @@ use std::future::Future;
 
 /// The client's session, as a multi-shard statement uses it.
 pub trait Host: Send {
-    /// The session's own failure (a lost client, a lost shard, a limit run out): it ends the
-    /// session, where a statement's failure is an answer.
-    type Error: From<BackendError> + From<StreamError> + Send;
+    /// The session's own failure: it ends the session, where a statement's failure is an
+    /// answer.
+    type Error: HostError;
 
     /// The session's connections to `shards`, each with the client's settings and joined to
     /// its transaction block or batch, parked; their positions among the parked links.
@@ -43,6 +43,13 @@ pub trait Host: Send {
     /// The session's connections and the client's output, for an answer streamed from the
     /// one to the other as it arrives.
     fn links_and_sink(&mut self) -> (&mut Participants, impl gather::Sink + '_);
+}
+
+/// The session's own failure, which ends it: a lost client or shard, a limit run out.
+pub trait HostError: From<BackendError> + From<StreamError> + Send + Sized {
+    /// The shard's failure this is, if it is one (a statement may answer it instead), or
+    /// itself.
+    fn into_backend(self) -> Result<BackendError, Self>;
 }
 
 /// The server's parts a multi-shard statement uses.

@@ -108,13 +108,6 @@ pub enum FrontendError {
          supported yet: give the full sharding key, or sort the output yourself"
     )]
     CopyOrdered,
-    #[error("no connection to the shard for the COPY")]
-    CopyNoConnection,
-    /// A shard refused the BEGIN that holds its part of the COPY (the shard's text).
-    #[error("{0}")]
-    CopyBegin(String),
-    #[error("the shard did not start the COPY")]
-    CopyNotStarted,
     #[error("COPY from stdin failed: {0}")]
     CopyFailed(String),
     #[error("unexpected message type 0x{0:02X} during COPY from stdin")]
@@ -137,7 +130,6 @@ impl ClientError for FrontendError {
             F::WrongPassword { .. } => SqlState::INVALID_PASSWORD,
             F::ExpectedStartup
             | F::AuthExchange(_)
-            | F::CopyNotStarted
             | F::CopyUnexpectedMessage(_)
             | F::ProtocolViolation(_)
             | F::UnencryptedAfterRequest { .. } => SqlState::PROTOCOL_VIOLATION,
@@ -147,10 +139,7 @@ impl ClientError for FrontendError {
             F::StartupSetting { code, .. } => code.clone(),
             F::SignalNotPermitted { .. } => SqlState::INSUFFICIENT_PRIVILEGE,
             F::TerminatedByAdministrator => SqlState::ADMIN_SHUTDOWN,
-            F::ShardUnreachable { .. }
-            | F::ColumnsUnreadable(_)
-            | F::CopyNoConnection
-            | F::CopyBegin(_) => SqlState::CONNECTION_FAILURE,
+            F::ShardUnreachable { .. } | F::ColumnsUnreadable(_) => SqlState::CONNECTION_FAILURE,
             F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
             F::KeysMissing => SqlState::INTERNAL_ERROR,
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -54,7 +54,7 @@ pub(super) enum Dest {
     /// An INSERT needs values of a generated key column first.
     NeedKeys(Box<KeysNeeded>),
     /// A COPY the session splits (FROM) or gathers (TO) over several shards.
-    Copy(Box<super::copy::CopyJob>),
+    Copy(Box<crate::executor::copy::copy_in::CopyJob>),
     /// `nextval`/`currval` of a key sequence, answered from the cluster-wide sequence.
     Sequence(Box<super::sequence::SequenceAnswer>),
     /// A read over several shards the general path answers.

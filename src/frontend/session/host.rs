@@ -2,10 +2,10 @@
 //! joined to its block or batch, the reach of the client's cancel, and the client's output.
 
 use super::{consume, Session, SessionError, HIGH_WATER};
-use crate::backend::CancelKey;
+use crate::backend::{BackendError, CancelKey};
 use crate::executor::commit::Commit;
 use crate::executor::gather;
-use crate::executor::host::{Host, Shared};
+use crate::executor::host::{Host, HostError, Shared};
 use crate::executor::participants::Participants;
 use crate::frontend::context::ServerCtx;
 use crate::frontend::socket::ClientSocket;
@@ -18,6 +18,15 @@ use bytes::BytesMut;
 pub(super) struct SessionHost<'a> {
     pub(super) session: &'a mut Session,
     pub(super) client: Option<&'a mut (dyn ClientSocket + Send)>,
+}
+
+impl HostError for SessionError {
+    fn into_backend(self) -> Result<BackendError, SessionError> {
+        match self {
+            SessionError::Backend(e) => Ok(e),
+            other => Err(other),
+        }
+    }
 }
 
 impl Host for SessionHost<'_> {

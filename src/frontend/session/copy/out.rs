@@ -1,8 +1,8 @@
 //! COPY … TO STDOUT gathered from every shard holding the table.
 
 use super::super::host::ClientSink;
-use super::CopyJob;
 use crate::backend::BackendError;
+use crate::executor::copy::copy_in::CopyJob;
 use crate::executor::copy::shards::tag_count;
 use crate::executor::copy::{CopyFormat, Header};
 use crate::executor::gather;
@@ -73,7 +73,7 @@ impl Session {
         protocol::query(&mut query, &job.sql);
         // Every shard starts at once; each waits on its socket until its turn to be read.
         for &shard in &job.shards {
-            if let Some(p) = self.parked_on(shard) {
+            if let Some(p) = self.links.parked.get_mut(shard) {
                 // A simple query drops the backend's unnamed statement.
                 p.conn.conn.unnamed = None;
                 if let Err(e) = p.conn.conn.stream.write_all(&query).await {
