@@ -324,6 +324,14 @@ impl<'a> Extended<'a> {
         self
     }
 
+    /// Parse, Bind and Execute of `sql` through the unnamed statement and portal, without
+    /// parameters, results in text: a statement of the proxy's own ahead of a batch.
+    pub fn unnamed(&mut self, sql: &[u8]) -> &mut Self {
+        self.parse(b"", sql, NO_PARAM_TYPES)
+            .bind(b"", BIND_NOTHING)
+            .execute()
+    }
+
     /// Bind of `statement` to the unnamed portal; `tail` is the message's tail: parameter
     /// formats, values and result formats as a Bind carries them.
     pub fn bind(&mut self, statement: &[u8], tail: &[u8]) -> &mut Self {
@@ -385,6 +393,15 @@ pub fn error_fields(body: &[u8]) -> Vec<(u8, String)> {
         }
     }
     fields
+}
+
+/// The message of an ErrorResponse frame (its `M` field).
+pub fn error_message(frame: &[u8]) -> String {
+    let fields = error_fields(frame.get(5..).unwrap_or_default());
+    fields
+        .into_iter()
+        .find_map(|(code, text)| (code == b'M').then_some(text))
+        .unwrap_or_default()
 }
 
 /// Reads a big-endian i32 from the front of `buf`.

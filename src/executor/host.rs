@@ -10,9 +10,10 @@ use crate::config::Config;
 use crate::executor::commit::Commit;
 use crate::executor::gather::{self, Combine, Combined, StreamError};
 use crate::executor::participants::Participants;
+use crate::failpoint::FailPoints;
 use crate::metrics::Metrics;
 use crate::model::ShardId;
-use crate::txn::ControlPools;
+use crate::txn::{ControlPools, Coordinator};
 use bytes::BytesMut;
 use std::future::Future;
 
@@ -59,7 +60,9 @@ pub struct Shared<'a> {
     pub catalog: &'a Catalog,
     pub pools: &'a Pools,
     pub control: &'a ControlPools,
+    pub coordinator: &'a Coordinator,
     pub metrics: &'a Metrics,
+    pub failpoints: &'a FailPoints,
 }
 
 /// What [`run_on_shards`] sends each shard.

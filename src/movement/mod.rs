@@ -1,7 +1,7 @@
 //! Row movement: the messages that move rows whose sharding key an UPDATE changed, and the
-//! reading of the rows a source shard locked (docs/architecture.md §8). The session runs the steps
-//! (`frontend::session::movement`) inside one distributed transaction; the statements come from
-//! the plan (`router::plan::KeyUpdate`).
+//! reading of the rows a source shard locked (docs/architecture.md §8), and the move itself over
+//! the session's connections (`run`, its steps in `steps`), inside one distributed transaction;
+//! the statements come from the plan (`router::plan::KeyUpdate`).
 //!
 //! Values travel in binary between shards of the same schema, each cast to its column's type
 //! in the statements, so nothing depends on the session's DateStyle or extra_float_digits.
@@ -45,7 +45,9 @@ pub enum MoveError {
     Malformed { table: String },
 }
 
+pub mod run;
 mod statements;
+mod steps;
 
 pub use statements::{Param, Statements};
 

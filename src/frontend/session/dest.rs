@@ -48,7 +48,7 @@ pub(super) enum Dest {
     /// A Describe of such a statement.
     LocalDescribe(Box<[u8]>),
     /// An UPDATE of a sharding key whose rows may move between shards.
-    KeyUpdate(Box<super::movement::KeyUpdateJob>),
+    KeyUpdate(Box<crate::movement::run::KeyUpdateJob>),
     /// An INSERT … SELECT the proxy runs in two steps.
     InsertSelect(Arc<crate::router::plan::ShardedPlan>),
     /// An INSERT needs values of a generated key column first.
@@ -675,7 +675,7 @@ impl Session {
                 Some((Box::<[u8]>::from(portal), bind))
             }
         };
-        Dest::KeyUpdate(Box::new(super::movement::KeyUpdateJob {
+        Dest::KeyUpdate(Box::new(crate::movement::run::KeyUpdateJob {
             plan: p.clone(),
             sources,
             bound,

@@ -12,9 +12,7 @@ use crate::executor::gather::{self, Combine};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
-use crate::protocol::{
-    self, Extended, Frame, MessageBuilder, TxStatus, BIND_NOTHING, NO_PARAM_TYPES,
-};
+use crate::protocol::{self, Frame, MessageBuilder, TxStatus};
 use bytes::BytesMut;
 use tracing::Instrument;
 
@@ -465,23 +463,6 @@ impl Session {
         drop(conns);
         self.after_multi(&order, result.map_err(gather::StreamError::Backend))
     }
-}
-
-/// BEGIN through the unnamed statement and portal: it turns the batch's implicit transaction on
-/// a shard into a block that the client's Sync leaves open (its answers go unread: the portal's
-/// reader skips to the statement's description).
-pub(super) fn begin_messages() -> BytesMut {
-    unnamed_statement("BEGIN")
-}
-
-/// Parse, Bind and Execute of `sql` (no parameters, no Sync), to run ahead of a batch.
-pub(super) fn unnamed_statement(sql: &str) -> BytesMut {
-    let mut out = BytesMut::new();
-    Extended::new(&mut out)
-        .parse(b"", sql.as_bytes(), NO_PARAM_TYPES)
-        .bind(b"", BIND_NOTHING)
-        .execute();
-    out
 }
 
 /// A spent portal's tag: its command's, counting no rows.

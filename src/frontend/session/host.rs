@@ -86,7 +86,9 @@ pub(super) fn shared(ctx: &ServerCtx) -> Shared<'_> {
         catalog: &ctx.catalog,
         pools: &ctx.pools,
         control: &ctx.control,
+        coordinator: &ctx.coordinator,
         metrics: &ctx.metrics,
+        failpoints: &ctx.failpoints,
     }
 }
 

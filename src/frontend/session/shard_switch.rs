@@ -280,8 +280,10 @@ impl Session {
         self.drain_current().await?;
         let mut sync = BytesMut::new();
         Extended::new(&mut sync).sync();
-        let mut held = super::fan_out::begin_messages();
-        held.extend_from_slice(&sync);
+        // BEGIN through the unnamed statement and portal turns the batch's implicit
+        // transaction into a block the Sync leaves open.
+        let mut held = BytesMut::new();
+        Extended::new(&mut held).unnamed(b"BEGIN").sync();
         for i in 0..self.links.parked.len() {
             if !self.links.parked[i].unsynced {
                 continue;

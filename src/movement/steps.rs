@@ -2,13 +2,15 @@
 //! step sent to all its shards at once, and the end of the statement's own block sent along
 //! with the last one.
 
-use super::{add_returned, Failure};
+use super::run::{add_returned, Failure, Mover};
 use crate::catalog::ShardId;
+use crate::executor::commit::new_gid;
 use crate::executor::gather::{self, Replies};
+use crate::executor::host::Host;
 use crate::executor::participants::bound_lock_waits;
-use crate::frontend::session::{Session, SessionError};
 use crate::movement::{self, MoveError};
-use crate::protocol::TxStatus;
+use crate::protocol::{Extended, TxStatus};
+use crate::txn::{decision_log, Gid, InFlightGuard};
 use bytes::{Bytes, BytesMut};
 use std::collections::BTreeMap;
 
@@ -80,7 +82,7 @@ pub(super) type Step = BTreeMap<ShardId, Batch>;
 
 /// How the statement's own block ends in the move's last step, when it can end there.
 pub(super) enum Tail {
-    /// The block stays open for [`Session::commit_participants`].
+    /// The block stays open for the usual commit.
     None,
     /// COMMIT on every participant: at most one wrote, and nothing is left to check.
     Commit,
@@ -90,21 +92,22 @@ pub(super) enum Tail {
     /// after the others prepared is the commit point: one PREPARE, one COMMIT PREPARED and the
     /// catalog's own round trip fewer.
     Prepare {
-        gid: crate::txn::Gid,
+        gid: Gid,
         decider: Option<ShardId>,
-        _in_flight: crate::txn::InFlightGuard,
+        _in_flight: InFlightGuard,
     },
 }
 
-impl Session {
+impl<H: Host> Mover<'_, H> {
     /// Ends the statement's own block in the last step where nothing is left to check after
     /// it: with PREPARE TRANSACTION on the writers when several write (the decision and COMMIT
     /// PREPARED follow), with COMMIT when one writes and deletes nothing (a delete's count is
     /// checked before its block may commit) or none does; the participants that only read
     /// COMMIT alongside. Otherwise the block stays open for the usual commit.
-    pub(super) fn add_tail(&self, last: &mut Step, writers: &[ShardId]) -> Result<Tail, Bytes> {
+    pub(super) fn add_tail(&mut self, last: &mut Step, writers: &[ShardId]) -> Result<Tail, Bytes> {
         let readers: Vec<ShardId> = self
-            .links
+            .host
+            .links()
             .parked
             .iter()
             .filter(|p| p.tx_status.in_block() && !writers.contains(&p.conn.shard))
@@ -124,8 +127,8 @@ impl Session {
             }
             [_] => return Ok(Tail::None),
             _ => {
-                let gid = crate::executor::commit::new_gid(&self.ctx.coordinator, writers)?;
-                let coordinator = &self.ctx.coordinator;
+                let gid = new_gid(self.shared.coordinator, writers)?;
+                let coordinator = self.shared.coordinator;
                 let record = coordinator
                     .catalog_shard()
                     .filter(|c| writers.contains(c))
@@ -142,7 +145,7 @@ impl Session {
                             let params: Vec<movement::Param<'_>> =
                                 params.iter().map(|p| (0, Some(p.as_bytes()))).collect();
                             batch.statements.prepared(
-                                crate::txn::decision_log::COMMIT_RECORD,
+                                decision_log::COMMIT_RECORD,
                                 &[],
                                 &params,
                                 &[],
@@ -150,7 +153,9 @@ impl Session {
                             );
                             batch.expect.push(Expect::Decided);
                         }
-                        _ => batch.end_with(&self.ctx.control.shard(*w).prepare_transaction(&gid)),
+                        _ => {
+                            batch.end_with(&self.shared.control.shard(*w).prepare_transaction(&gid))
+                        }
                     }
                 }
                 let _in_flight = coordinator.register(&gid, writers);
@@ -172,7 +177,7 @@ impl Session {
         &mut self,
         step: Step,
         implicit: bool,
-    ) -> Result<Answers, SessionError> {
+    ) -> Result<Answers, H::Error> {
         let mut batches = Vec::with_capacity(step.len());
         let mut expects = Vec::with_capacity(step.len());
         for (shard, batch) in step {
@@ -195,36 +200,41 @@ impl Session {
         &mut self,
         batches: Vec<(ShardId, movement::Statements)>,
         implicit: bool,
-    ) -> Result<Vec<Replies>, SessionError> {
+    ) -> Result<Vec<Replies>, H::Error> {
         let shards: Vec<ShardId> = batches.iter().map(|(s, _)| *s).collect();
-        let at = self.connections_for(&shards).await?;
+        let at = self.host.join(&shards).await?;
         debug_assert_eq!(at.len(), shards.len(), "one connection per shard of a step");
-        let bound_waits = bound_lock_waits(&self.ctx.config);
+        let bound_waits = bound_lock_waits(self.shared.config);
         let mut opening = Vec::with_capacity(at.len());
         let mut fresh = Vec::with_capacity(at.len());
         let mut messages = Vec::with_capacity(at.len());
         for (&i, (_, statements)) in at.iter().zip(batches) {
             let mut out = BytesMut::new();
             let mut opened = 0;
-            if implicit && self.links.parked[i].tx_status == TxStatus::Idle {
-                out = super::super::fan_out::begin_messages();
+            if implicit && self.host.links().parked[i].tx_status == TxStatus::Idle {
+                Extended::new(&mut out).unnamed(b"BEGIN");
                 opened = 1;
                 if !bound_waits.is_empty() {
-                    out.extend_from_slice(&super::super::fan_out::unnamed_statement(&bound_waits));
-                    self.links.block.waits_bounded = true;
+                    Extended::new(&mut out).unnamed(bound_waits.as_bytes());
+                    self.host.links().block.waits_bounded = true;
                     opened += 1;
                 }
             }
             let mut parsed = Vec::new();
-            statements.assemble(&mut self.links.parked[i].conn.conn, &mut out, &mut parsed);
+            statements.assemble(
+                &mut self.host.links().parked[i].conn.conn,
+                &mut out,
+                &mut parsed,
+            );
             movement::sync(&mut out);
             messages.push(out);
             opening.push(opened);
             fresh.push(parsed);
         }
-        self.announce_running();
-        let result = self.links.parked.exchange(&at, &messages).await;
-        self.cancel.slot.set_others(Vec::new());
+        let running = self.host.links().parked.cancel_keys();
+        self.host.cancel_reaches(running);
+        let result = self.host.links().parked.exchange(&at, &messages).await;
+        self.host.cancel_reaches(Vec::new());
         let mut replies = result?;
         for (((&i, r), opened), parsed) in at.iter().zip(replies.iter_mut()).zip(opening).zip(fresh)
         {
@@ -232,7 +242,7 @@ impl Session {
             if r.error.is_some() {
                 // Their Parse may have been skipped after the error.
                 for text in parsed {
-                    self.links.parked[i].conn.conn.prepared.remove(&text);
+                    self.host.links().parked[i].conn.conn.prepared.remove(&text);
                 }
             }
         }
