@@ -17,6 +17,7 @@ use crate::router::place::{self, PlaceError};
 
 mod binary;
 pub mod copy_in;
+pub mod copy_out;
 mod format;
 pub mod shards;
 

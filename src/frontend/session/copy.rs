@@ -1,6 +1,7 @@
 //! COPY of sharded tables, in the session: where a COPY goes, the COPY's state between the
 //! client's messages, and those messages handed to COPY FROM's split
-//! ([`crate::executor::copy::copy_in`]) or COPY TO's gathering (`out`).
+//! ([`crate::executor::copy::copy_in`]) or COPY TO's gathering
+//! ([`crate::executor::copy::copy_out`]).
 
 use super::dest::Dest;
 use super::host::shared;
@@ -8,14 +9,13 @@ use super::{Session, SessionError};
 use crate::catalog::Snapshot;
 use crate::client_error::ClientError;
 use crate::executor::copy::copy_in::{CopyIn, CopyJob};
+use crate::executor::copy::copy_out;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, Frame, MessageBuilder, TxStatus};
 use crate::router::plan::CopyPlan;
 use crate::router::route::{self as routing, Params, Route};
 use std::sync::Arc;
-
-mod out;
 
 /// What the session is in the middle of, while the client's messages come to
 /// [`Session::on_copy_frame`] first.
@@ -97,7 +97,9 @@ impl Session {
         if job.plan.from {
             self.start_copy_in(job, extended).await
         } else {
-            self.copy_out(job, extended, client).await
+            let failed = copy_out::run(&mut self.host(Some(client)), &job).await?;
+            self.end_copy(extended, failed);
+            Ok(())
         }
     }
 
