@@ -332,57 +332,9 @@ impl<H: Host> GeneralPath<'_, H> {
         if let Some(error) = combiner::run(conn, &setup).await? {
             return Ok(Answered::Combined(failed(error)));
         }
-        // The partial rows' table, typed (and collated) by PostgreSQL itself from the shards'
-        // statement, with the types it infers for its parameters.
-        let nulls = vec!["NULL"; partial.params.len()].join(", ");
-        let execute = if partial.params.is_empty() {
-            format!("EXECUTE {PARTIAL_STATEMENT}")
-        } else {
-            format!("EXECUTE {PARTIAL_STATEMENT}({nulls})")
+        let Some((types, param_oids)) = self.type_partial(conn, partial, shards[0]).await? else {
+            return Ok(Answered::Fallback);
         };
-        let typing = format!(
-            "PREPARE {PARTIAL_STATEMENT} AS {select};\
-             CREATE TEMP TABLE {PARTIAL_TABLE} ON COMMIT DROP AS {execute} WITH NO DATA;\
-             SELECT pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute \
-             WHERE attrelid = '{PARTIAL_TABLE}'::pg_catalog.regclass AND attnum > 0 ORDER BY attnum;\
-             SELECT parameter_types::pg_catalog.oid[]::text FROM pg_catalog.pg_prepared_statements \
-             WHERE name = '{PARTIAL_STATEMENT}';\
-             DEALLOCATE {PARTIAL_STATEMENT}",
-            select = partial.select
-        );
-        let origin = gather::Origin {
-            shards: &shards[..1],
-            control: self.shared.control,
-        };
-        let (typed, _) =
-            gather::run_simple(&mut [&mut *conn], &[typing], &select(), &origin).await?;
-        let mut rows = match typed {
-            Combined::Rows(r) => r.rows,
-            // PostgreSQL cannot type the partial rows (a row value, …): read every row instead,
-            // which fails as the statement itself would if the fault is the statement's.
-            Combined::Failed { .. } => return Ok(Answered::Fallback),
-        };
-        let param_oids: Vec<u32> = rows
-            .pop_back()
-            .and_then(|r| {
-                let v = gather::values(&r);
-                let text = String::from_utf8_lossy(v.first().copied().flatten()?).into_owned();
-                Some(
-                    text.trim_matches(|c| c == '{' || c == '}')
-                        .split(',')
-                        .filter_map(|o| o.parse().ok())
-                        .collect(),
-                )
-            })
-            .unwrap_or_default();
-        let types: Vec<String> = rows
-            .iter()
-            .map(|r| {
-                let v = gather::values(r);
-                String::from_utf8_lossy(v.first().copied().flatten().unwrap_or_default())
-                    .into_owned()
-            })
-            .collect();
         if partial
             .exact_sums
             .iter()
@@ -442,6 +394,67 @@ impl<H: Host> GeneralPath<'_, H> {
         });
         self.run_combining_statement(conn, shards[0], &combine, bound)
             .await
+    }
+
+    /// The partial rows' table, typed (and collated) by PostgreSQL itself from the shards'
+    /// statement on the combining connection (to `at`): its columns' types, and the types it
+    /// infers for the statement's parameters. Nothing when PostgreSQL cannot type the partial
+    /// rows (a row value, …): every row is read instead, which fails as the statement itself
+    /// would if the fault is the statement's.
+    async fn type_partial(
+        &mut self,
+        conn: &mut BackendConn,
+        partial: &PartialPlan,
+        at: ShardId,
+    ) -> Result<Option<(Vec<String>, Vec<u32>)>, H::Error> {
+        let nulls = vec!["NULL"; partial.params.len()].join(", ");
+        let execute = if partial.params.is_empty() {
+            format!("EXECUTE {PARTIAL_STATEMENT}")
+        } else {
+            format!("EXECUTE {PARTIAL_STATEMENT}({nulls})")
+        };
+        let typing = format!(
+            "PREPARE {PARTIAL_STATEMENT} AS {select};\
+             CREATE TEMP TABLE {PARTIAL_TABLE} ON COMMIT DROP AS {execute} WITH NO DATA;\
+             SELECT pg_catalog.format_type(atttypid, atttypmod) FROM pg_catalog.pg_attribute \
+             WHERE attrelid = '{PARTIAL_TABLE}'::pg_catalog.regclass AND attnum > 0 ORDER BY attnum;\
+             SELECT parameter_types::pg_catalog.oid[]::text FROM pg_catalog.pg_prepared_statements \
+             WHERE name = '{PARTIAL_STATEMENT}';\
+             DEALLOCATE {PARTIAL_STATEMENT}",
+            select = partial.select
+        );
+        let origin = gather::Origin {
+            shards: &[at],
+            control: self.shared.control,
+        };
+        let (typed, _) =
+            gather::run_simple(&mut [&mut *conn], &[typing], &select(), &origin).await?;
+        let mut rows = match typed {
+            Combined::Rows(r) => r.rows,
+            Combined::Failed { .. } => return Ok(None),
+        };
+        let param_oids: Vec<u32> = rows
+            .pop_back()
+            .and_then(|r| {
+                let v = gather::values(&r);
+                let text = String::from_utf8_lossy(v.first().copied().flatten()?).into_owned();
+                Some(
+                    text.trim_matches(|c| c == '{' || c == '}')
+                        .split(',')
+                        .filter_map(|o| o.parse().ok())
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        let types: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let v = gather::values(r);
+                String::from_utf8_lossy(v.first().copied().flatten().unwrap_or_default())
+                    .into_owned()
+            })
+            .collect();
+        Ok(Some((types, param_oids)))
     }
 
     /// Declares the cursor on `shards` (`declare`), fetches its rows a slice at a time and

@@ -88,85 +88,109 @@ struct Writes {
     moved_rows: u64,
 }
 
+/// Per target shard, per table (0: the root, then each descendant): the rows to insert.
+type Inserts = BTreeMap<ShardId, Vec<Vec<Bytes>>>;
+
 /// The writes of step 4; `Err` when a descendant row names no root of its source.
 fn plan_writes(job: &KeyUpdateJob, plan: &KeyUpdate, sources: &[SourceRows]) -> Result<Writes, ()> {
     let bind = job.bound.as_ref().map(|(_, b)| b);
-    let mut sources_step = Step::new();
-    let mut count = 0u64;
-    let mut moved_rows = 0u64;
-    // Per target shard, per table (0: the root, then each descendant): the rows to insert.
-    let mut inserts: BTreeMap<ShardId, Vec<Vec<Bytes>>> = BTreeMap::new();
-    let levels = 1 + plan.descendants.len();
+    let mut writes = Writes {
+        sources: Step::new(),
+        targets: Step::new(),
+        count: 0,
+        moved_rows: 0,
+    };
+    let mut inserts = Inserts::new();
     for source in sources {
-        let moving: Vec<usize> = (0..source.rows.len())
-            .filter(|&i| source.moves[i].is_some())
-            .collect();
-        let staying: Vec<&Locked> = (0..source.rows.len())
-            .filter(|&i| source.moves[i].is_none())
-            .map(|i| &source.rows[i])
-            .collect();
-        if moving.is_empty() && staying.is_empty() {
-            continue;
-        }
-        let batch = sources_step.entry(source.shard).or_default();
-        if !moving.is_empty() {
-            // Children before their parents, so no foreign key is left dangling.
-            for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
-                let refs: Vec<&Locked> = rows.iter().collect();
-                let statements = movement::delete(&mut batch.statements, &refs);
-                batch.expect.push(Expect::Deleted {
-                    statements,
-                    locked: rows.len(),
-                });
-                moved_rows += rows.len() as u64;
-            }
-            let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
-            let statements = movement::delete(&mut batch.statements, &roots);
-            batch.expect.push(Expect::Deleted {
-                statements,
-                locked: roots.len(),
-            });
-            count += roots.len() as u64;
-            moved_rows += roots.len() as u64;
-            for &i in &moving {
-                let target = source.moves[i].unwrap_or(source.shard);
-                inserts
-                    .entry(target)
-                    .or_insert_with(|| vec![Vec::new(); levels])[0]
-                    .push(source.rows[i].row.clone());
-            }
-            for (level, rows) in source.family.iter().enumerate() {
-                for locked in rows {
-                    let target = root_index(locked)
-                        .and_then(|i| source.moves.get(i).copied().flatten())
-                        .ok_or(())?;
-                    inserts
-                        .entry(target)
-                        .or_insert_with(|| vec![Vec::new(); levels])[level + 1]
-                        .push(locked.row.clone());
-                }
-            }
-        }
-        if !staying.is_empty() {
-            movement::update_staying(&mut batch.statements, plan, bind, &staying);
-            batch.expect.push(Expect::Stayed);
-        }
+        plan_source(&mut writes, &mut inserts, plan, bind, source)?;
     }
     // RETURNING describes its rows even when there are none.
-    if !plan.returning.is_empty() && sources_step.is_empty() {
+    if !plan.returning.is_empty() && writes.sources.is_empty() {
         if let Some(&first) = job.sources.first() {
-            let batch = sources_step.entry(first).or_default();
+            let batch = writes.sources.entry(first).or_default();
             movement::update_staying(&mut batch.statements, plan, bind, &[]);
             batch.expect.push(Expect::Described);
         }
     }
+    writes.targets = plan_inserts(plan, bind, &inserts);
+    Ok(writes)
+}
+
+/// One source's part of step 4: its moving rows' families and roots deleted (children before
+/// their parents, so no foreign key is left dangling) and noted in `inserts` for their targets,
+/// its staying rows updated in place.
+fn plan_source(
+    writes: &mut Writes,
+    inserts: &mut Inserts,
+    plan: &KeyUpdate,
+    bind: Option<&ClientBind>,
+    source: &SourceRows,
+) -> Result<(), ()> {
+    let levels = 1 + plan.descendants.len();
+    let moving: Vec<usize> = (0..source.rows.len())
+        .filter(|&i| source.moves[i].is_some())
+        .collect();
+    let staying: Vec<&Locked> = (0..source.rows.len())
+        .filter(|&i| source.moves[i].is_none())
+        .map(|i| &source.rows[i])
+        .collect();
+    if moving.is_empty() && staying.is_empty() {
+        return Ok(());
+    }
+    let batch = writes.sources.entry(source.shard).or_default();
+    if !moving.is_empty() {
+        for rows in source.family.iter().rev().filter(|r| !r.is_empty()) {
+            let refs: Vec<&Locked> = rows.iter().collect();
+            let statements = movement::delete(&mut batch.statements, &refs);
+            batch.expect.push(Expect::Deleted {
+                statements,
+                locked: rows.len(),
+            });
+            writes.moved_rows += rows.len() as u64;
+        }
+        let roots: Vec<&Locked> = moving.iter().map(|&i| &source.rows[i]).collect();
+        let statements = movement::delete(&mut batch.statements, &roots);
+        batch.expect.push(Expect::Deleted {
+            statements,
+            locked: roots.len(),
+        });
+        writes.count += roots.len() as u64;
+        writes.moved_rows += roots.len() as u64;
+        for &i in &moving {
+            let target = source.moves[i].unwrap_or(source.shard);
+            inserts
+                .entry(target)
+                .or_insert_with(|| vec![Vec::new(); levels])[0]
+                .push(source.rows[i].row.clone());
+        }
+        for (level, rows) in source.family.iter().enumerate() {
+            for locked in rows {
+                let target = root_index(locked)
+                    .and_then(|i| source.moves.get(i).copied().flatten())
+                    .ok_or(())?;
+                inserts
+                    .entry(target)
+                    .or_insert_with(|| vec![Vec::new(); levels])[level + 1]
+                    .push(locked.row.clone());
+            }
+        }
+    }
+    if !staying.is_empty() {
+        movement::update_staying(&mut batch.statements, plan, bind, &staying);
+        batch.expect.push(Expect::Stayed);
+    }
+    Ok(())
+}
+
+/// The targets' part of step 4: on each target the moved rows inserted, each table after its
+/// parent. Root rows carry their old key after the new row; descendants their root's index
+/// before it.
+fn plan_inserts(plan: &KeyUpdate, bind: Option<&ClientBind>, inserts: &Inserts) -> Step {
     let result_formats = bind.map(|b| b.result_formats.as_slice()).unwrap_or(&[]);
-    let mut targets_step = Step::new();
-    for (&target, tables) in &inserts {
-        let batch = targets_step.entry(target).or_default();
+    let mut targets = Step::new();
+    for (&target, tables) in inserts {
+        let batch = targets.entry(target).or_default();
         for (level, rows) in tables.iter().enumerate().filter(|(_, r)| !r.is_empty()) {
-            // Root rows carry their old key after the new row; descendants their root's index
-            // before it.
             let (into, skip) = match level {
                 0 => (
                     movement::Target {
@@ -210,12 +234,29 @@ fn plan_writes(job: &KeyUpdateJob, plan: &KeyUpdate, sources: &[SourceRows]) -> 
             });
         }
     }
-    Ok(Writes {
-        sources: sources_step,
-        targets: targets_step,
-        count,
-        moved_rows,
-    })
+    targets
+}
+
+/// The shards step 4 writes on.
+fn writers_of(sources: &Step, targets: &Step) -> Vec<ShardId> {
+    sources
+        .iter()
+        .chain(targets)
+        .filter(|(_, b)| b.writes())
+        .map(|(s, _)| *s)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// The deletes and the inserts as one step: a shard that is both deletes first.
+fn joined(mut sources: Step, targets: Step) -> Step {
+    for (shard, part) in targets {
+        let batch = sources.entry(shard).or_default();
+        batch.statements.append(part.statements);
+        batch.expect.extend(part.expect);
+    }
+    sources
 }
 
 /// The rows one source shard locked, each with where it goes.
@@ -331,64 +372,29 @@ impl<H: Host> Mover<'_, H> {
         notices: &mut BytesMut,
     ) -> Result<Result<(gather::Rows, Ending), Failure>, H::Error> {
         let Writes {
-            sources: mut sources_step,
+            sources: sources_step,
             targets: targets_step,
             mut count,
             ..
         } = writes;
         let mut answer = gather::Rows::default();
-        let writers: Vec<ShardId> = sources_step
-            .iter()
-            .chain(&targets_step)
-            .filter(|(_, b)| b.writes())
-            .map(|(s, _)| *s)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let writers = writers_of(&sources_step, &targets_step);
         let split =
             !targets_step.is_empty() && self.shared.failpoints.is_armed(FailPoint::MoveMidFamily);
         let mut last = if split {
-            // The deletes alone first, then the point: deleted at their old place, not yet
-            // inserted at the new one, the transaction holds the only copy, and a crash here
-            // must lose nothing.
-            let answers = self.send_step(sources_step, implicit).await?;
-            if let Some(error) = step_error(&answers, notices) {
-                return Ok(Err(Failure::shard(notices, error)));
-            }
-            if let Some(f) = read_step(name, answers, &mut answer, &mut count) {
+            let deleted = self
+                .deletes_alone(sources_step, name, implicit, &mut answer, &mut count, notices)
+                .await?;
+            if let Err(f) = deleted {
                 return Ok(Err(f));
             }
-            crate::failpoint::fail_point!(self.shared.failpoints, FailPoint::MoveMidFamily);
             targets_step
         } else {
-            for (shard, part) in targets_step {
-                let batch = sources_step.entry(shard).or_default();
-                batch.statements.append(part.statements);
-                batch.expect.extend(part.expect);
-            }
-            sources_step
+            joined(sources_step, targets_step)
         };
-        // A fail point between two of the commit's steps needs them apart: the usual commit.
-        let commits_along = implicit
-            && job.bound.is_none()
-            && !split
-            && !self
-                .shared
-                .failpoints
-                .is_armed(FailPoint::CommitAfterFirstPrepare);
-        let tail = if commits_along {
-            match self.add_tail(&mut last, &writers) {
-                Ok(tail) => tail,
-                Err(error) => {
-                    return Ok(Err(Failure {
-                        notices: std::mem::take(notices),
-                        error,
-                        from_shard: false,
-                    }))
-                }
-            }
-        } else {
-            Tail::None
+        let tail = match self.tail_for(job, implicit, split, &mut last, &writers, notices) {
+            Ok(tail) => tail,
+            Err(f) => return Ok(Err(f)),
         };
 
         // 5. The last step, and with it the block's end where it could be sent along.
@@ -444,6 +450,58 @@ impl<H: Host> Mover<'_, H> {
         }
         answer.tag = Some(format!("UPDATE {count}"));
         Ok(Ok((answer, ending)))
+    }
+
+    /// The deletes of step 4 alone, then the fail point between them and the inserts: deleted
+    /// at their old place, not yet inserted at the new one, the transaction holds the only
+    /// copy, and a crash here must lose nothing.
+    async fn deletes_alone(
+        &mut self,
+        deletes: Step,
+        name: &str,
+        implicit: bool,
+        answer: &mut gather::Rows,
+        count: &mut u64,
+        notices: &mut BytesMut,
+    ) -> Result<Result<(), Failure>, H::Error> {
+        let answers = self.send_step(deletes, implicit).await?;
+        if let Some(error) = step_error(&answers, notices) {
+            return Ok(Err(Failure::shard(notices, error)));
+        }
+        if let Some(f) = read_step(name, answers, answer, count) {
+            return Ok(Err(f));
+        }
+        crate::failpoint::fail_point!(self.shared.failpoints, FailPoint::MoveMidFamily);
+        Ok(Ok(()))
+    }
+
+    /// How the statement's own block ends in the last step: sent along with it for a simple
+    /// query outside a client's block ([`Mover::add_tail`]), else left open. A fail point
+    /// between two of the commit's steps needs them apart: the usual commit.
+    fn tail_for(
+        &mut self,
+        job: &KeyUpdateJob,
+        implicit: bool,
+        split: bool,
+        last: &mut Step,
+        writers: &[ShardId],
+        notices: &mut BytesMut,
+    ) -> Result<Tail, Failure> {
+        let commits_along = implicit
+            && job.bound.is_none()
+            && !split
+            && !self
+                .shared
+                .failpoints
+                .is_armed(FailPoint::CommitAfterFirstPrepare);
+        if !commits_along {
+            return Ok(Tail::None);
+        }
+        self.add_tail(last, writers).map_err(|error| Failure {
+            notices: std::mem::take(notices),
+            error,
+            from_shard: false,
+        })
     }
 
     /// The end of a move whose last step prepared its writers: decided by the record on the

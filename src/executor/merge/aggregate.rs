@@ -33,37 +33,14 @@ pub fn merge(
     rows: impl IntoIterator<Item = Bytes>,
 ) -> Merged {
     let columns = frames::columns(description);
-    if columns.len() != plan.columns.len() {
-        return Merged::Fallback("the shards' columns are not the statement's".into());
-    }
-    for (c, &(oid, format)) in plan.columns.iter().zip(&columns) {
-        let fits = match c {
-            ColumnMerge::Group => GROUPABLE.contains(&oid),
-            ColumnMerge::Count => oid == 20,
-            ColumnMerge::Sum => oid == 20 || (oid == 1700 && format == 0),
-            ColumnMerge::Min | ColumnMerge::Max => order_of(oid, format).is_some(),
-        };
-        if !fits {
-            return Merged::Fallback(format!("a {c:?} column of type OID {oid}"));
-        }
+    if let Err(why) = check_columns(plan, &columns) {
+        return Merged::Fallback(why);
     }
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut groups: Vec<Vec<Option<Vec<u8>>>> = Vec::new();
     for row in rows {
         let values = frames::values(&row);
-        let mut key = Vec::new();
-        for (c, v) in plan.columns.iter().zip(&values) {
-            if *c == ColumnMerge::Group {
-                match v {
-                    None => key.push(0),
-                    Some(v) => {
-                        key.push(1);
-                        key.extend_from_slice(&(v.len() as u32).to_be_bytes());
-                        key.extend_from_slice(v);
-                    }
-                }
-            }
-        }
+        let key = group_key(plan, &values);
         let Some(&at) = index.get(&key) else {
             index.insert(key, groups.len());
             groups.push(values.iter().map(|v| v.map(<[u8]>::to_vec)).collect());
@@ -78,62 +55,14 @@ pub fn merge(
                 group[i] = Some(new.to_vec());
                 continue;
             };
-            let merged = match c {
-                ColumnMerge::Group => continue,
-                ColumnMerge::Count | ColumnMerge::Sum if oid == 20 => {
-                    match add_int8(old, new, format) {
-                        Some(v) => v,
-                        None => return Merged::Failed(out_of_range()),
-                    }
-                }
-                ColumnMerge::Count | ColumnMerge::Sum => {
-                    let (Ok(a), Ok(b)) = (std::str::from_utf8(old), std::str::from_utf8(new))
-                    else {
-                        return Merged::Fallback("a numeric sum that is not text".into());
-                    };
-                    match numeric::add(a, b) {
-                        Some(s) => s.into_bytes(),
-                        None => return Merged::Fallback(format!("numeric sum {a:?}")),
-                    }
-                }
-                ColumnMerge::Min | ColumnMerge::Max => {
-                    let Some(order) = order_of(oid, format) else {
-                        return Merged::Fallback("an order".into());
-                    };
-                    let ord = match compare(order, new, old) {
-                        Ok(o) => o,
-                        Err(why) => return Merged::Fallback(why),
-                    };
-                    let better = if *c == ColumnMerge::Min {
-                        ord.is_lt()
-                    } else {
-                        ord.is_gt()
-                    };
-                    if !better {
-                        continue;
-                    }
-                    new.to_vec()
-                }
-            };
-            group[i] = Some(merged);
+            match merge_value(*c, old, new, oid, format) {
+                Ok(Some(merged)) => group[i] = Some(merged),
+                Ok(None) => {}
+                Err(stop) => return stop,
+            }
         }
     }
-    let mut out: Vec<Bytes> = groups
-        .iter()
-        .map(|values| {
-            let mut frame = BytesMut::new();
-            let mut m = MessageBuilder::new(&mut frame, b'D');
-            m.i16(values.len() as i16);
-            for v in values {
-                match v {
-                    Some(v) => m.i32(v.len() as i32).bytes(v),
-                    None => m.i32(-1),
-                };
-            }
-            m.finish();
-            frame.freeze()
-        })
-        .collect();
+    let mut out: Vec<Bytes> = groups.iter().map(|values| data_row(values)).collect();
     if !plan.order.is_empty() {
         let order = match RowOrder::new(&plan.order, &columns) {
             Ok(o) => o,
@@ -154,6 +83,102 @@ pub fn merge(
         rows: out.into(),
         ..Rows::default()
     })
+}
+
+/// Whether the shards' columns (type OID, format) are the ones the plan merges, each of a type
+/// its merge is exact for; why not, otherwise.
+fn check_columns(plan: &AggregateMerge, columns: &[(u32, i16)]) -> Result<(), String> {
+    if columns.len() != plan.columns.len() {
+        return Err("the shards' columns are not the statement's".into());
+    }
+    for (c, &(oid, format)) in plan.columns.iter().zip(columns) {
+        let fits = match c {
+            ColumnMerge::Group => GROUPABLE.contains(&oid),
+            ColumnMerge::Count => oid == 20,
+            ColumnMerge::Sum => oid == 20 || (oid == 1700 && format == 0),
+            ColumnMerge::Min | ColumnMerge::Max => order_of(oid, format).is_some(),
+        };
+        if !fits {
+            return Err(format!("a {c:?} column of type OID {oid}"));
+        }
+    }
+    Ok(())
+}
+
+/// A row's group: its grouped columns' values, each length-prefixed (NULL apart from empty).
+fn group_key(plan: &AggregateMerge, values: &[Option<&[u8]>]) -> Vec<u8> {
+    let mut key = Vec::new();
+    for (c, v) in plan.columns.iter().zip(values) {
+        if *c == ColumnMerge::Group {
+            match v {
+                None => key.push(0),
+                Some(v) => {
+                    key.push(1);
+                    key.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                    key.extend_from_slice(v);
+                }
+            }
+        }
+    }
+    key
+}
+
+/// A group's value of column `c` merged with another shard's: the new value, `None` to keep
+/// the old one, or how the whole merge ends (failed, or left to the general path).
+fn merge_value(
+    c: ColumnMerge,
+    old: &[u8],
+    new: &[u8],
+    oid: u32,
+    format: i16,
+) -> Result<Option<Vec<u8>>, Merged> {
+    let merged = match c {
+        ColumnMerge::Group => return Ok(None),
+        ColumnMerge::Count | ColumnMerge::Sum if oid == 20 => match add_int8(old, new, format) {
+            Some(v) => v,
+            None => return Err(Merged::Failed(out_of_range())),
+        },
+        ColumnMerge::Count | ColumnMerge::Sum => {
+            let (Ok(a), Ok(b)) = (std::str::from_utf8(old), std::str::from_utf8(new)) else {
+                return Err(Merged::Fallback("a numeric sum that is not text".into()));
+            };
+            match numeric::add(a, b) {
+                Some(s) => s.into_bytes(),
+                None => return Err(Merged::Fallback(format!("numeric sum {a:?}"))),
+            }
+        }
+        ColumnMerge::Min | ColumnMerge::Max => {
+            let Some(order) = order_of(oid, format) else {
+                return Err(Merged::Fallback("an order".into()));
+            };
+            let ord = compare(order, new, old).map_err(Merged::Fallback)?;
+            let better = if c == ColumnMerge::Min {
+                ord.is_lt()
+            } else {
+                ord.is_gt()
+            };
+            if !better {
+                return Ok(None);
+            }
+            new.to_vec()
+        }
+    };
+    Ok(Some(merged))
+}
+
+/// A group's DataRow.
+fn data_row(values: &[Option<Vec<u8>>]) -> Bytes {
+    let mut frame = BytesMut::new();
+    let mut m = MessageBuilder::new(&mut frame, b'D');
+    m.i16(values.len() as i16);
+    for v in values {
+        match v {
+            Some(v) => m.i32(v.len() as i32).bytes(v),
+            None => m.i32(-1),
+        };
+    }
+    m.finish();
+    frame.freeze()
 }
 
 /// Two bigints added in their format (text or binary); `None` past bigint's range.
