@@ -12,7 +12,7 @@ use fallible_iterator::FallibleIterator;
 use postgres_protocol::authentication::sasl::{
     ChannelBinding, ScramSha256, SCRAM_SHA_256, SCRAM_SHA_256_PLUS,
 };
-use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::backend::{AuthenticationSaslBody, ErrorResponseBody, Message};
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -109,10 +109,7 @@ impl BackendConn {
         ep: &Endpoint,
         check_function_bodies: bool,
     ) -> Result<BackendConn, BackendError> {
-        let io_err = |e: std::io::Error| BackendError::Connect {
-            endpoint: ep.to_string(),
-            source: e,
-        };
+        let io_err = |e: std::io::Error| connect_error(ep, e);
         let mut stream = ShardStream::open(ep).await?;
         let mut out = BytesMut::new();
         let mut startup = vec![
@@ -158,40 +155,7 @@ impl BackendConn {
                     frontend::password_message(hash.as_bytes(), &mut out).map_err(io_err)?;
                 }
                 Message::AuthenticationSasl(body) => {
-                    let mut mechanisms = body.mechanisms();
-                    let (mut has_scram, mut has_scram_plus) = (false, false);
-                    while let Some(m) = mechanisms.next().map_err(io_err)? {
-                        has_scram |= m == SCRAM_SHA_256;
-                        has_scram_plus |= m == SCRAM_SHA_256_PLUS;
-                    }
-                    let pw = password(ep)?;
-                    // Over TLS, bound to the server's certificate when the server offers
-                    // SCRAM-SHA-256-PLUS: the server then proves it is the one the
-                    // certificate names, even under sslmode=require.
-                    let end_point = stream
-                        .peer_certificate()
-                        .and_then(crate::tls::server_end_point);
-                    let (mechanism, binding) = match end_point {
-                        Some(hash) if has_scram_plus => (
-                            SCRAM_SHA_256_PLUS,
-                            ChannelBinding::tls_server_end_point(hash),
-                        ),
-                        // "y": we could bind but the server did not offer it, which a server
-                        // that did offer it refuses as a downgrade.
-                        Some(_) if has_scram => (SCRAM_SHA_256, ChannelBinding::unrequested()),
-                        None if has_scram => (SCRAM_SHA_256, ChannelBinding::unsupported()),
-                        _ => {
-                            return Err(BackendError::Auth {
-                                endpoint: ep.to_string(),
-                                message: "server offers no SASL mechanism shardwire supports"
-                                    .into(),
-                            })
-                        }
-                    };
-                    let s = ScramSha256::new(pw.as_bytes(), binding);
-                    frontend::sasl_initial_response(mechanism, s.message(), &mut out)
-                        .map_err(io_err)?;
-                    scram = Some(s);
+                    scram = Some(start_scram(ep, &stream, &body, &mut out)?);
                 }
                 Message::AuthenticationSaslContinue(body) => {
                     let s = scram.as_mut().ok_or_else(|| protocol_violation(ep))?;
@@ -214,19 +178,7 @@ impl BackendConn {
                 Message::BackendKeyData(body) => {
                     key = Some((body.process_id(), body.secret_key()));
                 }
-                Message::ErrorResponse(body) => {
-                    let mut fields = body.fields();
-                    let mut message = String::new();
-                    while let Some(f) = fields.next().map_err(io_err)? {
-                        if f.type_() == b'M' {
-                            message = String::from_utf8_lossy(f.value_bytes()).into_owned();
-                        }
-                    }
-                    return Err(BackendError::Auth {
-                        endpoint: ep.to_string(),
-                        message,
-                    });
-                }
+                Message::ErrorResponse(body) => return Err(refused(ep, &body)),
                 Message::NoticeResponse(_) => {}
                 Message::ReadyForQuery(_) => break,
                 _ => return Err(protocol_violation(ep)),
@@ -364,6 +316,74 @@ impl BackendConn {
                 String::from_utf8_lossy(value).into_owned(),
             );
         }
+    }
+}
+
+fn connect_error(ep: &Endpoint, e: std::io::Error) -> BackendError {
+    BackendError::Connect {
+        endpoint: ep.to_string(),
+        source: e,
+    }
+}
+
+/// The SASL exchange's first message, for the mechanisms the server offers: over TLS bound to
+/// the server's certificate when the server offers SCRAM-SHA-256-PLUS (the server then proves
+/// it is the one the certificate names, even under sslmode=require).
+fn start_scram(
+    ep: &Endpoint,
+    stream: &ShardStream,
+    body: &AuthenticationSaslBody,
+    out: &mut BytesMut,
+) -> Result<ScramSha256, BackendError> {
+    let io_err = |e: std::io::Error| connect_error(ep, e);
+    let mut mechanisms = body.mechanisms();
+    let (mut has_scram, mut has_scram_plus) = (false, false);
+    while let Some(m) = mechanisms.next().map_err(io_err)? {
+        has_scram |= m == SCRAM_SHA_256;
+        has_scram_plus |= m == SCRAM_SHA_256_PLUS;
+    }
+    let pw = password(ep)?;
+    let end_point = stream
+        .peer_certificate()
+        .and_then(crate::tls::server_end_point);
+    let (mechanism, binding) = match end_point {
+        Some(hash) if has_scram_plus => (
+            SCRAM_SHA_256_PLUS,
+            ChannelBinding::tls_server_end_point(hash),
+        ),
+        // "y": we could bind but the server did not offer it, which a server that did offer
+        // it refuses as a downgrade.
+        Some(_) if has_scram => (SCRAM_SHA_256, ChannelBinding::unrequested()),
+        None if has_scram => (SCRAM_SHA_256, ChannelBinding::unsupported()),
+        _ => {
+            return Err(BackendError::Auth {
+                endpoint: ep.to_string(),
+                message: "server offers no SASL mechanism shardwire supports".into(),
+            })
+        }
+    };
+    let s = ScramSha256::new(pw.as_bytes(), binding);
+    frontend::sasl_initial_response(mechanism, s.message(), out).map_err(io_err)?;
+    Ok(s)
+}
+
+/// The server's refusal of the connection, with its message.
+fn refused(ep: &Endpoint, body: &ErrorResponseBody) -> BackendError {
+    let mut fields = body.fields();
+    let mut message = String::new();
+    loop {
+        match fields.next() {
+            Ok(Some(f)) if f.type_() == b'M' => {
+                message = String::from_utf8_lossy(f.value_bytes()).into_owned();
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => return connect_error(ep, e),
+        }
+    }
+    BackendError::Auth {
+        endpoint: ep.to_string(),
+        message,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use tokio_postgres::{Client, IsolationLevel, Row};
+use tokio_postgres::{Client, IsolationLevel, Row, Transaction};
 
 use super::model::{
     GeneratedKey, Partition, PartitionSet, Shard, Table, Tablespace, TablespaceSet,
@@ -28,6 +28,33 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     let version = version(&tx).await?;
     let resolve = Resolver::new(shards);
 
+    let tablespace_sets = load_tablespace_sets(&tx, &resolve).await?;
+    let tablespaces = load_tablespaces(&tx, &resolve).await?;
+    let mut tables = load_tables(&tx).await?;
+    let index: HashMap<TableId, usize> =
+        tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+    load_key_sequences(&tx, &mut tables, &index).await?;
+    let set_owner = load_partition_sets(&tx, &mut tables, &index).await?;
+    load_chunks(&tx, &resolve, &mut tables, &index, &set_owner).await?;
+    load_user_partitions(&tx, &tablespaces, &mut tables, &index).await?;
+    tx.commit().await?;
+    Ok(Snapshot::new(
+        version,
+        shards.to_vec(),
+        tablespace_sets,
+        tablespaces,
+        tables,
+    ))
+}
+
+/// Partition set id → its table's id and its index there, so chunk rows find their set.
+type SetOwners = HashMap<i64, (i64, usize)>;
+
+/// Tablespace sets with their member shards in position order, which chunks are spread over.
+async fn load_tablespace_sets(
+    tx: &Transaction<'_>,
+    resolve: &Resolver<'_>,
+) -> Result<Vec<TablespaceSet>, CatalogError> {
     let mut tablespace_sets = Vec::new();
     for row in tx
         .query(
@@ -53,7 +80,14 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
             name,
         });
     }
+    Ok(tablespace_sets)
+}
 
+/// Tablespaces with their shards; user-defined partitions are placed through them.
+async fn load_tablespaces(
+    tx: &Transaction<'_>,
+    resolve: &Resolver<'_>,
+) -> Result<Vec<Tablespace>, CatalogError> {
     let mut tablespaces = Vec::new();
     for row in tx
         .query(
@@ -66,7 +100,11 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         let shard = resolve.shard(row.get(1), || format!("tablespace {name}"))?;
         tablespaces.push(Tablespace { name, shard });
     }
+    Ok(tablespaces)
+}
 
+/// The table entries alone; the steps after this attach what hangs off each.
+async fn load_tables(tx: &Transaction<'_>) -> Result<Vec<Table>, CatalogError> {
     let mut tables = Vec::new();
     for row in tx
         .query(
@@ -80,9 +118,15 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     {
         tables.push(table_from_row(&row)?);
     }
-    let index: HashMap<TableId, usize> =
-        tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+    Ok(tables)
+}
 
+/// Attaches the key columns whose values the catalog's sequences generate.
+async fn load_key_sequences(
+    tx: &Transaction<'_>,
+    tables: &mut [Table],
+    index: &HashMap<TableId, usize>,
+) -> Result<(), CatalogError> {
     for row in tx
         .query(
             "SELECT table_id, column_name, always FROM shardwire_catalog.key_sequence
@@ -91,14 +135,22 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         )
         .await?
     {
-        let table = table_mut(&mut tables, &index, row.get(0))?;
+        let table = table_mut(tables, index, row.get(0))?;
         table.generated.push(GeneratedKey {
             column: row.get(1),
             always: row.get(2),
         });
     }
+    Ok(())
+}
 
-    let mut set_owner: HashMap<i64, (i64, usize)> = HashMap::new();
+/// Attaches partition sets, still without chunks; returns where each went, for [`load_chunks`].
+async fn load_partition_sets(
+    tx: &Transaction<'_>,
+    tables: &mut [Table],
+    index: &HashMap<TableId, usize>,
+) -> Result<SetOwners, CatalogError> {
+    let mut set_owner = SetOwners::new();
     for row in tx
         .query(
             "SELECT id, table_id, name, bound_kind, bound_width, bound_values, tablespace_set_id
@@ -109,7 +161,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     {
         let table_id: i64 = row.get(1);
         let name: String = row.get(2);
-        let table = table_mut(&mut tables, &index, table_id)?;
+        let table = table_mut(tables, index, table_id)?;
         let bound = decode_bound(row.get(3), row.get(4), &row.get::<_, Vec<String>>(5))
             .map_err(|e| CatalogError::Corrupt(format!("partition set {name}: {e}")))?;
         set_owner.insert(row.get(0), (table_id, table.partition_sets.len()));
@@ -120,7 +172,17 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
             chunks: Vec::new(),
         });
     }
+    Ok(set_owner)
+}
 
+/// Files each chunk under its table or partition set, refusing gaps: its number is its index.
+async fn load_chunks(
+    tx: &Transaction<'_>,
+    resolve: &Resolver<'_>,
+    tables: &mut [Table],
+    index: &HashMap<TableId, usize>,
+    set_owner: &SetOwners,
+) -> Result<(), CatalogError> {
     for row in tx
         .query(
             "SELECT table_id, partition_set_id, chunk_no, shard FROM shardwire_catalog.chunk
@@ -133,7 +195,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         let chunk_no: i32 = row.get(2);
         let what = || format!("chunk {chunk_no} of table {table_id}");
         let shard = resolve.shard(row.get(3), what)?;
-        let table = table_mut(&mut tables, &index, table_id)?;
+        let table = table_mut(tables, index, table_id)?;
         let chunks = match row.get::<_, Option<i64>>(1) {
             None => &mut table.chunks,
             Some(set) => {
@@ -158,7 +220,16 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         }
         chunks.push(shard);
     }
+    Ok(())
+}
 
+/// Attaches user-defined partitions, each on the shard of the tablespace it names.
+async fn load_user_partitions(
+    tx: &Transaction<'_>,
+    tablespaces: &[Tablespace],
+    tables: &mut [Table],
+    index: &HashMap<TableId, usize>,
+) -> Result<(), CatalogError> {
     for row in tx
         .query(
             "SELECT table_id, name, bound_kind, bound_width, bound_values, tablespace
@@ -178,7 +249,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
             .ok_or_else(|| {
                 CatalogError::Corrupt(format!("partition {name}: no tablespace {tablespace}"))
             })?;
-        table_mut(&mut tables, &index, row.get(0))?
+        table_mut(tables, index, row.get(0))?
             .partitions
             .push(Partition {
                 name,
@@ -187,14 +258,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
                 shard,
             });
     }
-    tx.commit().await?;
-    Ok(Snapshot::new(
-        version,
-        shards.to_vec(),
-        tablespace_sets,
-        tablespaces,
-        tables,
-    ))
+    Ok(())
 }
 
 fn table_mut<'t>(

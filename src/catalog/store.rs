@@ -8,11 +8,12 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, GenericClient, Transaction};
 
-use super::model::NewTable;
+use super::model::{NewPartition, NewTable, PartitionSet};
 use super::CatalogError;
 use crate::config::{Config, Endpoint};
 use crate::model::{
-    BoundValue, PartitionBound, RowMovement, ShardId, TableId, TableState, TablespaceSetId, Ttl,
+    BoundValue, KeyColumn, PartitionBound, RowMovement, ShardId, TableId, TableState,
+    TablespaceSetId, Ttl,
 };
 
 /// The channel every catalog write notifies; the payload is the new `catalog_version`.
@@ -258,39 +259,53 @@ pub(super) async fn create_table(
     let tx = client.transaction().await?;
     let root = match t.parent {
         None => None,
-        Some(parent) => {
-            let row = tx
-                .query_opt(
-                    "SELECT coalesce(root_id, id), kind FROM shardwire_catalog.table_entry
-                     WHERE id = $1 FOR KEY SHARE",
-                    &[&parent.0],
-                )
-                .await?
-                .ok_or(CatalogError::NoSuchTable(parent))?;
-            if row.get::<_, &str>(1) != "sharded" {
-                return Err(CatalogError::InvalidEntry(
-                    "a family's parent must be a sharded table".into(),
-                ));
-            }
-            Some(row.get::<_, i64>(0))
-        }
+        Some(parent) => Some(lock_family_root(&tx, parent).await?),
     };
-    let (key_names, key_types): (Vec<&str>, Vec<&str>) = t
-        .key_columns
+    let id = insert_table_entry(&tx, t, root).await?;
+    insert_chunks(&tx, id, None, &chunks).await?;
+    insert_partition_sets(&tx, id, &t.partition_sets, names).await?;
+    insert_user_partitions(&tx, id, &t.partitions).await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(TableId(id))
+}
+
+/// The root of `parent`'s family, key-share locking `parent` so it cannot go before the commit.
+async fn lock_family_root(tx: &Transaction<'_>, parent: TableId) -> Result<i64, CatalogError> {
+    let row = tx
+        .query_opt(
+            "SELECT coalesce(root_id, id), kind FROM shardwire_catalog.table_entry
+             WHERE id = $1 FOR KEY SHARE",
+            &[&parent.0],
+        )
+        .await?
+        .ok_or(CatalogError::NoSuchTable(parent))?;
+    if row.get::<_, &str>(1) != "sharded" {
+        return Err(CatalogError::InvalidEntry(
+            "a family's parent must be a sharded table".into(),
+        ));
+    }
+    Ok(row.get::<_, i64>(0))
+}
+
+/// Column names and types apart, as the catalog stores them in two parallel arrays.
+fn names_and_types(columns: &[KeyColumn]) -> (Vec<&str>, Vec<&str>) {
+    columns
         .iter()
         .map(|c| (c.name.as_str(), c.pg_type.as_str()))
-        .unzip();
-    let (set_names, set_types): (Vec<&str>, Vec<&str>) = t
-        .partition_set_columns
-        .iter()
-        .map(|c| (c.name.as_str(), c.pg_type.as_str()))
-        .unzip();
-    let (pk_names, pk_types): (Vec<&str>, Vec<&str>) = t
-        .primary_key
-        .iter()
-        .map(|c| (c.name.as_str(), c.pg_type.as_str()))
-        .unzip();
-    let id: i64 = tx
+        .unzip()
+}
+
+/// Inserts the `table_entry` row itself; its new id, which everything else hangs off.
+async fn insert_table_entry(
+    tx: &Transaction<'_>,
+    t: &NewTable,
+    root: Option<i64>,
+) -> Result<i64, CatalogError> {
+    let (key_names, key_types) = names_and_types(&t.key_columns);
+    let (set_names, set_types) = names_and_types(&t.partition_set_columns);
+    let (pk_names, pk_types) = names_and_types(&t.primary_key);
+    Ok(tx
         .query_one(
             "INSERT INTO shardwire_catalog.table_entry (schema_name, table_name, kind, method,
                  key_columns, key_types, set_columns, set_types, parent_id, root_id,
@@ -333,9 +348,17 @@ pub(super) async fn create_table(
             },
             _ => CatalogError::Query(e),
         })?
-        .get(0);
-    insert_chunks(&tx, id, None, &chunks).await?;
-    for (position, set) in (0i32..).zip(&t.partition_sets) {
+        .get(0))
+}
+
+/// Records table `id`'s partition sets in order, each with its own chunks.
+async fn insert_partition_sets(
+    tx: &Transaction<'_>,
+    id: i64,
+    sets: &[PartitionSet],
+    names: &[String],
+) -> Result<(), CatalogError> {
+    for (position, set) in (0i32..).zip(sets) {
         let (kind, width, values) = encode_bound(&set.bound);
         let set_id: i64 = tx
             .query_one(
@@ -357,9 +380,18 @@ pub(super) async fn create_table(
                 CatalogError::TablespaceSetGone(set.tablespace_set)
             }))?
             .get(0);
-        insert_chunks(&tx, id, Some(set_id), &shard_names(&set.chunks, names)?).await?;
+        insert_chunks(tx, id, Some(set_id), &shard_names(&set.chunks, names)?).await?;
     }
-    for (position, p) in (0i32..).zip(&t.partitions) {
+    Ok(())
+}
+
+/// Records table `id`'s user-defined partitions in order; a missing tablespace is named.
+async fn insert_user_partitions(
+    tx: &Transaction<'_>,
+    id: i64,
+    partitions: &[NewPartition],
+) -> Result<(), CatalogError> {
+    for (position, p) in (0i32..).zip(partitions) {
         let (kind, width, values) = encode_bound(&p.bound);
         tx.execute(
             "INSERT INTO shardwire_catalog.user_partition (table_id, position, name,
@@ -380,9 +412,7 @@ pub(super) async fn create_table(
             CatalogError::NoSuchTablespace(p.tablespace.clone())
         }))?;
     }
-    bump_version(&tx).await?;
-    tx.commit().await?;
-    Ok(TableId(id))
+    Ok(())
 }
 
 /// Locks table `id`'s row for the rest of the transaction; its state and `schema.name`.

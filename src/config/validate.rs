@@ -3,7 +3,10 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 
-use super::{Config, Endpoint};
+use super::{
+    Config, Endpoint, LimitsConfig, PoolConfig, ProxyConfig, ShardConfig, TablespaceConfig,
+    TablespaceSetConfig, TlsConfig, TransactionsConfig, UserConfig,
+};
 use crate::tls::{RootCerts, ShardTls, ShardTlsSettings, SslMode};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,30 +32,61 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         key,
         message,
     };
-    check_addr(&c.proxy.listen).map_err(|m| bad("proxy.listen".into(), m))?;
-    if let Some(m) = &c.proxy.metrics_listen {
+    check_proxy(&c.proxy, &bad)?;
+    check_users(&c.users, &bad)?;
+    let shard_names = check_shards(&c.shards, &bad)?;
+    if let Some(cat) = &c.catalog {
+        parse_url(&cat.url).map_err(|m| bad("catalog.url".into(), m))?;
+    }
+    check_tablespace_sets(&c.tablespace_sets, &shard_names, &bad)?;
+    check_tablespaces(&c.tablespaces, &shard_names, &bad)?;
+    check_at_least_one(c, &bad)?;
+    check_prepare_deadline(&c.transactions, &bad)?;
+    check_max_message(&c.limits, &bad)?;
+    check_pool(&c.pool, &bad)?;
+    if let Some(tls) = &c.tls {
+        check_tls_files(tls, &bad)?;
+    }
+    Ok(())
+}
+
+/// `[proxy]`: where to listen, and the database and chunk counts clients are served with.
+fn check_proxy(
+    p: &ProxyConfig,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    check_addr(&p.listen).map_err(|m| bad("proxy.listen".into(), m))?;
+    if let Some(m) = &p.metrics_listen {
         check_addr(m).map_err(|m| bad("proxy.metrics_listen".into(), m))?;
     }
-    if c.proxy.database.is_empty() {
+    if p.database.is_empty() {
         return Err(bad("proxy.database".into(), "must not be empty".into()));
     }
-    if c.proxy.chunks_per_shard == 0 {
+    if p.chunks_per_shard == 0 {
         return Err(bad(
             "proxy.chunks_per_shard".into(),
             "must be at least 1".into(),
         ));
     }
-    if c.proxy.workers == Some(0) {
+    if p.workers == Some(0) {
         return Err(bad("proxy.workers".into(), "must be at least 1".into()));
     }
-    if c.users.is_empty() {
+    Ok(())
+}
+
+/// `[[users]]`: at least one, with distinct names, so logins are unambiguous.
+fn check_users(
+    users: &[UserConfig],
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if users.is_empty() {
         return Err(bad(
             "users".into(),
             "at least one [[users]] entry is needed, or no client can log in".into(),
         ));
     }
     let mut seen = HashSet::new();
-    for (i, u) in c.users.iter().enumerate() {
+    for (i, u) in users.iter().enumerate() {
         if u.name.is_empty() {
             return Err(bad(format!("users[{i}].name"), "must not be empty".into()));
         }
@@ -63,14 +97,22 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             ));
         }
     }
-    if c.shards.is_empty() {
+    Ok(())
+}
+
+/// `[[shards]]`; their names, which tablespace sets and tablespaces must refer to.
+fn check_shards<'c>(
+    shards: &'c [ShardConfig],
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<HashSet<&'c str>, ConfigError> {
+    if shards.is_empty() {
         return Err(bad(
             "shards".into(),
             "at least one [[shards]] entry is needed".into(),
         ));
     }
     let mut shard_names = HashSet::new();
-    for (i, s) in c.shards.iter().enumerate() {
+    for (i, s) in shards.iter().enumerate() {
         check_name(&s.name).map_err(|m| bad(format!("shards[{i}].name"), m))?;
         if !shard_names.insert(s.name.as_str()) {
             return Err(bad(
@@ -80,11 +122,17 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
         }
         parse_url(&s.url).map_err(|m| bad(format!("shards[{i}].url"), m))?;
     }
-    if let Some(cat) = &c.catalog {
-        parse_url(&cat.url).map_err(|m| bad("catalog.url".into(), m))?;
-    }
+    Ok(shard_names)
+}
+
+/// `[[tablespace_sets]]`: distinct names, each over at least one configured shard.
+fn check_tablespace_sets(
+    sets: &[TablespaceSetConfig],
+    shard_names: &HashSet<&str>,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     let mut set_names = HashSet::new();
-    for (i, ts) in c.tablespace_sets.iter().enumerate() {
+    for (i, ts) in sets.iter().enumerate() {
         check_name(&ts.name).map_err(|m| bad(format!("tablespace_sets[{i}].name"), m))?;
         if !set_names.insert(ts.name.as_str()) {
             return Err(bad(
@@ -107,8 +155,17 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             }
         }
     }
+    Ok(())
+}
+
+/// `[[tablespaces]]`: distinct names, each on a configured shard.
+fn check_tablespaces(
+    tablespaces: &[TablespaceConfig],
+    shard_names: &HashSet<&str>,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     let mut tbs_names = HashSet::new();
-    for (i, t) in c.tablespaces.iter().enumerate() {
+    for (i, t) in tablespaces.iter().enumerate() {
         check_name(&t.name).map_err(|m| bad(format!("tablespaces[{i}].name"), m))?;
         if !tbs_names.insert(t.name.as_str()) {
             return Err(bad(
@@ -123,6 +180,14 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Intervals, timeouts and limits for which zero would mean never, or nothing at all.
+fn check_at_least_one(
+    c: &Config,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     let t = &c.transactions;
     for (key, value) in [
         ("transactions.recovery_interval_ms", t.recovery_interval_ms),
@@ -142,6 +207,14 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             return Err(bad(key.into(), "must be at least 1".into()));
         }
     }
+    Ok(())
+}
+
+/// Recovery must not roll back a prepared transaction its coordinator may still commit.
+fn check_prepare_deadline(
+    t: &TransactionsConfig,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if t.prepare_deadline_ms >= t.recovery_grace_ms {
         return Err(bad(
             "transactions.prepare_deadline_ms".into(),
@@ -152,10 +225,17 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// `limits.max_message_bytes` must admit ordinary statements and stay within PostgreSQL's.
+fn check_max_message(
+    limits: &LimitsConfig,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     // Below it a client could not send an ordinary statement, nor Bind its parameters.
     const SMALLEST_MAX_MESSAGE: u32 = 8192;
-    if !(SMALLEST_MAX_MESSAGE..=super::POSTGRESQL_MAX_MESSAGE).contains(&c.limits.max_message_bytes)
-    {
+    if !(SMALLEST_MAX_MESSAGE..=super::POSTGRESQL_MAX_MESSAGE).contains(&limits.max_message_bytes) {
         return Err(bad(
             "limits.max_message_bytes".into(),
             format!(
@@ -164,23 +244,37 @@ pub(super) fn validate(c: &Config, file: &str) -> Result<(), ConfigError> {
             ),
         ));
     }
-    if c.pool.size == 0 {
+    Ok(())
+}
+
+/// `[pool]`: an empty pool or a zero timeout could never give out a connection.
+fn check_pool(
+    pool: &PoolConfig,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if pool.size == 0 {
         return Err(bad("pool.size".into(), "must be at least 1".into()));
     }
-    if c.pool.connect_timeout_ms == 0 {
+    if pool.connect_timeout_ms == 0 {
         return Err(bad(
             "pool.connect_timeout_ms".into(),
             "must be at least 1".into(),
         ));
     }
-    if let Some(tls) = &c.tls {
-        for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
-            if !path.is_file() {
-                return Err(bad(
-                    key.into(),
-                    format!("file \"{}\" does not exist", path.display()),
-                ));
-            }
+    Ok(())
+}
+
+/// `[tls]`: the certificate and key must exist now, not fail the first TLS client later.
+fn check_tls_files(
+    tls: &TlsConfig,
+    bad: &dyn Fn(String, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
+        if !path.is_file() {
+            return Err(bad(
+                key.into(),
+                format!("file \"{}\" does not exist", path.display()),
+            ));
         }
     }
     Ok(())

@@ -95,63 +95,19 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
         };
         let outcome = match msg? {
             PgWireFrontendMessage::CancelRequest(c) => {
-                // Which variant pgwire decodes depends on the protocol version it assumes for
-                // a fresh connection; ours are always 4 bytes.
-                let secret = match c.secret_key {
-                    SecretKey::I32(s) => s,
-                    SecretKey::Bytes(b) => match <[u8; 4]>::try_from(b.as_ref()) {
-                        Ok(b) => i32::from_be_bytes(b),
-                        Err(_) => return Ok(Startup::Ended),
-                    },
-                };
-                return Ok(Startup::Cancel { pid: c.pid, secret });
+                return Ok(match cancel_secret(&c.secret_key) {
+                    Some(secret) => Startup::Cancel { pid: c.pid, secret },
+                    None => Startup::Ended,
+                });
             }
             PgWireFrontendMessage::Startup(startup) => {
-                if startup.protocol_number_major != 3 {
-                    let e = FrontendError::UnsupportedProtocol {
-                        major: startup.protocol_number_major,
-                        minor: startup.protocol_number_minor,
-                    };
-                    refuse(&mut socket, &e).await?;
-                    return Ok(Startup::Ended);
+                match take_startup(&mut socket, &startup, ctx).await? {
+                    Ok(name) => user = name,
+                    Err(e) => {
+                        refuse(&mut socket, &e).await?;
+                        return Ok(Startup::Ended);
+                    }
                 }
-                if startup.protocol_number_minor > 0 {
-                    // Backends speak 3.0 to us, so the client gets 3.0 too.
-                    let unknown: Vec<String> = startup
-                        .parameters
-                        .keys()
-                        .filter(|k| k.starts_with("_pq_."))
-                        .cloned()
-                        .collect();
-                    socket
-                        .send(PgWireBackendMessage::NegotiateProtocolVersion(
-                            pgwire::messages::startup::NegotiateProtocolVersion::new(
-                                196608, unknown,
-                            ),
-                        ))
-                        .await?;
-                }
-                user = startup.parameters.get("user").cloned().unwrap_or_default();
-                if user.is_empty() {
-                    refuse(&mut socket, &FrontendError::NoUserName).await?;
-                    return Ok(Startup::Ended);
-                }
-                let database = startup
-                    .parameters
-                    .get("database")
-                    .cloned()
-                    .unwrap_or_else(|| user.clone());
-                if database != ctx.config.proxy.database {
-                    refuse(&mut socket, &FrontendError::UnknownDatabase { database }).await?;
-                    return Ok(Startup::Ended);
-                }
-                socket.metadata_mut().extend(
-                    startup
-                        .parameters
-                        .iter()
-                        .filter(|(k, _)| !k.starts_with("_pq_."))
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
                 driver
                     .begin_authentication(&mut socket, ctx.auth_mechanism.create())
                     .await
@@ -172,26 +128,96 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
                 }
                 break;
             }
-            Err(PgWireError::InvalidPassword(_)) => {
-                ctx.metrics.auth_failures.increment(1);
-                // An unknown user went through the same exchange as a known one, so the time
-                // taken tells nothing; only the answer differs, as the interface asks.
-                let e = if ctx.users.exists(&user) {
-                    FrontendError::WrongPassword { user }
-                } else {
-                    FrontendError::UnknownRole { user }
-                };
-                refuse(&mut socket, &e).await?;
-                return Ok(Startup::Ended);
-            }
             Err(e) => {
                 ctx.metrics.auth_failures.increment(1);
-                let e = FrontendError::AuthExchange(e.to_string());
-                refuse(&mut socket, &e).await?;
+                refuse(&mut socket, &login_refusal(ctx, user, e)).await?;
                 return Ok(Startup::Ended);
             }
         }
     }
+    let params = client_params(&socket);
+    let parts = socket.into_parts();
+    Ok(Startup::Session(Box::new(ClientStart {
+        io: parts.io,
+        read_buf: parts.read_buf,
+        user,
+        params,
+        addr,
+    })))
+}
+
+/// A CancelRequest's secret key. Which variant pgwire decodes depends on the protocol version
+/// it assumes for a fresh connection; ours are always 4 bytes.
+fn cancel_secret(key: &SecretKey) -> Option<i32> {
+    match key {
+        SecretKey::I32(s) => Some(*s),
+        SecretKey::Bytes(b) => <[u8; 4]>::try_from(b.as_ref()).ok().map(i32::from_be_bytes),
+    }
+}
+
+/// The client's StartupMessage: its protocol version, user and database checked, its
+/// parameters kept as the socket's metadata; the user, or why the client is refused.
+async fn take_startup(
+    socket: &mut StartupSocket,
+    startup: &pgwire::messages::startup::Startup,
+    ctx: &ServerCtx,
+) -> Result<Result<String, FrontendError>, StartupError> {
+    if startup.protocol_number_major != 3 {
+        return Ok(Err(FrontendError::UnsupportedProtocol {
+            major: startup.protocol_number_major,
+            minor: startup.protocol_number_minor,
+        }));
+    }
+    if startup.protocol_number_minor > 0 {
+        // Backends speak 3.0 to us, so the client gets 3.0 too.
+        let unknown: Vec<String> = startup
+            .parameters
+            .keys()
+            .filter(|k| k.starts_with("_pq_."))
+            .cloned()
+            .collect();
+        socket
+            .send(PgWireBackendMessage::NegotiateProtocolVersion(
+                pgwire::messages::startup::NegotiateProtocolVersion::new(196608, unknown),
+            ))
+            .await?;
+    }
+    let user = startup.parameters.get("user").cloned().unwrap_or_default();
+    if user.is_empty() {
+        return Ok(Err(FrontendError::NoUserName));
+    }
+    let database = startup
+        .parameters
+        .get("database")
+        .cloned()
+        .unwrap_or_else(|| user.clone());
+    if database != ctx.config.proxy.database {
+        return Ok(Err(FrontendError::UnknownDatabase { database }));
+    }
+    socket.metadata_mut().extend(
+        startup
+            .parameters
+            .iter()
+            .filter(|(k, _)| !k.starts_with("_pq_."))
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    Ok(Ok(user))
+}
+
+/// Why a login failed, for the client. An unknown user went through the same exchange as a
+/// known one, so the time taken tells nothing; only the answer differs, as the interface asks.
+fn login_refusal(ctx: &ServerCtx, user: String, e: PgWireError) -> FrontendError {
+    match e {
+        PgWireError::InvalidPassword(_) if ctx.users.exists(&user) => {
+            FrontendError::WrongPassword { user }
+        }
+        PgWireError::InvalidPassword(_) => FrontendError::UnknownRole { user },
+        e => FrontendError::AuthExchange(e.to_string()),
+    }
+}
+
+/// The client's settings from its startup parameters, `options` included.
+fn client_params(socket: &StartupSocket) -> BTreeMap<String, String> {
     let mut params: BTreeMap<String, String> = socket
         .metadata()
         .iter()
@@ -201,14 +227,7 @@ async fn startup_inner(tcp: TcpStream, ctx: &ServerCtx) -> Result<Startup, Start
     if let Some(options) = socket.metadata().get("options") {
         params.extend(settings_from_options(options));
     }
-    let parts = socket.into_parts();
-    Ok(Startup::Session(Box::new(ClientStart {
-        io: parts.io,
-        read_buf: parts.read_buf,
-        user,
-        params,
-        addr,
-    })))
+    params
 }
 
 /// How a connection goes on after [`before_startup`].

@@ -119,14 +119,14 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
     if !sql.is_ascii() && std::str::from_utf8(sql).is_err() {
         return None;
     }
-    // A slice of valid UTF-8 cut at ASCII bytes (quotes, digits) is valid UTF-8.
-    let text = |from: usize, to: usize| utf8(&sql[from..to]);
     let b = sql;
     key.clear();
-    let mut literals = Literals::new();
-    // The text is copied to the key as it is, in runs between the literals: `copied` is where
-    // the current run starts.
-    let mut copied = 0;
+    let mut out = Output {
+        sql,
+        key,
+        literals: Literals::new(),
+        copied: 0,
+    };
     let mut i = 0;
     // Where the last token the match below read ended: a byte there starts the next token
     // whatever comes before it (`$1$$` or `$$a$$5` are read on after the parameter or string).
@@ -142,109 +142,146 @@ pub fn normalize_into<'a>(sql: &'a [u8], key: &mut Vec<u8>) -> Option<Literals<'
             i = word_end(b, i + 1);
             continue;
         }
-        match c {
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                i = b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| i + p);
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                // Block comments nest in PostgreSQL.
-                let mut depth = 0usize;
-                while i < b.len() {
-                    if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-                        depth += 1;
-                        i += 2;
-                    } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            b'"' => i = quoted_end(b, i, b'"'),
-            b'\'' => {
-                // In E'…' a backslash escapes the next character, the quote included.
-                let escaped = matches!(prev, b'e' | b'E') && (i < 2 || !is_ident_byte(b[i - 2]));
-                let (end, closed) = if escaped {
-                    (escaped_end(b, i), true)
-                } else {
-                    quoted_close(b, i, b'\'').map_or((b.len(), false), |end| (end, true))
-                };
-                // E'…', B'…', X'…', N'…', U&'…': other string forms, kept as written.
-                if !(is_ident_byte(prev) || prev == b'&') {
-                    if !closed {
-                        // The text ends inside the string: a syntax error, which the shard
-                        // reports; nothing to share a plan with.
-                        return None;
-                    }
-                    let inner = text(i + 1, end.saturating_sub(1).max(i + 1))?;
-                    if inner.contains('\\') {
-                        // With standard_conforming_strings off a backslash escapes: whether
-                        // this literal ends where it seems to depends on the session.
-                        return None;
-                    }
-                    let value = if inner.contains("''") {
-                        Cow::Owned(inner.replace("''", "'"))
-                    } else {
-                        Cow::Borrowed(inner)
-                    };
-                    literals.push(Literal { offset: i, value });
-                    key.extend_from_slice(&b[copied..i]);
-                    key.push(STRING_MARK);
-                    copied = end;
-                }
-                i = end;
-            }
-            b'$' => {
-                // $n parameters and $tag$…$tag$ dollar quoting, kept as written.
-                let tag_end = b[i + 1..]
-                    .iter()
-                    .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
-                    .map_or(b.len(), |p| i + 1 + p);
-                if b.get(tag_end) == Some(&b'$')
-                    && !b[i + 1..tag_end].first().is_some_and(u8::is_ascii_digit)
-                {
-                    let tag = &b[i..=tag_end];
-                    let body_start = tag_end + 1;
-                    let end = b[body_start..]
-                        .windows(tag.len())
-                        .position(|w| w == tag)
-                        .map_or(b.len(), |p| body_start + p + tag.len());
-                    i = end;
-                } else {
-                    i = tag_end;
-                }
-            }
-            b'0'..=b'9' | b'.' if !is_ident_byte(prev) && starts_number(b, i) => {
-                let end = number_end(b, i);
-                if b.get(end).is_some_and(|&c| is_ident_byte(c)) {
-                    // `1e`, `0x1F`, `123abc`: not a plain number.
-                    i = word_end(b, end);
-                } else {
-                    literals.push(Literal {
-                        offset: i,
-                        value: Cow::Borrowed(text(i, end)?),
-                    });
-                    key.extend_from_slice(&b[copied..i]);
-                    key.push(NUMBER_MARK);
-                    copied = end;
-                    i = end;
-                }
-            }
+        i = match c {
+            b'-' if b.get(i + 1) == Some(&b'-') => line_comment_end(b, i),
+            b'/' if b.get(i + 1) == Some(&b'*') => block_comment_end(b, i),
+            b'"' => quoted_end(b, i, b'"'),
+            b'\'' => out.string(i, prev)?,
+            b'$' => dollar_end(b, i),
+            b'0'..=b'9' | b'.' if !is_ident_byte(prev) && starts_number(b, i) => out.number(i)?,
             // A digit or `$` that starts a word: `1e`, `0x1F` and `123abc` pass above.
-            _ if is_ident_byte(c) => i = word_end(b, i),
-            _ => i += 1,
-        }
+            _ if is_ident_byte(c) => word_end(b, i),
+            _ => i + 1,
+        };
         token_end = i;
     }
-    key.extend_from_slice(&b[copied..]);
-    Some(literals)
+    out.key.extend_from_slice(&b[out.copied..]);
+    Some(out.literals)
+}
+
+/// What [`normalize_into`] has built so far, passed to the steps that take a literal out.
+struct Output<'a, 'k> {
+    sql: &'a [u8],
+    key: &'k mut Vec<u8>,
+    literals: Literals<'a>,
+    /// The text is copied to the key as it is, in runs between the literals: where the
+    /// current run starts.
+    copied: usize,
+}
+
+impl<'a> Output<'a, '_> {
+    /// Takes the string at the quote at `i` (`prev` the byte before it) as a literal when it is
+    /// a plain one, so only texts that differ in plain strings share a plan; returns its end.
+    fn string(&mut self, i: usize, prev: u8) -> Option<usize> {
+        let b = self.sql;
+        // In E'…' a backslash escapes the next character, the quote included.
+        let escaped = matches!(prev, b'e' | b'E') && (i < 2 || !is_ident_byte(b[i - 2]));
+        let (end, closed) = if escaped {
+            (escaped_end(b, i), true)
+        } else {
+            quoted_close(b, i, b'\'').map_or((b.len(), false), |end| (end, true))
+        };
+        // E'…', B'…', X'…', N'…', U&'…': other string forms, kept as written.
+        if !(is_ident_byte(prev) || prev == b'&') {
+            if !closed {
+                // The text ends inside the string: a syntax error, which the shard reports;
+                // nothing to share a plan with.
+                return None;
+            }
+            let inner = self.text(i + 1, end.saturating_sub(1).max(i + 1))?;
+            if inner.contains('\\') {
+                // With standard_conforming_strings off a backslash escapes: whether this
+                // literal ends where it seems to depends on the session.
+                return None;
+            }
+            let value = if inner.contains("''") {
+                Cow::Owned(inner.replace("''", "'"))
+            } else {
+                Cow::Borrowed(inner)
+            };
+            self.take(i, end, STRING_MARK, value);
+        }
+        Some(end)
+    }
+
+    /// Takes the number starting at `i` as a literal unless a word goes on from it (`1e`,
+    /// `0x1F`, `123abc`), which PostgreSQL does not read as a plain number; returns its end.
+    fn number(&mut self, i: usize) -> Option<usize> {
+        let b = self.sql;
+        let end = number_end(b, i);
+        if b.get(end).is_some_and(|&c| is_ident_byte(c)) {
+            return Some(word_end(b, end));
+        }
+        let value = Cow::Borrowed(self.text(i, end)?);
+        self.take(i, end, NUMBER_MARK, value);
+        Some(end)
+    }
+
+    /// The text `from..to` borrowed from the statement, so a literal's value costs no copy.
+    fn text(&self, from: usize, to: usize) -> Option<&'a str> {
+        // A slice of valid UTF-8 cut at ASCII bytes (quotes, digits) is valid UTF-8.
+        utf8(&self.sql[from..to])
+    }
+
+    /// Replaces the literal `start..end` by `mark` in the key, so that texts differing only in
+    /// its value share the key, and keeps its value for the plan's parameters.
+    fn take(&mut self, start: usize, end: usize, mark: u8, value: Cow<'a, str>) {
+        self.literals.push(Literal {
+            offset: start,
+            value,
+        });
+        self.key.extend_from_slice(&self.sql[self.copied..start]);
+        self.key.push(mark);
+        self.copied = end;
+    }
+}
+
+/// The end of the `--` comment at `i`: the line's end, so its digits and quotes are passed.
+fn line_comment_end(b: &[u8], i: usize) -> usize {
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |p| i + p)
+}
+
+/// The end of the `/*` comment at `i`, counting nested ones: block comments nest in
+/// PostgreSQL, so the first `*/` may not end it.
+fn block_comment_end(b: &[u8], mut i: usize) -> usize {
+    let mut depth = 0usize;
+    while i < b.len() {
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            depth += 1;
+            i += 2;
+        } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                break;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    i
+}
+
+/// The end of the `$n` parameter or `$tag$…$tag$` string at `i`, both kept as written: the
+/// dollar-quoted body may hold anything that looks like a literal.
+fn dollar_end(b: &[u8], i: usize) -> usize {
+    let tag_end = b[i + 1..]
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_'))
+        .map_or(b.len(), |p| i + 1 + p);
+    if b.get(tag_end) == Some(&b'$') && !b[i + 1..tag_end].first().is_some_and(u8::is_ascii_digit) {
+        let tag = &b[i..=tag_end];
+        let body_start = tag_end + 1;
+        b[body_start..]
+            .windows(tag.len())
+            .position(|w| w == tag)
+            .map_or(b.len(), |p| body_start + p + tag.len())
+    } else {
+        tag_end
+    }
 }
 
 /// The end (exclusive) of a quoted string or identifier starting at `start`; doubled quotes
