@@ -203,40 +203,8 @@ impl StatementNames {
     ) -> Result<(), Refused> {
         match msg {
             ClientFrame::Parse { name, query, types } => {
-                let new_statement = || {
-                    Arc::new(StatementText {
-                        query: query.into(),
-                        param_types: types.into(),
-                    })
-                };
                 if name.is_empty() {
-                    // Clients often parse the same unnamed statement again and again: then the
-                    // session and usually the connection hold it already, and only the pipeline
-                    // entry takes a reference (reference counts are atomic, hence not free).
-                    let mut statement = match &self.unnamed {
-                        Some(s) if s.is(query, types) => s.clone(),
-                        _ => {
-                            let s = new_statement();
-                            self.unnamed = Some(s.clone());
-                            s
-                        }
-                    };
-                    match &conn.unnamed {
-                        Some(held) if Arc::ptr_eq(held, &statement) => {}
-                        // An equal statement another client parsed. Both sides keep the copy at
-                        // the lower address, so all clients and connections of one text settle
-                        // on one copy and compare pointers from then on instead of reading each
-                        // other's texts.
-                        Some(held) if **held == *statement => {
-                            if Arc::as_ptr(held) < Arc::as_ptr(&statement) {
-                                statement = held.clone();
-                                self.unnamed = Some(statement.clone());
-                            } else {
-                                conn.unnamed = Some(statement.clone());
-                            }
-                        }
-                        _ => conn.unnamed = Some(statement.clone()),
-                    }
+                    let statement = self.unnamed_statement(query, types, conn);
                     match conn.types.as_deref().and_then(|t| t.from_first(types)) {
                         None => bout.extend_from_slice(frame.raw),
                         Some(_) => write_parse(bout, b"", &statement, conn.types.as_deref()),
@@ -252,37 +220,11 @@ impl StatementNames {
                     );
                     return Ok(());
                 }
-                if self.by_name.contains_key(name) {
-                    return Err(refuse_duplicate(name, pipeline, cout));
-                }
-                let statement = new_statement();
-                self.by_name.insert(name.into(), statement.clone());
-                if conn.prepared.get(&statement).is_some() {
-                    pipeline.push(
-                        Pending::composed_undoing(
-                            protocol::empty_message(b'1'),
-                            Some(Undo::ForgetName(name.into(), statement)),
-                        ),
-                        cout,
-                    );
-                } else {
-                    let backend_name = conn.prepared.insert(statement.clone());
-                    write_parse(
-                        bout,
-                        backend_name.as_bytes(),
-                        &statement,
-                        conn.types.as_deref(),
-                    );
-                    pipeline.push(
-                        Pending::Parse {
-                            statement,
-                            named: true,
-                            hidden: false,
-                            client_name: Some(name.into()),
-                        },
-                        cout,
-                    );
-                }
+                let statement = Arc::new(StatementText {
+                    query: query.into(),
+                    param_types: types.into(),
+                });
+                return self.parse_named(name, statement, conn, pipeline, bout, cout);
             }
             ClientFrame::Bind {
                 portal,
@@ -336,6 +278,91 @@ impl StatementNames {
             | ClientFrame::CopyData
             | ClientFrame::CopyEnd
             | ClientFrame::Other => send_unchanged(frame.raw, pipeline, bout, cout),
+        }
+        Ok(())
+    }
+
+    /// The statement of an unnamed Parse of `query`. Clients often parse the same unnamed
+    /// statement again and again: then the session and usually the connection hold it already,
+    /// and only the pipeline entry takes a reference (reference counts are atomic, hence not
+    /// free).
+    #[inline]
+    fn unnamed_statement(
+        &mut self,
+        query: &[u8],
+        types: &[u8],
+        conn: &mut BackendConn,
+    ) -> Arc<StatementText> {
+        let mut statement = match &self.unnamed {
+            Some(s) if s.is(query, types) => s.clone(),
+            _ => {
+                let s = Arc::new(StatementText {
+                    query: query.into(),
+                    param_types: types.into(),
+                });
+                self.unnamed = Some(s.clone());
+                s
+            }
+        };
+        match &conn.unnamed {
+            Some(held) if Arc::ptr_eq(held, &statement) => {}
+            // An equal statement another client parsed. Both sides keep the copy at the lower
+            // address, so all clients and connections of one text settle on one copy and
+            // compare pointers from then on instead of reading each other's texts.
+            Some(held) if **held == *statement => {
+                if Arc::as_ptr(held) < Arc::as_ptr(&statement) {
+                    statement = held.clone();
+                    self.unnamed = Some(statement.clone());
+                } else {
+                    conn.unnamed = Some(statement.clone());
+                }
+            }
+            _ => conn.unnamed = Some(statement.clone()),
+        }
+        statement
+    }
+
+    /// A Parse of the client's statement `name`: prepared on `conn` under the backend's name
+    /// unless the connection holds it already (then the proxy answers ParseComplete itself).
+    #[inline]
+    fn parse_named(
+        &mut self,
+        name: &[u8],
+        statement: Arc<StatementText>,
+        conn: &mut BackendConn,
+        pipeline: &mut Pipeline,
+        bout: &mut BytesMut,
+        cout: &mut BytesMut,
+    ) -> Result<(), Refused> {
+        if self.by_name.contains_key(name) {
+            return Err(refuse_duplicate(name, pipeline, cout));
+        }
+        self.by_name.insert(name.into(), statement.clone());
+        if conn.prepared.get(&statement).is_some() {
+            pipeline.push(
+                Pending::composed_undoing(
+                    protocol::empty_message(b'1'),
+                    Some(Undo::ForgetName(name.into(), statement)),
+                ),
+                cout,
+            );
+        } else {
+            let backend_name = conn.prepared.insert(statement.clone());
+            write_parse(
+                bout,
+                backend_name.as_bytes(),
+                &statement,
+                conn.types.as_deref(),
+            );
+            pipeline.push(
+                Pending::Parse {
+                    statement,
+                    named: true,
+                    hidden: false,
+                    client_name: Some(name.into()),
+                },
+                cout,
+            );
         }
         Ok(())
     }
