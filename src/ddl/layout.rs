@@ -271,107 +271,35 @@ fn sharded_layout(
         ..base
     };
     if let Some(parent_name) = &table.parent {
-        let parent = parent_table(ctx, parent_name)?;
-        let own: Vec<String> = table
-            .sharding_key()
-            .unwrap_or_default()
-            .iter()
-            .map(|i| i.value.clone())
-            .collect();
-        if !parent.set_key.is_empty() || own.len() != parent.key.len() {
-            return Err(RewriteError::ParentKeyArity {
-                table: base.name.to_string(),
-                parent: parent.name.to_string(),
-                expected: parent.partition_columns().map(|c| c.name.clone()).collect(),
-            });
-        }
-        let pairs: Vec<(String, String)> = own
-            .into_iter()
-            .zip(parent.key.iter().map(|c| c.name.clone()))
-            .collect();
-        return child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column);
+        return declared_child_layout(ctx, table, parent_name, base, key_column);
     }
     match &table.distribution {
         Distribution::Reference { constraint } => {
-            let fk = foreign_keys
-                .iter()
-                .find(|fk| {
-                    fk.constraint
-                        .name
-                        .as_ref()
-                        .is_some_and(|n| n.value == constraint.value)
-                })
-                .ok_or_else(|| RewriteError::UndefinedTable {
-                    table: constraint.value.clone(),
-                })?;
-            let parent = ctx
-                .table(&fk.target)
-                .filter(|_| fk.target != base.name)
-                .ok_or_else(|| RewriteError::UndefinedTable {
-                    table: fk.target.to_string(),
-                })?;
-            let pairs: Vec<(String, String)> = fk
-                .columns
-                .iter()
-                .cloned()
-                .zip(fk.ref_columns.iter().cloned())
-                .collect();
-            child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column)
+            reference_layout(ctx, table, base, foreign_keys, constraint, key_column)
         }
-        Distribution::ConsistentHash { .. } | Distribution::PrimaryKey => {
-            let count = match &table.distribution {
-                Distribution::ConsistentHash { partitions, .. } => *partitions,
-                _ => PartitionCount::Auto,
-            };
-            let (set, shards) = match &table.tablespace {
-                Some(Placement::TablespaceSet(set)) => (
-                    Some(set.value.clone()),
-                    tablespace_set(ctx, &set.value)?.to_vec(),
-                ),
-                Some(Placement::Tablespace(ts)) => (None, vec![tablespace(ctx, &ts.value)?]),
-                None => match ctx.default_tablespace_set.as_ref().filter(|_| base.nosql) {
-                    Some(set) => (Some(set.clone()), tablespace_set(ctx, set)?.to_vec()),
-                    None => (None, ctx.all_shards()),
-                },
-            };
-            if shards.is_empty() {
-                return Err(RewriteError::NoShards);
-            }
-            let chunks = chunk_map(ctx, count, &shards)?;
-            Ok(TableLayout {
-                method: Some(ShardingMethod::ConsistentHash),
-                key: columns(&table.sharding_key().unwrap_or_default()),
-                shards: placed_shards(Some(&chunks), &[]),
-                chunks: Some(chunks),
-                tablespace_set: set,
-                ..base
-            })
+        Distribution::ConsistentHash { partitions, .. } => {
+            hash_layout(ctx, table, base, *partitions, key_column)
         }
-        Distribution::List { column, partitions } => {
-            check_tablespace(ctx, table.tablespace.as_ref())?;
-            let partitions = user_partitions(ctx, &base.name, SetMethod::List, partitions)?;
-            Ok(TableLayout {
-                method: Some(ShardingMethod::List),
-                key: columns(&[column]),
-                shards: placed_shards(None, &partitions),
-                partitions,
-                ..base
-            })
-        }
+        Distribution::PrimaryKey => hash_layout(ctx, table, base, PartitionCount::Auto, key_column),
+        Distribution::List { column, partitions } => user_partitioned_layout(
+            ctx,
+            table,
+            base,
+            SetMethod::List,
+            columns(&[column]),
+            partitions,
+        ),
         Distribution::Range {
             columns: cols,
             partitions,
-        } => {
-            check_tablespace(ctx, table.tablespace.as_ref())?;
-            let partitions = user_partitions(ctx, &base.name, SetMethod::Range, partitions)?;
-            Ok(TableLayout {
-                method: Some(ShardingMethod::Range),
-                key: columns(&cols.iter().collect::<Vec<_>>()),
-                shards: placed_shards(None, &partitions),
-                partitions,
-                ..base
-            })
-        }
+        } => user_partitioned_layout(
+            ctx,
+            table,
+            base,
+            SetMethod::Range,
+            columns(&cols.iter().collect::<Vec<_>>()),
+            partitions,
+        ),
         Distribution::Composite {
             set_method,
             set_columns,
@@ -380,25 +308,8 @@ fn sharded_layout(
             partition_sets,
         } => {
             check_tablespace(ctx, table.tablespace.as_ref())?;
-            let mut sets = Vec::new();
-            let mut previous = None;
-            for set in partition_sets {
-                let set_name = match &set.placement {
-                    Placement::TablespaceSet(s) | Placement::Tablespace(s) => &s.value,
-                };
-                let chunks = chunk_map(ctx, *partitions, tablespace_set(ctx, set_name)?)?;
-                sets.push(PartitionPlan {
-                    name: set.name.value.clone(),
-                    relation: partition_relation(&base.name.name, &set.name.value),
-                    bound: set.bound.clone(),
-                    bound_sql: bound_sql(*set_method, &set.name.value, &set.bound, previous)?,
-                    placement: PartitionPlacement::TablespaceSet {
-                        name: set_name.clone(),
-                        chunks,
-                    },
-                });
-                previous = Some(&set.bound);
-            }
+            let sets =
+                partition_set_plans(ctx, &base.name, *set_method, *partitions, partition_sets)?;
             Ok(TableLayout {
                 method: Some(match set_method {
                     SetMethod::List => ShardingMethod::CompositeList,
@@ -413,6 +324,170 @@ fn sharded_layout(
         }
         Distribution::None => Err(RewriteError::NoShards),
     }
+}
+
+/// A child declared with `PARENT`: its own sharding key pairs up with the parent's key.
+fn declared_child_layout(
+    ctx: &RewriteContext,
+    table: &CreateTable,
+    parent_name: &ObjectName,
+    base: TableLayout,
+    key_column: &dyn Fn(&str) -> KeyColumn,
+) -> Result<TableLayout, RewriteError> {
+    let parent = parent_table(ctx, parent_name)?;
+    let own: Vec<String> = table
+        .sharding_key()
+        .unwrap_or_default()
+        .iter()
+        .map(|i| i.value.clone())
+        .collect();
+    if !parent.set_key.is_empty() || own.len() != parent.key.len() {
+        return Err(RewriteError::ParentKeyArity {
+            table: base.name.to_string(),
+            parent: parent.name.to_string(),
+            expected: parent.partition_columns().map(|c| c.name.clone()).collect(),
+        });
+    }
+    let pairs: Vec<(String, String)> = own
+        .into_iter()
+        .zip(parent.key.iter().map(|c| c.name.clone()))
+        .collect();
+    child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column)
+}
+
+/// `PARTITION BY REFERENCE`: a child of the table its named foreign key points at.
+fn reference_layout(
+    ctx: &RewriteContext,
+    table: &CreateTable,
+    base: TableLayout,
+    foreign_keys: &[ResolvedFk<'_>],
+    constraint: &Ident,
+    key_column: &dyn Fn(&str) -> KeyColumn,
+) -> Result<TableLayout, RewriteError> {
+    let fk = foreign_keys
+        .iter()
+        .find(|fk| {
+            fk.constraint
+                .name
+                .as_ref()
+                .is_some_and(|n| n.value == constraint.value)
+        })
+        .ok_or_else(|| RewriteError::UndefinedTable {
+            table: constraint.value.clone(),
+        })?;
+    let parent = ctx
+        .table(&fk.target)
+        .filter(|_| fk.target != base.name)
+        .ok_or_else(|| RewriteError::UndefinedTable {
+            table: fk.target.to_string(),
+        })?;
+    let pairs: Vec<(String, String)> = fk
+        .columns
+        .iter()
+        .cloned()
+        .zip(fk.ref_columns.iter().cloned())
+        .collect();
+    child_layout(base, parent, &pairs, table.tablespace.as_ref(), key_column)
+}
+
+/// Consistent hash on the sharding key, with `count` chunks spread over the placement's shards.
+fn hash_layout(
+    ctx: &RewriteContext,
+    table: &CreateTable,
+    base: TableLayout,
+    count: PartitionCount,
+    key_column: &dyn Fn(&str) -> KeyColumn,
+) -> Result<TableLayout, RewriteError> {
+    let (set, shards) = hash_placement(ctx, table.tablespace.as_ref(), base.nosql)?;
+    if shards.is_empty() {
+        return Err(RewriteError::NoShards);
+    }
+    let chunks = chunk_map(ctx, count, &shards)?;
+    Ok(TableLayout {
+        method: Some(ShardingMethod::ConsistentHash),
+        key: table
+            .sharding_key()
+            .unwrap_or_default()
+            .iter()
+            .map(|i| key_column(&i.value))
+            .collect(),
+        shards: placed_shards(Some(&chunks), &[]),
+        chunks: Some(chunks),
+        tablespace_set: set,
+        ..base
+    })
+}
+
+/// Its chunks' tablespace set and shards: as placed, else NoSQL's default set, else all shards.
+fn hash_placement(
+    ctx: &RewriteContext,
+    placement: Option<&Placement>,
+    nosql: bool,
+) -> Result<(Option<String>, Vec<ShardId>), RewriteError> {
+    Ok(match placement {
+        Some(Placement::TablespaceSet(set)) => (
+            Some(set.value.clone()),
+            tablespace_set(ctx, &set.value)?.to_vec(),
+        ),
+        Some(Placement::Tablespace(ts)) => (None, vec![tablespace(ctx, &ts.value)?]),
+        None => match ctx.default_tablespace_set.as_ref().filter(|_| nosql) {
+            Some(set) => (Some(set.clone()), tablespace_set(ctx, set)?.to_vec()),
+            None => (None, ctx.all_shards()),
+        },
+    })
+}
+
+/// User-defined LIST or RANGE partitions, each on the shard of its own tablespace.
+fn user_partitioned_layout(
+    ctx: &RewriteContext,
+    table: &CreateTable,
+    base: TableLayout,
+    method: SetMethod,
+    key: Vec<KeyColumn>,
+    partitions: &[NamedPartition],
+) -> Result<TableLayout, RewriteError> {
+    check_tablespace(ctx, table.tablespace.as_ref())?;
+    let partitions = user_partitions(ctx, &base.name, method, partitions)?;
+    Ok(TableLayout {
+        method: Some(match method {
+            SetMethod::List => ShardingMethod::List,
+            SetMethod::Range => ShardingMethod::Range,
+        }),
+        key,
+        shards: placed_shards(None, &partitions),
+        partitions,
+        ..base
+    })
+}
+
+/// A composite table's partition sets, each hashed into `count` chunks over its tablespace set.
+fn partition_set_plans(
+    ctx: &RewriteContext,
+    table: &QualifiedName,
+    method: SetMethod,
+    count: PartitionCount,
+    partition_sets: &[NamedPartition],
+) -> Result<Vec<PartitionPlan>, RewriteError> {
+    let mut sets = Vec::new();
+    let mut previous = None;
+    for set in partition_sets {
+        let set_name = match &set.placement {
+            Placement::TablespaceSet(s) | Placement::Tablespace(s) => &s.value,
+        };
+        let chunks = chunk_map(ctx, count, tablespace_set(ctx, set_name)?)?;
+        sets.push(PartitionPlan {
+            name: set.name.value.clone(),
+            relation: partition_relation(&table.name, &set.name.value),
+            bound: set.bound.clone(),
+            bound_sql: bound_sql(method, &set.name.value, &set.bound, previous)?,
+            placement: PartitionPlacement::TablespaceSet {
+                name: set_name.clone(),
+                chunks,
+            },
+        });
+        previous = Some(&set.bound);
+    }
+    Ok(sets)
 }
 
 fn user_partitions(

@@ -16,5 +16,6 @@ pub mod merge;
 pub mod nosql;
 pub mod participants;
 mod recognise;
+pub mod script;
 pub mod split;
 pub mod ttl_purge;

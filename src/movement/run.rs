@@ -383,7 +383,14 @@ impl<H: Host> Mover<'_, H> {
             !targets_step.is_empty() && self.shared.failpoints.is_armed(FailPoint::MoveMidFamily);
         let mut last = if split {
             let deleted = self
-                .deletes_alone(sources_step, name, implicit, &mut answer, &mut count, notices)
+                .deletes_alone(
+                    sources_step,
+                    name,
+                    implicit,
+                    &mut answer,
+                    &mut count,
+                    notices,
+                )
                 .await?;
             if let Err(f) = deleted {
                 return Ok(Err(f));

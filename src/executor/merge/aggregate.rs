@@ -58,7 +58,8 @@ pub fn merge(
             match merge_value(*c, old, new, oid, format) {
                 Ok(Some(merged)) => group[i] = Some(merged),
                 Ok(None) => {}
-                Err(stop) => return stop,
+                Err(Stop::Failed(error)) => return Merged::Failed(error),
+                Err(Stop::Fallback(why)) => return Merged::Fallback(why),
             }
         }
     }
@@ -123,35 +124,42 @@ fn group_key(plan: &AggregateMerge, values: &[Option<&[u8]>]) -> Vec<u8> {
     key
 }
 
+/// Why a merge ends early: PostgreSQL would have failed the statement so, or the general path
+/// answers instead (see [`Merged`]).
+enum Stop {
+    Failed(Bytes),
+    Fallback(String),
+}
+
 /// A group's value of column `c` merged with another shard's: the new value, `None` to keep
-/// the old one, or how the whole merge ends (failed, or left to the general path).
+/// the old one, or why the whole merge ends.
 fn merge_value(
     c: ColumnMerge,
     old: &[u8],
     new: &[u8],
     oid: u32,
     format: i16,
-) -> Result<Option<Vec<u8>>, Merged> {
+) -> Result<Option<Vec<u8>>, Stop> {
     let merged = match c {
         ColumnMerge::Group => return Ok(None),
         ColumnMerge::Count | ColumnMerge::Sum if oid == 20 => match add_int8(old, new, format) {
             Some(v) => v,
-            None => return Err(Merged::Failed(out_of_range())),
+            None => return Err(Stop::Failed(out_of_range())),
         },
         ColumnMerge::Count | ColumnMerge::Sum => {
             let (Ok(a), Ok(b)) = (std::str::from_utf8(old), std::str::from_utf8(new)) else {
-                return Err(Merged::Fallback("a numeric sum that is not text".into()));
+                return Err(Stop::Fallback("a numeric sum that is not text".into()));
             };
             match numeric::add(a, b) {
                 Some(s) => s.into_bytes(),
-                None => return Err(Merged::Fallback(format!("numeric sum {a:?}"))),
+                None => return Err(Stop::Fallback(format!("numeric sum {a:?}"))),
             }
         }
         ColumnMerge::Min | ColumnMerge::Max => {
             let Some(order) = order_of(oid, format) else {
-                return Err(Merged::Fallback("an order".into()));
+                return Err(Stop::Fallback("an order".into()));
             };
-            let ord = compare(order, new, old).map_err(Merged::Fallback)?;
+            let ord = compare(order, new, old).map_err(Stop::Fallback)?;
             let better = if c == ColumnMerge::Min {
                 ord.is_lt()
             } else {

@@ -1,42 +1,62 @@
-//! A simple query whose statements go to different shards, run statement by statement as
-//! PostgreSQL runs a query string: one implicit transaction unless the string's own BEGIN,
-//! COMMIT or ROLLBACK say otherwise, the rest skipped after an error, one ReadyForQuery at the
-//! end.
-//!
-//! Each statement goes through the general path as a query of its own — routed, gathered,
-//! refused or answered by the proxy as it would be alone — and its answer reaches the client
-//! without its ReadyForQuery. The implicit transaction is a block the proxy opens with a BEGIN
-//! of its own before the first statement that is not transaction control, and commits (two-phase
-//! when several shards wrote) after the last, or rolls back after an error: its answers never
-//! reach the client, a failed commit's error does.
+//! The session's side of a query string whose statements go to different shards
+//! ([`crate::executor::script`], which holds the string's transaction): each statement
+//! dispatched as a query of its own, its answer captured without its ReadyForQuery.
 
 use super::{consume, reserve_for_read, Session, SessionError, HIGH_WATER};
 use crate::backend::readiness::ReadArm;
 use crate::client_error::ClientError;
+use crate::executor::script::{self, Heard, Running, ScriptRefusal, Statements};
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, Frame, MessageBuilder, TxStatus};
-use crate::sql::script::{self, Control};
+use crate::sql::script::split;
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_postgres::error::SqlState;
 
-/// Where the string's transaction stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Block {
-    /// None open: the next statement that is not transaction control opens the implicit one.
-    Idle,
-    /// The proxy's BEGIN opened it: committed after the last statement.
-    Implicit,
-    /// The client's own block, open when the query came or begun by it.
-    Client,
+/// The session lent to a query string's statements, with the client's socket their answers
+/// are written to.
+struct ScriptRunner<'a> {
+    session: &'a mut Session,
+    client: &'a mut (dyn ClientSocket + Send),
 }
 
-/// What the client heard of one statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Heard {
-    Done,
-    Failed,
+impl Statements for ScriptRunner<'_> {
+    type Error = SessionError;
+
+    fn run<'a>(&'a mut self, text: &'a str) -> Running<'a, SessionError> {
+        Box::pin(self.session.statement(text, self.client))
+    }
+
+    fn quietly<'a>(&'a mut self, text: &'a str) -> Running<'a, SessionError> {
+        Box::pin(async move {
+            let heard = self.session.statement(text, self.client).await?;
+            if heard == Heard::Done {
+                self.session.cout.clear();
+            }
+            Ok(heard)
+        })
+    }
+
+    fn refuse<'a>(&'a mut self, e: &'a ScriptRefusal) -> Running<'a, SessionError> {
+        Box::pin(async move {
+            self.session
+                .refused(&e.sqlstate(), &e.client_message(), self.client)
+                .await
+        })
+    }
+
+    fn complete(&mut self, tag: &str) {
+        protocol::command_complete(&mut self.session.cout, tag);
+    }
+
+    fn warn_no_transaction(&mut self) {
+        notice_no_transaction(&mut self.session.cout);
+    }
+
+    fn status(&mut self) -> TxStatus {
+        self.session.links.status()
+    }
 }
 
 impl Session {
@@ -57,7 +77,7 @@ impl Session {
         sql: &[u8],
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
-        let statements = std::str::from_utf8(sql).ok().and_then(script::split);
+        let statements = std::str::from_utf8(sql).ok().and_then(split);
         let Some(statements) = statements else {
             // The plan read the text; if it cannot be cut now, nothing of it has run.
             let e = FrontendError::NotAcrossShards(
@@ -70,128 +90,15 @@ impl Session {
         // The answers to queries the client pipelined before this one go out whole, their
         // ReadyForQuery included: from here on the buffer holds this string's answers only.
         self.write_out(client).await?;
-        let mut block = match self.links.status() {
-            TxStatus::Idle => Block::Idle,
-            TxStatus::InBlock | TxStatus::Failed => Block::Client,
+        let mut runner = ScriptRunner {
+            session: self,
+            client,
         };
-        let mut failed = false;
-        for statement in &statements {
-            let heard = match (statement.control, block) {
-                (Some(Control::TwoPhase), _) => self.two_phase_refused(client).await?,
-                (None, Block::Idle) => match self.quietly("BEGIN", client).await? {
-                    Heard::Done => {
-                        block = Block::Implicit;
-                        self.statement(statement.text, client).await?
-                    }
-                    Heard::Failed => Heard::Failed,
-                },
-                (Some(control), Block::Implicit) => {
-                    let heard = self.control_in_implicit(control, statement.text, client);
-                    let heard = heard.await?;
-                    if matches!(control, Control::Begin { .. }) && heard == Heard::Done {
-                        block = Block::Client;
-                    } else if matches!(control, Control::Commit { .. } | Control::Rollback { .. }) {
-                        block = self.block_after();
-                    }
-                    heard
-                }
-                (None, Block::Implicit | Block::Client) => {
-                    self.statement(statement.text, client).await?
-                }
-                (Some(_), Block::Idle | Block::Client) => {
-                    let heard = self.statement(statement.text, client).await?;
-                    block = self.block_after();
-                    heard
-                }
-            };
-            if heard == Heard::Failed {
-                failed = true;
-                break;
-            }
-        }
-        if block == Block::Implicit {
-            if failed {
-                self.quietly("ROLLBACK", client).await?;
-            } else {
-                // Only its error reaches the client.
-                self.quietly("COMMIT", client).await?;
-            }
-        }
+        script::run(&mut runner, &statements).await?;
         let status = self.links.status();
         protocol::ready_for_query(&mut self.cout, status);
         self.release_parked_if_idle();
         Ok(())
-    }
-
-    /// The string's transaction after a statement that may have ended or begun one.
-    fn block_after(&self) -> Block {
-        match self.links.status() {
-            TxStatus::Idle => Block::Idle,
-            TxStatus::InBlock | TxStatus::Failed => Block::Client,
-        }
-    }
-
-    /// Transaction control met inside the implicit transaction, as PostgreSQL treats it there:
-    /// BEGIN makes it the client's block, COMMIT and ROLLBACK end it with a warning, the rest
-    /// needs a block the client began.
-    async fn control_in_implicit(
-        &mut self,
-        control: Control,
-        text: &str,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Heard, SessionError> {
-        match control {
-            Control::Begin { modes: false } => {
-                protocol::command_complete(&mut self.cout, "BEGIN");
-                Ok(Heard::Done)
-            }
-            Control::Begin { modes: true } => {
-                let e = FrontendError::NotAcrossShards(
-                    "BEGIN with transaction modes after other statements of a query string \
-                     whose statements go to several shards: put it first"
-                        .into(),
-                );
-                self.refused(&e.sqlstate(), &e.client_message(), client)
-                    .await
-            }
-            Control::Commit { chain: false } | Control::Rollback { chain: false } => {
-                notice_no_transaction(&mut self.cout);
-                self.statement(text, client).await
-            }
-            Control::Commit { chain: true } => {
-                self.only_in_blocks("COMMIT AND CHAIN", client).await
-            }
-            Control::Rollback { chain: true } => {
-                self.only_in_blocks("ROLLBACK AND CHAIN", client).await
-            }
-            Control::Savepoint(command) => self.only_in_blocks(command, client).await,
-            Control::TwoPhase => self.two_phase_refused(client).await,
-        }
-    }
-
-    /// PostgreSQL's refusal of `command` outside a block the client began.
-    async fn only_in_blocks(
-        &mut self,
-        command: &str,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Heard, SessionError> {
-        let message = format!("{command} can only be used in transaction blocks");
-        self.refused(&SqlState::NO_ACTIVE_SQL_TRANSACTION, &message, client)
-            .await
-    }
-
-    /// The two-phase commands prepare or finish one shard's transaction: not a string's.
-    async fn two_phase_refused(
-        &mut self,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Heard, SessionError> {
-        let e = FrontendError::NotAcrossShards(
-            "PREPARE TRANSACTION, COMMIT PREPARED and ROLLBACK PREPARED in a query string whose \
-             statements go to several shards are not supported: send them as queries of their own"
-                .into(),
-        );
-        self.refused(&e.sqlstate(), &e.client_message(), client)
-            .await
     }
 
     /// A statement refused by the proxy inside the string: the block fails with it.
@@ -222,19 +129,6 @@ impl Session {
         Box::pin(self.on_client_frame(Frame::borrowed(&frame), client)).await?;
         let failed_on_the_way = self.await_answer(client).await?;
         Ok(self.heard(failed_on_the_way))
-    }
-
-    /// A statement of the proxy's own, its answer kept from the client unless it failed.
-    async fn quietly(
-        &mut self,
-        text: &str,
-        client: &mut (dyn ClientSocket + Send),
-    ) -> Result<Heard, SessionError> {
-        let heard = self.statement(text, client).await?;
-        if heard == Heard::Done {
-            self.cout.clear();
-        }
-        Ok(heard)
     }
 
     /// Reads the current connection's answers to the statement sent, writing them on to the
