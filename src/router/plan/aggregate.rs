@@ -44,17 +44,7 @@ pub struct AggregateMerge {
 
 /// Plans the merge of `s`, or `None` when its shape is not one the proxy merges.
 pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
-    if s.op != SetOperation::SetopNone as i32 && s.op != SetOperation::Undefined as i32 {
-        return None;
-    }
-    if !s.window_clause.is_empty()
-        || s.having_clause.is_some()
-        || !s.distinct_clause.is_empty()
-        || s.into_clause.is_some()
-        || !s.locking_clause.is_empty()
-        || s.with_clause.is_some()
-        || s.limit_option == LimitOption::WithTies as i32
-    {
+    if !mergeable_shape(s) {
         return None;
     }
     let groups: Vec<&Node> = s
@@ -78,30 +68,7 @@ pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
             columns.push(ColumnMerge::Group);
             continue;
         }
-        let Some(NodeEnum::FuncCall(f)) = val.node.as_ref() else {
-            return None;
-        };
-        if f.over.is_some() || f.agg_distinct || f.agg_within_group || !f.agg_order.is_empty() {
-            return None;
-        }
-        let name = match f.funcname.as_slice() {
-            [n] => n,
-            [schema, n] if matches!(schema.node.as_ref(), Some(NodeEnum::String(s)) if s.sval == "pg_catalog") => {
-                n
-            }
-            _ => return None,
-        };
-        let Some(NodeEnum::String(name)) = name.node.as_ref() else {
-            return None;
-        };
-        let merge = match (name.sval.as_str(), f.agg_star, f.args.len()) {
-            ("count", true, 0) | ("count", false, 1) => ColumnMerge::Count,
-            ("sum", false, 1) => ColumnMerge::Sum,
-            ("min", false, 1) => ColumnMerge::Min,
-            ("max", false, 1) => ColumnMerge::Max,
-            _ => return None,
-        };
-        columns.push(merge);
+        columns.push(aggregate_merge(val)?);
     }
     // Every group key must be an output column: the proxy groups by what the shards send.
     for g in &groups {
@@ -116,6 +83,64 @@ pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
         // No aggregate: a plain DISTINCT-like grouping, left to the other paths.
         return None;
     }
+    let order = sort_keys(s)?;
+    let limit = constant_bound(&s.limit_count)?;
+    let offset = constant_bound(&s.limit_offset)?.unwrap_or(0);
+    let (shard_sql, params) = shard_statement(s)?;
+    Some(AggregateMerge {
+        shard_sql,
+        params,
+        columns,
+        order,
+        limit,
+        offset,
+    })
+}
+
+/// Whether `s` is one SELECT (no set operation) without the clauses (HAVING, DISTINCT, windows,
+/// locking, WITH TIES…) that would apply after the merge, which the proxy does not do.
+fn mergeable_shape(s: &SelectStmt) -> bool {
+    (s.op == SetOperation::SetopNone as i32 || s.op == SetOperation::Undefined as i32)
+        && s.window_clause.is_empty()
+        && s.having_clause.is_none()
+        && s.distinct_clause.is_empty()
+        && s.into_clause.is_none()
+        && s.locking_clause.is_empty()
+        && s.with_clause.is_none()
+        && s.limit_option != LimitOption::WithTies as i32
+}
+
+/// How an output that is not a group key merges: only count, sum, min and max of the
+/// statement's own, whose merge of the shards' values is exact.
+fn aggregate_merge(val: &Node) -> Option<ColumnMerge> {
+    let Some(NodeEnum::FuncCall(f)) = val.node.as_ref() else {
+        return None;
+    };
+    if f.over.is_some() || f.agg_distinct || f.agg_within_group || !f.agg_order.is_empty() {
+        return None;
+    }
+    let name = match f.funcname.as_slice() {
+        [n] => n,
+        [schema, n] if matches!(schema.node.as_ref(), Some(NodeEnum::String(s)) if s.sval == "pg_catalog") => {
+            n
+        }
+        _ => return None,
+    };
+    let Some(NodeEnum::String(name)) = name.node.as_ref() else {
+        return None;
+    };
+    match (name.sval.as_str(), f.agg_star, f.args.len()) {
+        ("count", true, 0) | ("count", false, 1) => Some(ColumnMerge::Count),
+        ("sum", false, 1) => Some(ColumnMerge::Sum),
+        ("min", false, 1) => Some(ColumnMerge::Min),
+        ("max", false, 1) => Some(ColumnMerge::Max),
+        _ => None,
+    }
+}
+
+/// The client's ORDER BY as output columns, which the proxy sorts the merged groups by; `None`
+/// for a sort it cannot apply (USING, an expression that is not an output).
+fn sort_keys(s: &SelectStmt) -> Option<Vec<SortKey>> {
     let mut order = Vec::with_capacity(s.sort_clause.len());
     for item in &s.sort_clause {
         let Some(NodeEnum::SortBy(sb)) = item.node.as_ref() else {
@@ -137,34 +162,33 @@ pub(super) fn plan_aggregate_merge(s: &SelectStmt) -> Option<AggregateMerge> {
             nulls_first,
         });
     }
-    let constant = |n: &Option<Box<Node>>| -> Option<Option<u64>> {
-        match n.as_deref().and_then(|n| n.node.as_ref()) {
-            None => Some(None),
-            Some(NodeEnum::AConst(c)) if c.isnull => Some(None),
-            Some(NodeEnum::AConst(c)) => match &c.val {
-                Some(a_const::Val::Ival(i)) if i.ival >= 0 => Some(Some(i.ival as u64)),
-                _ => None,
-            },
+    Some(order)
+}
+
+/// A LIMIT or OFFSET the proxy applies itself after merging: `Some(None)` when absent or NULL,
+/// `None` when not a non-negative integer constant (a parameter, an expression).
+fn constant_bound(n: &Option<Box<Node>>) -> Option<Option<u64>> {
+    match n.as_deref().and_then(|n| n.node.as_ref()) {
+        None => Some(None),
+        Some(NodeEnum::AConst(c)) if c.isnull => Some(None),
+        Some(NodeEnum::AConst(c)) => match &c.val {
+            Some(a_const::Val::Ival(i)) if i.ival >= 0 => Some(Some(i.ival as u64)),
             _ => None,
-        }
-    };
-    let limit = constant(&s.limit_count)?;
-    let offset = constant(&s.limit_offset)?.unwrap_or(0);
+        },
+        _ => None,
+    }
+}
+
+/// The statement each shard runs and the client's parameters it uses: the client's without
+/// ORDER BY, LIMIT and OFFSET, which apply only to the merged groups.
+fn shard_statement(s: &SelectStmt) -> Option<(String, Vec<usize>)> {
     let mut shard = s.clone();
     shard.sort_clause.clear();
     shard.limit_count = None;
     shard.limit_offset = None;
     shard.limit_option = LimitOption::Default as i32;
     let deparsed = deparse(NodeEnum::SelectStmt(Box::new(shard))).ok()?;
-    let (shard_sql, params) = crate::sql::params::renumber(&deparsed).ok()?;
-    Some(AggregateMerge {
-        shard_sql,
-        params,
-        columns,
-        order,
-        limit,
-        offset,
-    })
+    crate::sql::params::renumber(&deparsed).ok()
 }
 
 fn target_value(s: &SelectStmt, i: usize) -> Option<&Node> {

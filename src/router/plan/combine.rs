@@ -87,21 +87,57 @@ pub(super) fn plan_combine(
         return refuse("SELECT INTO over several shards is not supported: use CREATE TABLE … AS on one shard, or INSERT … SELECT");
     }
 
-    // Every reference of each recorded table; CTE names shadow tables.
-    let mut pulled: Vec<(&Table, Vec<&TableRef>)> = Vec::new();
+    let (pulled, reads_unrecorded) = recorded_tables(&found, snapshot)?;
+    let pushed = pushed_conditions(select, snapshot, &pulled);
+    let mut pulls = Vec::with_capacity(pulled.len());
+    let mut temp_of: HashMap<TableId, String> = HashMap::new();
+    for (i, (t, refs)) in pulled.iter().enumerate() {
+        let conds = pushed.get(&t.id).map_or(&[][..], Vec::as_slice);
+        let pull = plan_pull(i, t, refs, conds, snapshot, columns)?;
+        temp_of.insert(t.id, pull.temp.clone());
+        pulls.push(pull);
+    }
+
+    let sql = rewrite(sql, &found.tables, |r| {
+        if r.schema.is_empty() && snapshot.is_cte_ref(r.location as i32) {
+            return None;
+        }
+        resolve_name(snapshot, &r.schema, &r.name).and_then(|t| temp_of.get(&t.id).cloned())
+    })
+    .map_err(NotCombinable::Refused)?;
+    check_rewrite(&sql, snapshot, &found.ctes).map_err(NotCombinable::Refused)?;
+    Ok(CombinePlan {
+        pulls,
+        sql,
+        reads_unrecorded,
+        partial: None,
+    })
+}
+
+/// Each recorded table the statement names, with its references.
+type Pulled<'a> = Vec<(&'a Table, Vec<&'a TableRef>)>;
+
+/// Groups the references of each recorded table, since each is pulled once however often it is
+/// named; and tells whether the statement also reads tables the catalog does not record.
+fn recorded_tables<'a>(
+    found: &'a Found,
+    snapshot: &'a Scope,
+) -> Result<(Pulled<'a>, bool), NotCombinable> {
+    let mut pulled: Pulled<'a> = Vec::new();
     let mut reads_unrecorded = false;
     for r in &found.tables {
+        // CTE names shadow tables.
         if r.schema.is_empty() && snapshot.is_cte_ref(r.location as i32) {
             continue;
         }
         // A name the router's walk did not place in a WITH query's scope.
         if r.schema.is_empty() && found.ctes.contains(&r.name) {
             if resolve_name(snapshot, &r.schema, &r.name).is_some() {
-                return refuse(&format!(
+                return Err(NotCombinable::Refused(format!(
                     "a CTE named like the table \"{}\" in a query over several shards is not \
                      supported: rename the CTE",
                     r.name
-                ));
+                )));
             }
             continue;
         }
@@ -122,104 +158,104 @@ pub(super) fn plan_combine(
             },
         }
     }
+    Ok((pulled, reads_unrecorded))
+}
 
-    // Conditions that concern one table referenced once, in a position where filtering its
-    // rows first cannot change the result (not the nullable side of an outer join).
-    let mut pushed: HashMap<TableId, Vec<&Node>> = HashMap::new();
-    if select.op == SetOperation::SetopNone as i32 || select.op == SetOperation::Undefined as i32 {
-        let mut inner = Vec::new();
-        preserved_range_vars(&select.from_clause, &mut inner);
-        let single = select.from_clause.len() == 1
-            && matches!(
-                select.from_clause[0].node.as_ref(),
-                Some(NodeEnum::RangeVar(_))
-            );
-        let mut conds = Vec::new();
-        if let Some(w) = select.where_clause.as_deref() {
-            conjuncts(w, &mut conds);
-        }
-        for rv in inner {
-            let Some(t) = resolve(snapshot, rv) else {
-                continue;
-            };
-            let Some((_, refs)) = pulled.iter().find(|(p, _)| p.id == t.id) else {
-                continue;
-            };
-            if refs.len() != 1 {
-                continue;
-            }
-            let qualifier = rv
-                .alias
-                .as_ref()
-                .map_or(rv.relname.as_str(), |a| a.aliasname.as_str());
-            let mine: Vec<&Node> = conds
-                .iter()
-                .copied()
-                .filter(|c| concerns_only(c, qualifier, single))
-                .collect();
-            if !mine.is_empty() {
-                pushed.insert(t.id, mine);
-            }
-        }
+/// The WHERE conditions each shard's read applies, so that fewer rows are pulled: those that
+/// concern one table referenced once, in a position where filtering its rows first cannot
+/// change the result (not the nullable side of an outer join).
+fn pushed_conditions<'q>(
+    select: &'q SelectStmt,
+    snapshot: &Scope,
+    pulled: &Pulled<'_>,
+) -> HashMap<TableId, Vec<&'q Node>> {
+    let mut pushed = HashMap::new();
+    if select.op != SetOperation::SetopNone as i32 && select.op != SetOperation::Undefined as i32 {
+        return pushed;
     }
-
-    let mut pulls = Vec::with_capacity(pulled.len());
-    let mut temp_of: HashMap<TableId, String> = HashMap::new();
-    for (i, (t, refs)) in pulled.iter().enumerate() {
-        let Some(defs) = columns.column_defs(t.id) else {
-            return Err(NotCombinable::NeedColumns(t.id));
-        };
-        let temp = format!("pg_temp.{TEMP_PREFIX}{}", i + 1);
-        let cols: Vec<String> = defs
-            .iter()
-            .map(|c| match &c.collation {
-                Some(coll) => format!("{} {} COLLATE {coll}", quote_ident(&c.name), c.type_sql),
-                None => format!("{} {}", quote_ident(&c.name), c.type_sql),
-            })
-            .collect();
-        let create = format!(
-            "CREATE TEMP TABLE {temp} ({}) ON COMMIT DROP",
-            cols.join(", ")
+    let mut inner = Vec::new();
+    preserved_range_vars(&select.from_clause, &mut inner);
+    let single = select.from_clause.len() == 1
+        && matches!(
+            select.from_clause[0].node.as_ref(),
+            Some(NodeEnum::RangeVar(_))
         );
-        let conds = pushed.get(&t.id).cloned().unwrap_or_default();
-        // The reference as written (its alias qualifies the pushed conditions' columns).
-        let alias = if conds.is_empty() {
-            None
-        } else {
-            refs[0].alias.clone().or_else(|| Some(t.name.clone()))
-        };
-        let select = pull_select(t, alias.as_deref(), &conds)
-            .map_err(|e| NotCombinable::Refused(format!("cannot build the shards' query: {e}")))?;
-        let route = match plan_scoped(&select, snapshot, columns) {
-            Planned::Plan(p) => p,
-            Planned::NeedColumns(id) => return Err(NotCombinable::NeedColumns(id)),
-        };
-        if let Plan::Refused(r) = &route {
-            return Err(NotCombinable::Refused(r.to_string()));
-        }
-        temp_of.insert(t.id, temp.clone());
-        pulls.push(Pull {
-            table: t.id,
-            create,
-            temp,
-            select,
-            route,
-        });
+    let mut conds = Vec::new();
+    if let Some(w) = select.where_clause.as_deref() {
+        conjuncts(w, &mut conds);
     }
-
-    let sql = rewrite(sql, &found.tables, |r| {
-        if r.schema.is_empty() && snapshot.is_cte_ref(r.location as i32) {
-            return None;
+    for rv in inner {
+        let Some(t) = resolve(snapshot, rv) else {
+            continue;
+        };
+        let Some((_, refs)) = pulled.iter().find(|(p, _)| p.id == t.id) else {
+            continue;
+        };
+        if refs.len() != 1 {
+            continue;
         }
-        resolve_name(snapshot, &r.schema, &r.name).and_then(|t| temp_of.get(&t.id).cloned())
-    })
-    .map_err(NotCombinable::Refused)?;
-    check_rewrite(&sql, snapshot, &found.ctes).map_err(NotCombinable::Refused)?;
-    Ok(CombinePlan {
-        pulls,
-        sql,
-        reads_unrecorded,
-        partial: None,
+        let qualifier = rv
+            .alias
+            .as_ref()
+            .map_or(rv.relname.as_str(), |a| a.aliasname.as_str());
+        let mine: Vec<&Node> = conds
+            .iter()
+            .copied()
+            .filter(|c| concerns_only(c, qualifier, single))
+            .collect();
+        if !mine.is_empty() {
+            pushed.insert(t.id, mine);
+        }
+    }
+    pushed
+}
+
+/// The `i`th pull, of table `t`: its temporary table, and the shards' read of it with `conds`
+/// pushed down, routed as any read of the table is so that its key conditions prune.
+fn plan_pull(
+    i: usize,
+    t: &Table,
+    refs: &[&TableRef],
+    conds: &[&Node],
+    snapshot: &Scope,
+    columns: &dyn ColumnSource,
+) -> Result<Pull, NotCombinable> {
+    let Some(defs) = columns.column_defs(t.id) else {
+        return Err(NotCombinable::NeedColumns(t.id));
+    };
+    let temp = format!("pg_temp.{TEMP_PREFIX}{}", i + 1);
+    let cols: Vec<String> = defs
+        .iter()
+        .map(|c| match &c.collation {
+            Some(coll) => format!("{} {} COLLATE {coll}", quote_ident(&c.name), c.type_sql),
+            None => format!("{} {}", quote_ident(&c.name), c.type_sql),
+        })
+        .collect();
+    let create = format!(
+        "CREATE TEMP TABLE {temp} ({}) ON COMMIT DROP",
+        cols.join(", ")
+    );
+    // The reference as written (its alias qualifies the pushed conditions' columns).
+    let alias = if conds.is_empty() {
+        None
+    } else {
+        refs[0].alias.clone().or_else(|| Some(t.name.clone()))
+    };
+    let select = pull_select(t, alias.as_deref(), conds)
+        .map_err(|e| NotCombinable::Refused(format!("cannot build the shards' query: {e}")))?;
+    let route = match plan_scoped(&select, snapshot, columns) {
+        Planned::Plan(p) => p,
+        Planned::NeedColumns(id) => return Err(NotCombinable::NeedColumns(id)),
+    };
+    if let Plan::Refused(r) = &route {
+        return Err(NotCombinable::Refused(r.to_string()));
+    }
+    Ok(Pull {
+        table: t.id,
+        create,
+        temp,
+        select,
+        route,
     })
 }
 

@@ -13,7 +13,9 @@
 use super::select::{strip_location, AGGREGATES};
 use super::walk::walk;
 use crate::sql::deparse::deparse;
-use pg_query::protobuf::{a_const, LimitOption, Node, RangeVar, SelectStmt, SetOperation};
+use pg_query::protobuf::{
+    a_const, LimitOption, Node, RangeVar, ResTarget, SelectStmt, SetOperation,
+};
 use pg_query::NodeEnum;
 
 /// The combining statement reads the partial rows from this table.
@@ -40,6 +42,52 @@ pub struct PartialPlan {
 /// Plans partial aggregation for `s`, or `None` when some part of it does not decompose
 /// (the general path then reads every row).
 pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
+    let plain_distinct = decomposable_shape(s)?;
+    let mut b = Builder::default();
+    let targets: Vec<&ResTarget> = s
+        .target_list
+        .iter()
+        .map(|t| match t.node.as_ref() {
+            Some(NodeEnum::ResTarget(r)) if r.val.is_some() => Some(&**r),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let has_aggregates = targets.iter().any(|t| contains_aggregate(t.val.as_deref()))
+        || s.having_clause
+            .as_deref()
+            .is_some_and(|h| contains_aggregate(Some(h)));
+    collect_group_keys(&mut b, s, &targets, plain_distinct, has_aggregates)?;
+
+    // The combining statement's select list, HAVING and ORDER BY over the partial columns.
+    let combine_targets = combine_targets(&mut b, &targets)?;
+    let having = match s.having_clause.as_deref() {
+        Some(h) => Some(Box::new(b.rewrite(h)?)),
+        None => None,
+    };
+    let sort = combine_sort(&mut b, s, &combine_targets)?;
+    if b.failed {
+        return None;
+    }
+
+    let (select, params) = shard_statement(&b, s)?;
+    let combine = combine_statement(&b, s, has_aggregates, combine_targets, having, sort)?;
+    let first_partial = b.groups.len() + b.distinct.len();
+    Some(PartialPlan {
+        select,
+        params,
+        combine,
+        typed: b
+            .typed
+            .iter()
+            .map(|&p| (placeholder(p), first_partial + p))
+            .collect(),
+        exact_sums: b.exact_sums.iter().map(|&p| first_partial + p).collect(),
+    })
+}
+
+/// Refuses the clauses whose result the combining step could not compute from per-shard
+/// groups; `Some(true)` for a plain DISTINCT, which becomes grouping by the outputs.
+fn decomposable_shape(s: &SelectStmt) -> Option<bool> {
     if s.op != SetOperation::SetopNone as i32 && s.op != SetOperation::Undefined as i32 {
         return None;
     }
@@ -53,62 +101,68 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
         return None;
     }
     // DISTINCT ON keeps the first row of each group by ORDER BY: not decomposed here.
-    let plain_distinct = match s.distinct_clause.as_slice() {
-        [] => false,
-        [one] if one.node.is_none() => true,
-        _ => return None,
-    };
-    let mut b = Builder::default();
-    // The group keys: GROUP BY items (a position or an output name means that output's
-    // expression), or for a DISTINCT without grouping, the selected expressions.
-    let targets: Vec<&pg_query::protobuf::ResTarget> = s
-        .target_list
-        .iter()
-        .map(|t| match t.node.as_ref() {
-            Some(NodeEnum::ResTarget(r)) if r.val.is_some() => Some(&**r),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
-    let has_aggregates = targets.iter().any(|t| contains_aggregate(t.val.as_deref()))
-        || s.having_clause
-            .as_deref()
-            .is_some_and(|h| contains_aggregate(Some(h)));
+    match s.distinct_clause.as_slice() {
+        [] => Some(false),
+        [one] if one.node.is_none() => Some(true),
+        _ => None,
+    }
+}
+
+/// Adds the group keys to `b`, which each shard groups by so that it sends one row per group:
+/// GROUP BY items, or for a DISTINCT without grouping, the selected expressions.
+fn collect_group_keys(
+    b: &mut Builder,
+    s: &SelectStmt,
+    targets: &[&ResTarget],
+    plain_distinct: bool,
+    has_aggregates: bool,
+) -> Option<()> {
     if s.group_clause.is_empty() && !has_aggregates {
         if !plain_distinct {
             return None;
         }
-        for t in &targets {
+        for t in targets {
             b.group_key(t.val.as_deref()?);
         }
     }
     for item in &s.group_clause {
-        let expr = match item.node.as_ref() {
-            Some(NodeEnum::AConst(c)) => match &c.val {
-                Some(a_const::Val::Ival(i)) if i.ival >= 1 => {
-                    targets.get(i.ival as usize - 1)?.val.as_deref()?
-                }
-                _ => return None,
-            },
-            Some(NodeEnum::ColumnRef(_))
-                if bare_name(item).is_some_and(|n| targets.iter().any(|t| t.name == n)) =>
-            {
-                // PostgreSQL reads a GROUP BY name as an input column first: which it is
-                // here depends on the tables' columns.
-                return None;
-            }
-            Some(NodeEnum::GroupingSet(_)) => return None,
-            Some(_) => item,
-            None => return None,
-        };
+        let expr = group_by_expr(item, targets)?;
         if contains_aggregate(Some(expr)) {
             return None;
         }
         b.group_key(expr);
     }
+    Some(())
+}
 
-    // The combining statement's select list, HAVING and ORDER BY over the partial columns.
+/// The expression a GROUP BY item stands for (a position means that output's expression), or
+/// `None` for what is not decomposed: grouping sets, a name that may be an input column.
+fn group_by_expr<'a>(item: &'a Node, targets: &[&'a ResTarget]) -> Option<&'a Node> {
+    match item.node.as_ref() {
+        Some(NodeEnum::AConst(c)) => match &c.val {
+            Some(a_const::Val::Ival(i)) if i.ival >= 1 => {
+                targets.get(i.ival as usize - 1)?.val.as_deref()
+            }
+            _ => None,
+        },
+        Some(NodeEnum::ColumnRef(_))
+            if bare_name(item).is_some_and(|n| targets.iter().any(|t| t.name == n)) =>
+        {
+            // PostgreSQL reads a GROUP BY name as an input column first: which it is
+            // here depends on the tables' columns.
+            None
+        }
+        Some(NodeEnum::GroupingSet(_)) => None,
+        Some(_) => Some(item),
+        None => None,
+    }
+}
+
+/// The combining statement's select list over the partial columns, each output named as the
+/// client's statement names it, so the client sees the column names it would without shards.
+fn combine_targets(b: &mut Builder, targets: &[&ResTarget]) -> Option<Vec<Node>> {
     let mut combine_targets = Vec::with_capacity(targets.len());
-    for t in &targets {
+    for t in targets {
         let val = t.val.as_deref()?;
         let name = if t.name.is_empty() {
             figure_name(val)?
@@ -118,10 +172,12 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
         let rewritten = b.rewrite(val)?;
         combine_targets.push(res_target(&name, rewritten));
     }
-    let having = match s.having_clause.as_deref() {
-        Some(h) => Some(Box::new(b.rewrite(h)?)),
-        None => None,
-    };
+    Some(combine_targets)
+}
+
+/// The combining statement's ORDER BY: a position or an output name refers to the combining
+/// statement's own outputs and stays as written; other expressions are rewritten.
+fn combine_sort(b: &mut Builder, s: &SelectStmt, combine_targets: &[Node]) -> Option<Vec<Node>> {
     let output_names: Vec<String> = combine_targets
         .iter()
         .filter_map(|t| match t.node.as_ref() {
@@ -144,11 +200,12 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
             node: Some(NodeEnum::SortBy(Box::new(sb))),
         });
     }
-    if b.failed {
-        return None;
-    }
+    Some(sort)
+}
 
-    // The shards' statement.
+/// The shards' statement and the client's parameters it uses: grouped by the group keys and
+/// DISTINCT arguments, so each shard sends one row per group with its partial aggregates.
+fn shard_statement(b: &Builder, s: &SelectStmt) -> Option<(String, Vec<usize>)> {
     let mut shard_targets = Vec::new();
     for (i, g) in b.groups.iter().enumerate() {
         shard_targets.push(res_target(&format!("g{}", i + 1), g.clone()));
@@ -170,13 +227,24 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
         op: SetOperation::SetopNone as i32,
         ..Default::default()
     };
-    let (select, params) = crate::sql::params::renumber(&deparse_select(shard)?).ok()?;
+    crate::sql::params::renumber(&deparse_select(shard)?).ok()
+}
 
+/// The combining statement over [`PARTIAL_TABLE`], grouped by the group keys again: the
+/// shards' rows of one group become one, to which the client's later clauses apply.
+fn combine_statement(
+    b: &Builder,
+    s: &SelectStmt,
+    has_aggregates: bool,
+    target_list: Vec<Node>,
+    having_clause: Option<Box<Node>>,
+    sort_clause: Vec<Node>,
+) -> Option<String> {
     let combine_groups: Vec<Node> = (1..=b.groups.len())
         .map(|i| column(&format!("g{i}")))
         .collect();
     let combine = SelectStmt {
-        target_list: combine_targets,
+        target_list,
         from_clause: vec![Node {
             node: Some(NodeEnum::RangeVar(RangeVar {
                 schemaname: "pg_temp".into(),
@@ -192,8 +260,8 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
         } else {
             combine_groups
         },
-        having_clause: having,
-        sort_clause: sort,
+        having_clause,
+        sort_clause,
         limit_count: s.limit_count.clone(),
         limit_offset: s.limit_offset.clone(),
         limit_option: s.limit_option,
@@ -201,19 +269,7 @@ pub(super) fn plan_partial(s: &SelectStmt) -> Option<PartialPlan> {
         op: SetOperation::SetopNone as i32,
         ..Default::default()
     };
-    let combine = deparse_select(combine)?;
-    let first_partial = b.groups.len() + b.distinct.len();
-    Some(PartialPlan {
-        select,
-        params,
-        combine,
-        typed: b
-            .typed
-            .iter()
-            .map(|&p| (placeholder(p), first_partial + p))
-            .collect(),
-        exact_sums: b.exact_sums.iter().map(|&p| first_partial + p).collect(),
-    })
+    deparse_select(combine)
 }
 
 /// What the rewrite of the client's expressions collects.
