@@ -41,8 +41,7 @@ pub async fn run<H: Host>(
         let bound_waits = bound_lock_waits(shared.config);
         host.links().begin_on(&order, &bound_waits).await?;
     }
-    let running = host.links().parked.cancel_keys();
-    host.cancel_reaches(running);
+    host.cancel_reaches_parked();
     let origin = gather::Origin {
         shards: &multi.shards,
         control: shared.control,

@@ -38,6 +38,13 @@ pub trait Host: Send {
     /// A CancelRequest from the client reaches `running` too (nothing: no longer).
     fn cancel_reaches(&mut self, running: Vec<(ShardId, CancelKey)>);
 
+    /// A CancelRequest from the client reaches every parked connection, while a statement runs
+    /// on them (an idle one ignores it).
+    fn cancel_reaches_parked(&mut self) {
+        let running = self.links().parked.cancel_keys();
+        self.cancel_reaches(running);
+    }
+
     /// The session's span, for what a statement logs.
     fn span(&self) -> &tracing::Span;
 
@@ -82,9 +89,7 @@ pub async fn run_on_shards<H: Host>(
     combine: &Combine,
 ) -> Result<Combined, H::Error> {
     let order = host.join(shards).await?;
-    let links = host.links();
-    let running = links.parked.cancel_keys();
-    host.cancel_reaches(running);
+    host.cancel_reaches_parked();
     let links = host.links();
     let mut conns = links.parked.conns_at(&order);
     let origin = gather::Origin {

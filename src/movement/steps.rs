@@ -231,8 +231,7 @@ impl<H: Host> Mover<'_, H> {
             opening.push(opened);
             fresh.push(parsed);
         }
-        let running = self.host.links().parked.cancel_keys();
-        self.host.cancel_reaches(running);
+        self.host.cancel_reaches_parked();
         let result = self.host.links().parked.exchange(&at, &messages).await;
         self.host.cancel_reaches(Vec::new());
         let mut replies = result?;
