@@ -457,3 +457,49 @@ async fn date_is_postgres_date_unless_the_configuration_asks_for_oracle_dates() 
         assert_nowhere(table).await;
     }
 }
+
+#[tokio::test]
+async fn partition_by_reference_takes_the_name_postgresql_gives_an_unnamed_foreign_key() {
+    let proxy = TestProxy::start();
+    let client = proxy.connect().await;
+    run(
+        &client,
+        "CREATE SHARDED TABLE fkn_root (id bigint PRIMARY KEY) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS 4",
+    )
+    .await;
+    run(
+        &client,
+        "CREATE SHARDED TABLE fkn_child (root_id bigint, n int, PRIMARY KEY (root_id, n), \
+         FOREIGN KEY (root_id) REFERENCES fkn_root (id)) PARTITION BY REFERENCE (fkn_child_root_id_fkey)",
+    )
+    .await;
+    for (i, chunks) in [(0, [0, 2]), (1, [1, 3])] {
+        let shard = shards().connect(i).await;
+        // The child's chunks sit with its parent's, and each shard named the key as the
+        // statement did (the clones for the referenced table's partitions have a parent).
+        assert_eq!(
+            tree(&shard, "fkn_child").await,
+            hash_tree("fkn_child", 4, &chunks)
+        );
+        assert_eq!(
+            rows(
+                &shard,
+                "SELECT conname FROM pg_constraint WHERE conrelid = \
+                 'public.fkn_child'::regclass AND contype = 'f' AND conparentid = 0"
+            )
+            .await,
+            [["fkn_child_root_id_fkey"]]
+        );
+    }
+    run(
+        &client,
+        "INSERT INTO fkn_root VALUES (7); INSERT INTO fkn_child VALUES (7, 1)",
+    )
+    .await;
+    let e = refused(&client, "INSERT INTO fkn_child VALUES (8, 1)").await;
+    assert_eq!(e.code(), &SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(e.constraint(), Some("fkn_child_root_id_fkey"));
+    run(&client, "DROP TABLE fkn_child").await;
+    run(&client, "DROP TABLE fkn_root").await;
+}

@@ -140,6 +140,45 @@ impl CreateTable {
         })
     }
 
+    /// Each foreign key with its name: as declared, or the one PostgreSQL gives it (a later
+    /// unnamed one on the same columns gets `…_fkey1`, as PostgreSQL numbers them), so that
+    /// `PARTITION BY REFERENCE` can name either.
+    pub fn foreign_keys(&self) -> Vec<(&TableConstraint, String)> {
+        let mut taken: Vec<String> = self
+            .constraints
+            .iter()
+            .filter_map(|c| c.name.as_ref().map(|n| n.value.clone()))
+            .collect();
+        let mut named = Vec::new();
+        for c in &self.constraints {
+            let ConstraintBody::ForeignKey { columns, .. } = &c.body else {
+                continue;
+            };
+            let name = match &c.name {
+                Some(n) => n.value.clone(),
+                None => {
+                    let columns: Vec<&str> = columns.iter().map(|i| i.value.as_str()).collect();
+                    let table = &self.name.name().value;
+                    let mut pass = 0;
+                    loop {
+                        let label = match pass {
+                            0 => "fkey".to_owned(),
+                            n => format!("fkey{n}"),
+                        };
+                        let name = super::naming::foreign_key_name(table, &columns, &label);
+                        if !taken.contains(&name) {
+                            break name;
+                        }
+                        pass += 1;
+                    }
+                }
+            };
+            taken.push(name.clone());
+            named.push((c, name));
+        }
+        named
+    }
+
     pub fn column(&self, name: &str) -> Option<&ColumnDef> {
         self.columns.iter().find(|c| c.name.value == name)
     }

@@ -364,13 +364,14 @@ fn reference_layout(
     constraint: &Ident,
     key_column: &dyn Fn(&str) -> KeyColumn,
 ) -> Result<TableLayout, RewriteError> {
-    let fk = foreign_keys
+    let named = table.foreign_keys();
+    let fk = named
         .iter()
-        .find(|fk| {
-            fk.constraint
-                .name
-                .as_ref()
-                .is_some_and(|n| n.value == constraint.value)
+        .find(|(_, name)| *name == constraint.value)
+        .and_then(|(c, _)| {
+            foreign_keys
+                .iter()
+                .find(|fk| std::ptr::eq(fk.constraint, *c))
         })
         .ok_or_else(|| RewriteError::UndefinedTable {
             table: constraint.value.clone(),

@@ -193,6 +193,24 @@ fn families_nest_three_levels_and_parent_clause_maps_columns_in_order() {
     assert_eq!(notes.layout.chunks.as_ref().unwrap().modulus(), 3);
 }
 
+#[test]
+fn partition_by_reference_names_an_unnamed_foreign_key_as_postgresql_names_it() {
+    let mut c = ctx();
+    add(&mut c, "CREATE SHARDED TABLE accounts (id integer PRIMARY KEY) PARTITION BY CONSISTENT HASH (id) PARTITIONS 3");
+    let orders = add(&mut c, "CREATE SHARDED TABLE orders (acct bigint, no int, PRIMARY KEY (acct, no), FOREIGN KEY (acct) REFERENCES accounts (id)) PARTITION BY REFERENCE (orders_acct_fkey)");
+    let f = orders.layout.family.as_ref().unwrap();
+    assert_eq!(f.root.name, "accounts");
+    assert_eq!(f.column_map, [("acct".into(), "id".into())]);
+    // The shards get the constraint unnamed, and name it the same.
+    assert!(!shard(&orders, 0)[0].contains("CONSTRAINT"));
+    // A second unnamed key on the same columns is PostgreSQL's `…_fkey1`.
+    let notes = add(&mut c, "CREATE SHARDED TABLE notes (acct bigint PRIMARY KEY, FOREIGN KEY (acct) REFERENCES accounts (id), FOREIGN KEY (acct) REFERENCES accounts (id)) PARTITION BY REFERENCE (notes_acct_fkey1)");
+    assert_eq!(notes.layout.family.as_ref().unwrap().root.name, "accounts");
+    let refused = parse("CREATE SHARDED TABLE memos (acct bigint PRIMARY KEY, FOREIGN KEY (acct) REFERENCES accounts (id)) PARTITION BY REFERENCE (memos_fkey)");
+    let e = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("must name a FOREIGN KEY constraint"), "{e}");
+}
+
 const COMPOSITE_RANGE: &str = "CREATE SHARDED TABLE customers (
 cust_id     NUMBER NOT NULL,
 Name    VARCHAR2(50) NOT NULL,

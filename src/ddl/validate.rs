@@ -82,10 +82,10 @@ fn check_reference_names_foreign_key(
     table: &CreateTable,
     constraint: &Ident,
 ) -> Result<(), DdlError> {
-    let is_fk = table.constraints.iter().any(|c| {
-        matches!(c.body, ConstraintBody::ForeignKey { .. })
-            && c.name.as_ref().is_some_and(|n| n.value == constraint.value)
-    });
+    let is_fk = table
+        .foreign_keys()
+        .iter()
+        .any(|(_, name)| *name == constraint.value);
     if is_fk {
         Ok(())
     } else {
