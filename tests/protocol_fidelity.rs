@@ -185,9 +185,44 @@ async fn signal_functions_act_on_the_session_the_proxy_gave_the_pid() {
         [common::raw::Reply::Error(SqlState::ADMIN_SHUTDOWN)]
     );
 
+    // The pid bound as a parameter, as drivers send it (binary int4 here).
+    let mut victim = through_proxy(&proxy, &[]).await.unwrap();
+    victim.query("SELECT pg_sleep(30)").flush().await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let canceled: bool = admin
+        .query_one("SELECT pg_cancel_backend($1)", &[&victim.pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(canceled);
+    let replies = victim.until_ready().await;
+    assert!(
+        replies.contains(&common::raw::Reply::Error(SqlState::QUERY_CANCELED)),
+        "{replies:?}"
+    );
+    let gone = admin
+        .query_one(
+            "SELECT pg_terminate_backend($1::int4) AS gone",
+            &[&victim.pid],
+        )
+        .await
+        .unwrap();
+    assert_eq!(gone.columns()[0].name(), "gone");
+    assert!(gone.get::<_, bool>(0));
+    assert_eq!(
+        victim.until_closed().await,
+        [common::raw::Reply::Error(SqlState::ADMIN_SHUTDOWN)]
+    );
+
     // A pid the proxy did not give goes to a shard, where it names no process.
     let unknown: bool = admin
         .query_one("SELECT pg_cancel_backend(1)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!unknown);
+    let unknown: bool = admin
+        .query_one("SELECT pg_cancel_backend($1)", &[&1i32])
         .await
         .unwrap()
         .get(0);

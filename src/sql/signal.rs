@@ -1,6 +1,7 @@
 //! `SELECT pg_cancel_backend(pid)` and `SELECT pg_terminate_backend(pid)` on their own, with a
-//! constant pid: when the pid is one the proxy gave a client (its BackendKeyData), the proxy
-//! signals that client's session itself, since the pid names no process on any shard.
+//! constant pid or one bound as a parameter (`$1`, as drivers send it): when the pid is one the
+//! proxy gave a client (its BackendKeyData), the proxy signals that client's session itself,
+//! since the pid names no process on any shard.
 
 use pg_query::protobuf::{a_const, Node};
 use pg_query::NodeEnum;
@@ -22,10 +23,18 @@ impl Signal {
     }
 }
 
+/// The pid a call names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pid {
+    Given(i32),
+    /// The Bind's parameter at this index (0-based).
+    Param(usize),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignalCall {
     pub signal: Signal,
-    pub pid: i32,
+    pub pid: Pid,
     /// The result column's name: the function's, or the alias.
     pub result_name: String,
 }
@@ -40,8 +49,8 @@ pub fn mentions_signal(sql: &[u8]) -> bool {
     })
 }
 
-/// The call, when `sql` is one SELECT of one of the functions with a constant pid and nothing
-/// else (no FROM, WHERE, other columns …).
+/// The call, when `sql` is one SELECT of one of the functions with a constant pid or a
+/// parameter and nothing else (no FROM, WHERE, other columns …).
 pub fn signal_call(sql: &str) -> Option<SignalCall> {
     let parsed = pg_query::parse(sql, 0).ok()?;
     let [raw] = parsed.protobuf.stmts.as_slice() else {
@@ -96,7 +105,7 @@ pub fn signal_call(sql: &str) -> Option<SignalCall> {
     if !plain_call || !arity_fits {
         return None;
     }
-    let pid = integer_constant(f.args.first()?)?;
+    let pid = pid_argument(f.args.first()?)?;
     let result_name = if res.name.is_empty() {
         signal.function().to_owned()
     } else {
@@ -109,9 +118,10 @@ pub fn signal_call(sql: &str) -> Option<SignalCall> {
     })
 }
 
-/// `123`, `'123'`, or either cast to an integer type.
-fn integer_constant(node: &Node) -> Option<i32> {
+/// `123`, `'123'`, `$n`, or any of them cast to an integer type.
+fn pid_argument(node: &Node) -> Option<Pid> {
     match node.node.as_ref()? {
+        NodeEnum::ParamRef(p) => Some(Pid::Param(usize::try_from(p.number).ok()?.checked_sub(1)?)),
         NodeEnum::TypeCast(t) => {
             let type_name = t.type_name.as_ref()?;
             let last = type_name.names.last()?;
@@ -121,11 +131,11 @@ fn integer_constant(node: &Node) -> Option<i32> {
             if !matches!(s.sval.as_str(), "int4" | "int2" | "int8" | "integer") {
                 return None;
             }
-            integer_constant(t.arg.as_deref()?)
+            pid_argument(t.arg.as_deref()?)
         }
         NodeEnum::AConst(c) => match c.val.as_ref()? {
-            a_const::Val::Ival(i) => Some(i.ival),
-            a_const::Val::Sval(s) => s.sval.trim().parse().ok(),
+            a_const::Val::Ival(i) => Some(Pid::Given(i.ival)),
+            a_const::Val::Sval(s) => s.sval.trim().parse().ok().map(Pid::Given),
             _ => None,
         },
         _ => None,
@@ -140,15 +150,23 @@ mod tests {
     fn recognises_the_calls_with_a_constant_pid() {
         let call = signal_call("SELECT pg_cancel_backend(4242)").unwrap();
         assert_eq!(call.signal, Signal::Cancel);
-        assert_eq!(call.pid, 4242);
+        assert_eq!(call.pid, Pid::Given(4242));
         assert_eq!(call.result_name, "pg_cancel_backend");
         let call = signal_call("select PG_CATALOG.Pg_Terminate_Backend(7, 1000) AS gone;").unwrap();
         assert_eq!(call.signal, Signal::Terminate);
-        assert_eq!(call.pid, 7);
+        assert_eq!(call.pid, Pid::Given(7));
         assert_eq!(call.result_name, "gone");
         assert_eq!(
             signal_call("SELECT pg_terminate_backend('12'::int4)").map(|c| c.pid),
-            Some(12)
+            Some(Pid::Given(12))
+        );
+        assert_eq!(
+            signal_call("SELECT pg_cancel_backend($1)").map(|c| c.pid),
+            Some(Pid::Param(0))
+        );
+        assert_eq!(
+            signal_call("SELECT pg_terminate_backend($2::int4, $1)").map(|c| c.pid),
+            Some(Pid::Param(1))
         );
     }
 
@@ -156,7 +174,7 @@ mod tests {
     fn leaves_every_other_shape_to_the_shards() {
         for sql in [
             "SELECT pg_cancel_backend(pid) FROM pg_stat_activity",
-            "SELECT pg_cancel_backend($1)",
+            "SELECT pg_cancel_backend($0)",
             "SELECT pg_cancel_backend(1), 2",
             "SELECT pg_cancel_backend(1) WHERE false",
             "SELECT pg_cancel_backend(1); SELECT 1",

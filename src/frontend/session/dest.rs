@@ -20,6 +20,7 @@ use crate::router::plan::{Plan, UtilityKind};
 use crate::router::route::{self as routing, Params, Route};
 use crate::sql::classify::{first_keyword, keyword};
 use crate::sql::quote::quote_ident;
+use crate::sql::signal::SignalCall;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 
@@ -71,6 +72,8 @@ pub(super) enum Dest {
 pub(super) struct LocalPortal {
     pub portal: Box<[u8]>,
     pub sql: Vec<u8>,
+    /// A signal call whose pid the Bind gave (the text has a parameter there).
+    pub bound_signal: Option<SignalCall>,
 }
 
 /// `count` values of `table`'s generated key `column`, taken before the INSERT is routed.
@@ -404,10 +407,17 @@ impl Session {
         if *self.routing.not_local == *text {
             return None;
         }
+        let mut bound_signal = None;
         let is_local = match local_kind(text) {
             Some(LocalKind::Show) => admin::parse(text).is_some(),
             Some(LocalKind::Ddl) => ddl::recognise(text, &self.ctx.catalog.snapshot()).is_some(),
-            Some(LocalKind::Signal) => self.proxy_signal(text).is_some(),
+            Some(LocalKind::Signal) => match &parsed {
+                ClientFrame::Bind { rest, .. } if self.proxy_signal(text).is_none() => {
+                    bound_signal = self.proxy_signal_bound(text, rest).map(|(call, _)| call);
+                    bound_signal.is_some()
+                }
+                _ => self.proxy_signal(text).is_some(),
+            },
             None => {
                 // Only this answer depends on the text alone, not on the catalog or sessions.
                 self.routing.not_local.clear();
@@ -424,6 +434,7 @@ impl Session {
             ClientFrame::Bind { portal, .. } => Some(Dest::LocalPortal(Box::new(LocalPortal {
                 portal: portal.into(),
                 sql,
+                bound_signal,
             }))),
             _ => Some(Dest::LocalDescribe(sql.into())),
         }

@@ -233,8 +233,15 @@ impl Session {
             }
             Dest::Portal => return self.answer_portal(frame, client).await.map(|()| None),
             Dest::LocalPortal(local) => {
-                let super::dest::LocalPortal { portal, sql } = *local;
-                return self.run_local_portal(portal, &sql).await.map(|()| None);
+                let super::dest::LocalPortal {
+                    portal,
+                    sql,
+                    bound_signal,
+                } = *local;
+                return self
+                    .run_local_portal(portal, &sql, bound_signal)
+                    .await
+                    .map(|()| None);
             }
             Dest::LocalDescribe(sql) => return self.describe_local(&sql).await.map(|()| None),
             Dest::InsertSelect(plan) => {

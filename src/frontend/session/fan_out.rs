@@ -13,6 +13,7 @@ use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::ClientFrame;
 use crate::protocol::{self, Frame, MessageBuilder, TxStatus};
+use crate::sql::signal::SignalCall;
 use bytes::BytesMut;
 use tracing::Instrument;
 
@@ -140,15 +141,20 @@ impl Session {
         &mut self,
         portal: Box<[u8]>,
         sql: &[u8],
+        bound_signal: Option<SignalCall>,
     ) -> Result<(), SessionError> {
         self.drain_current().await?;
-        let Some(kind) = local_kind(sql) else {
-            return Ok(());
-        };
-        let span = self.span.clone();
-        let reply = Box::pin(self.answer_locally(sql, kind).instrument(span))
-            .await
-            .unwrap_or_default();
+        let reply = match bound_signal {
+            Some(call) => self.answer_signal_call(call),
+            None => {
+                let Some(kind) = local_kind(sql) else {
+                    return Ok(());
+                };
+                let span = self.span.clone();
+                Box::pin(self.answer_locally(sql, kind).instrument(span)).await
+            }
+        }
+        .unwrap_or_default();
         match rows_of_reply(&reply) {
             Ok(rows) => {
                 self.pipeline.push(

@@ -10,7 +10,8 @@ use crate::frontend::cancel::CancelSlot;
 use crate::frontend::context::ServerCtx;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, MessageBuilder};
-use crate::sql::signal::{signal_call, Signal, SignalCall};
+use crate::router::route::BindParts;
+use crate::sql::signal::{signal_call, Pid, Signal, SignalCall};
 use bytes::BytesMut;
 use std::sync::Arc;
 
@@ -38,14 +39,50 @@ impl Session {
     /// The call, when `sql` is one of a pid this proxy gave a session that still runs.
     pub(super) fn proxy_signal(&self, sql: &[u8]) -> Option<(SignalCall, Arc<CancelSlot>)> {
         let call = signal_call(std::str::from_utf8(sql).ok()?)?;
-        let target = self.ctx.cancels.session(call.pid)?;
+        let Pid::Given(pid) = call.pid else {
+            return None;
+        };
+        let target = self.ctx.cancels.session(pid)?;
+        Some((call, target))
+    }
+
+    /// The call of a Bind (`rest`: its parameters and result formats) of `sql` whose pid is a
+    /// parameter, with the pid the Bind gives, when it is one this proxy gave a session that
+    /// still runs.
+    pub(super) fn proxy_signal_bound(
+        &self,
+        sql: &[u8],
+        rest: &[u8],
+    ) -> Option<(SignalCall, Arc<CancelSlot>)> {
+        let mut call = signal_call(std::str::from_utf8(sql).ok()?)?;
+        let Pid::Param(i) = call.pid else {
+            return None;
+        };
+        let parts = BindParts::read(rest).ok()?;
+        let value = parts.values.get(i).copied().flatten()?;
+        let pid = match parts.formats.get(i) {
+            Some(1) => binary_integer(value)?,
+            _ => std::str::from_utf8(value).ok()?.trim().parse().ok()?,
+        };
+        call.pid = Pid::Given(pid);
+        let target = self.ctx.cancels.session(pid)?;
         Some((call, target))
     }
 
     /// Answers a signal call of a proxy pid as a simple query's reply; `None` leaves the call
     /// to the shards.
     pub(super) fn answer_signal(&mut self, sql: &[u8]) -> Option<BytesMut> {
-        let (call, target) = self.proxy_signal(sql)?;
+        let (call, _) = self.proxy_signal(sql)?;
+        self.answer_signal_call(call)
+    }
+
+    /// Answers a call of a pid the proxy gave (`Pid::Given`) as a simple query's reply; `None`
+    /// when no session of it runs any more, which leaves the call to the shards.
+    pub(super) fn answer_signal_call(&mut self, call: SignalCall) -> Option<BytesMut> {
+        let Pid::Given(pid) = call.pid else {
+            return None;
+        };
+        let target = self.ctx.cancels.session(pid)?;
         let mut out = BytesMut::new();
         // As PostgreSQL's role check: a session may signal the sessions of its own user.
         if target.user != self.cancel.slot.user {
@@ -61,7 +98,7 @@ impl Session {
             // The session sees it at its next turn, tells its client, and cancels what still
             // runs for it as it ends.
             Signal::Terminate => {
-                tracing::info!(parent: &self.span, pid = call.pid, "pg_terminate_backend of a client session");
+                tracing::info!(parent: &self.span, pid, "pg_terminate_backend of a client session");
                 target.terminate();
                 if Arc::ptr_eq(&target, &self.cancel.slot) {
                     // Its own end: the FATAL comes instead of a result, as on PostgreSQL.
@@ -78,5 +115,15 @@ impl Session {
         protocol::command_complete(&mut out, "SELECT 1");
         protocol::ready_for_query(&mut out, self.links.status());
         Some(out)
+    }
+}
+
+/// An integer parameter in binary format: int2, int4 or int8 by its length.
+fn binary_integer(value: &[u8]) -> Option<i32> {
+    match value.len() {
+        2 => Some(i32::from(i16::from_be_bytes(value.try_into().ok()?))),
+        4 => Some(i32::from_be_bytes(value.try_into().ok()?)),
+        8 => i32::try_from(i64::from_be_bytes(value.try_into().ok()?)).ok(),
+        _ => None,
     }
 }
