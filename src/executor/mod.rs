@@ -1,5 +1,7 @@
 //! Execution of what the proxy does itself rather than forward: sharding DDL and the DDL that
-//! must reach every shard holding a table, and statements that span several shards (`gather`).
+//! must reach every shard holding a table, and statements that span several shards. Those run
+//! on the session's connections through [`host::Host`], without knowing the session
+//! (docs/architecture.md §6).
 
 pub mod combiner;
 pub mod commit;

@@ -281,7 +281,8 @@ pub enum Ending {
 }
 
 /// Moves the rows of `job` over the session `host`: every step of the move, each on all its
-/// shards at once; see [`Mover::move_rows`].
+/// shards at once; the rows and tag for the client and how the block stands, or why the move
+/// failed (`implicit`: outside a client's block, in one of the statement's own).
 pub async fn move_rows<H: Host>(
     host: &mut H,
     shared: Shared<'_>,

@@ -16,8 +16,8 @@ use bytes::BytesMut;
 /// streams its answer (without it, the answer gathers in the output buffer, which the session
 /// loop writes).
 pub(super) struct SessionHost<'a> {
-    pub(super) session: &'a mut Session,
-    pub(super) client: Option<&'a mut (dyn ClientSocket + Send)>,
+    session: &'a mut Session,
+    client: Option<&'a mut (dyn ClientSocket + Send)>,
 }
 
 impl HostError for SessionError {
