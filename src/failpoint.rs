@@ -2,7 +2,7 @@
 //! stop, so it can check that recovery settles whatever the proxy left behind.
 //!
 //! They exist only in builds with the cargo feature `failpoints` (the test command enables it):
-//! without it [`fail_point!`] expands to nothing and [`FailPoints`] holds nothing, so a release
+//! without it `fail_point!` expands to nothing and [`FailPoints`] holds nothing, so a release
 //! build carries neither the checks nor the code behind them.
 //!
 //! Which point does what comes from the environment variable `SHARDWIRE_FAILPOINTS`, read once

@@ -1,5 +1,5 @@
 //! The shard catalog: which tables exist, how they are sharded, and which shard holds each
-//! chunk. It lives in schema `shardwire_catalog` of the catalog database ([`store`]), shared by
+//! chunk. It lives in schema `shardwire_catalog` of the catalog database (`store`), shared by
 //! every proxy; each proxy keeps an immutable [`Snapshot`] in memory, replaced whole when the
 //! catalog changes (its own writes at once, other proxies' within a second via the watcher).
 

@@ -258,7 +258,7 @@ pub struct Target<'a> {
     pub result_formats: &'a [u8],
 }
 
-/// INSERTs of `rows` (each a value per column, binary) in batches of at most [`MAX_ROWS`]; the
+/// INSERTs of `rows` (each a value per column, binary) in batches of at most `MAX_ROWS`; the
 /// number of statements.
 pub fn insert(out: &mut Statements, into: &Target<'_>, rows: &[Vec<Option<&[u8]>>]) -> usize {
     let width = into.columns.len().max(1);

@@ -91,7 +91,7 @@ impl Coordinator {
     }
 
     /// The shard whose sessions can record a commit decision in their own transaction (see
-    /// [`decision_log::COMMIT_RECORD`]).
+    /// `decision_log::COMMIT_RECORD`).
     pub fn catalog_shard(&self) -> Option<ShardId> {
         self.pools.catalog_shard()
     }

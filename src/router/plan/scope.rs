@@ -10,7 +10,7 @@ use pg_query::NodeEnum;
 /// session's `search_path` when the proxy knows it, else in schema `public`.
 ///
 /// It dereferences to the snapshot; a text planned inside another's plan goes through
-/// [`super::plan_scoped`] with the scope, not [`super::plan`] with the snapshot, which would lose
+/// `plan_scoped` with the scope, not [`super::plan`] with the snapshot, which would lose
 /// the path.
 pub struct Scope<'a> {
     pub(super) snapshot: &'a Snapshot,
