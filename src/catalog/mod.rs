@@ -6,6 +6,7 @@
 pub mod keys;
 mod load;
 pub mod model;
+mod schema;
 mod snapshot;
 mod store;
 mod watch;
@@ -166,7 +167,7 @@ impl Catalog {
             has_tables: Default::default(),
             version: Default::default(),
         };
-        store::migrate_and_sync(&mut *catalog.client().await?, config).await?;
+        schema::migrate_and_sync(&mut *catalog.client().await?, config).await?;
         let snapshot = catalog.reload().await?;
         tracing::info!(
             endpoint = %catalog.endpoint,
@@ -364,7 +365,7 @@ impl Catalog {
     async fn client(&self) -> Result<MappedMutexGuard<'_, Client>, CatalogError> {
         let mut guard = self.client.lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = Some(store::connect(&self.endpoint, self.connect_timeout).await?);
+            *guard = Some(schema::connect(&self.endpoint, self.connect_timeout).await?);
         }
         Ok(MutexGuard::map(guard, |c| {
             c.as_mut().expect("connected just above")
