@@ -139,15 +139,6 @@ struct GeneralPath<'a, H: Host> {
 }
 
 impl<H: Host> GeneralPath<'_, H> {
-    async fn run_on_shards(
-        &mut self,
-        shards: &[ShardId],
-        work: Work<'_>,
-        combine: &Combine,
-    ) -> Result<Combined, H::Error> {
-        run_on_shards(self.host, self.shared, shards, work, combine).await
-    }
-
     /// Every table's rows read whole into the combining step.
     async fn combine_pulls(&mut self, job: &CombineJob) -> Result<Answered, H::Error> {
         let plan = &*job.plan;
@@ -183,9 +174,14 @@ impl<H: Host> GeneralPath<'_, H> {
         let implicit = self.host.links().status() == TxStatus::Idle;
         if implicit {
             let begin = vec!["BEGIN".to_string(); shards.len()];
-            if let f @ Combined::Failed { .. } = self
-                .run_on_shards(shards, Work::Simple(&begin), &select())
-                .await?
+            if let f @ Combined::Failed { .. } = run_on_shards(
+                self.host,
+                self.shared,
+                shards,
+                Work::Simple(&begin),
+                &select(),
+            )
+            .await?
             {
                 self.host.links().end_open_blocks("ROLLBACK").await?;
                 return Ok(Answered::Combined(f));
@@ -209,13 +205,14 @@ impl<H: Host> GeneralPath<'_, H> {
         shards: &[ShardId],
     ) -> Result<Answered, H::Error> {
         // The client's settings, as its connection to the first shard has them.
-        let settings = match self
-            .run_on_shards(
-                &shards[..1],
-                Work::Simple(&[SETTINGS_SQL.to_string()]),
-                &select(),
-            )
-            .await?
+        let settings = match run_on_shards(
+            self.host,
+            self.shared,
+            &shards[..1],
+            Work::Simple(&[SETTINGS_SQL.to_string()]),
+            &select(),
+        )
+        .await?
         {
             Combined::Rows(r) => r.rows,
             f @ Combined::Failed { .. } => return Ok(Answered::Combined(f)),
@@ -468,7 +465,9 @@ impl<H: Host> GeneralPath<'_, H> {
         declare: Work<'_>,
         pulled: &mut u64,
     ) -> Result<Option<Combined>, H::Error> {
-        if let f @ Combined::Failed { .. } = self.run_on_shards(shards, declare, &select()).await? {
+        if let f @ Combined::Failed { .. } =
+            run_on_shards(self.host, self.shared, shards, declare, &select()).await?
+        {
             return Ok(Some(f));
         }
         let copy = format!("COPY {temp} FROM STDIN (FORMAT binary)");
@@ -479,9 +478,14 @@ impl<H: Host> GeneralPath<'_, H> {
         let limit = self.shared.config.queries.combine_row_limit;
         let fetch = vec![format!("FETCH {FETCH_ROWS} FROM {CURSOR}"); shards.len()];
         loop {
-            let rows = match self
-                .run_on_shards(shards, Work::Simple(&fetch), &select())
-                .await?
+            let rows = match run_on_shards(
+                self.host,
+                self.shared,
+                shards,
+                Work::Simple(&fetch),
+                &select(),
+            )
+            .await?
             {
                 Combined::Rows(r) => r.rows,
                 f @ Combined::Failed { .. } => return Ok(Some(f)),
@@ -501,9 +505,14 @@ impl<H: Host> GeneralPath<'_, H> {
             return Ok(Some(failed(error)));
         }
         let close = vec![format!("CLOSE {CURSOR}"); shards.len()];
-        match self
-            .run_on_shards(shards, Work::Simple(&close), &select())
-            .await?
+        match run_on_shards(
+            self.host,
+            self.shared,
+            shards,
+            Work::Simple(&close),
+            &select(),
+        )
+        .await?
         {
             f @ Combined::Failed { .. } => Ok(Some(f)),
             Combined::Rows(_) => Ok(None),

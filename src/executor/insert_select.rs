@@ -54,15 +54,6 @@ struct InsertSelectRun<'a, H: Host> {
 }
 
 impl<H: Host> InsertSelectRun<'_, H> {
-    async fn run_on_shards(
-        &mut self,
-        shards: &[ShardId],
-        work: Work<'_>,
-        combine: &Combine,
-    ) -> Result<Combined, H::Error> {
-        run_on_shards(self.host, self.shared, shards, work, combine).await
-    }
-
     async fn run(&mut self, plan: &ShardedPlan) -> Result<Option<Combined>, H::Error> {
         let Some(job) = plan.insert_select.as_deref() else {
             return Ok(None);
@@ -123,8 +114,7 @@ impl<H: Host> InsertSelectRun<'_, H> {
             rows: Vec::new(),
         };
         let sql = vec![sql; shards.len()];
-        let rows = match self
-            .run_on_shards(&shards, Work::Simple(&sql), &select)
+        let rows = match run_on_shards(self.host, self.shared, &shards, Work::Simple(&sql), &select)
             .await?
         {
             Combined::Rows(r) => r.rows,
@@ -166,9 +156,14 @@ impl<H: Host> InsertSelectRun<'_, H> {
         let failure = 'run: {
             if implicit {
                 let begin = vec!["BEGIN".to_string(); sources.len()];
-                let begun = self
-                    .run_on_shards(sources, Work::Simple(&begin), &select)
-                    .await?;
+                let begun = run_on_shards(
+                    self.host,
+                    self.shared,
+                    sources,
+                    Work::Simple(&begin),
+                    &select,
+                )
+                .await?;
                 if let f @ Combined::Failed { .. } = begun {
                     break 'run Some(f);
                 }
@@ -176,16 +171,26 @@ impl<H: Host> InsertSelectRun<'_, H> {
             for &source in sources {
                 let declare = [format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {sql}")];
                 let fetch = [format!("FETCH {SLICE_ROWS} FROM {CURSOR}")];
-                let declared = self
-                    .run_on_shards(&[source], Work::Simple(&declare), &select)
-                    .await?;
+                let declared = run_on_shards(
+                    self.host,
+                    self.shared,
+                    &[source],
+                    Work::Simple(&declare),
+                    &select,
+                )
+                .await?;
                 if let f @ Combined::Failed { .. } = declared {
                     break 'run Some(f);
                 }
                 loop {
-                    let rows = match self
-                        .run_on_shards(&[source], Work::Simple(&fetch), &select)
-                        .await?
+                    let rows = match run_on_shards(
+                        self.host,
+                        self.shared,
+                        &[source],
+                        Work::Simple(&fetch),
+                        &select,
+                    )
+                    .await?
                     {
                         Combined::Rows(r) => {
                             notices.extend_from_slice(&r.notices);
@@ -209,9 +214,14 @@ impl<H: Host> InsertSelectRun<'_, H> {
                     }
                 }
                 let close = [format!("CLOSE {CURSOR}")];
-                let closed = self
-                    .run_on_shards(&[source], Work::Simple(&close), &select)
-                    .await?;
+                let closed = run_on_shards(
+                    self.host,
+                    self.shared,
+                    &[source],
+                    Work::Simple(&close),
+                    &select,
+                )
+                .await?;
                 if let f @ Combined::Failed { .. } = closed {
                     break 'run Some(f);
                 }
@@ -242,8 +252,14 @@ impl<H: Host> InsertSelectRun<'_, H> {
             merge: Default::default(),
             rows: Vec::new(),
         };
-        self.run_on_shards(&shards, Work::Batches(&messages), &insert)
-            .await
+        run_on_shards(
+            self.host,
+            self.shared,
+            &shards,
+            Work::Batches(&messages),
+            &insert,
+        )
+        .await
     }
 }
 
