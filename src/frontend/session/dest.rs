@@ -72,7 +72,7 @@ pub(super) enum Dest {
 pub(super) struct LocalPortal {
     pub portal: Box<[u8]>,
     pub sql: Vec<u8>,
-    /// A signal call whose pid the Bind gave (the text has a parameter there).
+    /// A signal call, with its pid as the text or the Bind gives it.
     pub bound_signal: Option<SignalCall>,
 }
 
@@ -412,8 +412,8 @@ impl Session {
             Some(LocalKind::Show) => admin::parse(text).is_some(),
             Some(LocalKind::Ddl) => ddl::recognise(text, &self.ctx.catalog.snapshot()).is_some(),
             Some(LocalKind::Signal) => match &parsed {
-                ClientFrame::Bind { rest, .. } if self.proxy_signal(text).is_none() => {
-                    bound_signal = self.proxy_signal_bound(text, rest).map(|(call, _)| call);
+                ClientFrame::Bind { rest, .. } => {
+                    bound_signal = self.proxy_signal_at_bind(text, rest).map(|(call, _)| call);
                     bound_signal.is_some()
                 }
                 _ => self.proxy_signal(text).is_some(),

@@ -46,23 +46,25 @@ impl Session {
         Some((call, target))
     }
 
-    /// The call of a Bind (`rest`: its parameters and result formats) of `sql` whose pid is a
-    /// parameter, with the pid the Bind gives, when it is one this proxy gave a session that
+    /// The call of a Bind (`rest`: its parameters and result formats) of `sql`, its pid given
+    /// in the text or by the Bind's parameter, when it is one this proxy gave a session that
     /// still runs.
-    pub(super) fn proxy_signal_bound(
+    pub(super) fn proxy_signal_at_bind(
         &self,
         sql: &[u8],
         rest: &[u8],
     ) -> Option<(SignalCall, Arc<CancelSlot>)> {
         let mut call = signal_call(std::str::from_utf8(sql).ok()?)?;
-        let Pid::Param(i) = call.pid else {
-            return None;
-        };
-        let parts = BindParts::read(rest).ok()?;
-        let value = parts.values.get(i).copied().flatten()?;
-        let pid = match parts.formats.get(i) {
-            Some(1) => binary_integer(value)?,
-            _ => std::str::from_utf8(value).ok()?.trim().parse().ok()?,
+        let pid = match call.pid {
+            Pid::Given(pid) => pid,
+            Pid::Param(i) => {
+                let parts = BindParts::read(rest).ok()?;
+                let value = parts.values.get(i).copied().flatten()?;
+                match parts.formats.get(i) {
+                    Some(1) => binary_integer(value)?,
+                    _ => std::str::from_utf8(value).ok()?.trim().parse().ok()?,
+                }
+            }
         };
         call.pid = Pid::Given(pid);
         let target = self.ctx.cancels.session(pid)?;
