@@ -416,6 +416,121 @@ async fn unqualified_names_follow_the_sessions_search_path() {
     c.batch_execute("DROP TABLE ut_app.amb").await.unwrap();
 }
 
+/// SET and RESET of search_path through the extended protocol (pgjdbc's `setSchema`, any
+/// driver in extended mode) are followed as PostgreSQL makes them: at the Execute, standing
+/// once the batch's Sync finds no error and no block open. A batch that fails after its SET
+/// leaves the path as it was on the shards, and the proxy unsure of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_protocol_search_path_changes_are_followed() {
+    use common::raw::{RawClient, Reply};
+    let proxy = start();
+    let c = proxy.connect().await;
+    c.batch_execute("CREATE SCHEMA IF NOT EXISTS ut_ext")
+        .await
+        .unwrap();
+    c.batch_execute(
+        "CREATE SHARDED TABLE ut_ext.ext_amb (cust_id bigint PRIMARY KEY, name text, \
+         score int) PARTITION BY CONSISTENT HASH (cust_id) PARTITIONS AUTO",
+    )
+    .await
+    .unwrap();
+    fill(&c, "ut_ext.ext_amb").await;
+    create_customers(&c, "ext_amb").await;
+    c.batch_execute("INSERT INTO public.ext_amb VALUES (1, 'p1', 1)")
+        .await
+        .unwrap();
+    let count = "SELECT count(*) FROM ext_amb";
+
+    // Prepared in one batch, executed in the next: the path is ut_ext's after its Sync.
+    let app = proxy.connect().await;
+    app.execute("SET search_path TO ut_ext, public", &[])
+        .await
+        .expect("extended SET");
+    assert_eq!(simple_rows(&app, count).await, [[Some("40".to_string())]]);
+    let keyed: i64 = app
+        .query_one("SELECT count(*) FROM ext_amb WHERE cust_id = $1", &[&7i64])
+        .await
+        .expect("keyed read along the path")
+        .get(0);
+    assert_eq!(keyed, 1);
+    app.execute("SET search_path = public", &[]).await.unwrap();
+    assert_eq!(simple_rows(&app, count).await, [[Some("1".to_string())]]);
+
+    // A batch that fails after its SET: rolled back on the shard, so the proxy must not read
+    // names along the new path; it refuses the ambiguous name until a SET it follows.
+    let mut raw = RawClient::connect(proxy.addr, common::APP, common::APP, common::APP)
+        .await
+        .expect("raw connect");
+    raw.parse("", "SET search_path = ut_ext, public")
+        .bind("", "", &[])
+        .execute("")
+        .parse("", "SELECT 1/0")
+        .bind("", "", &[])
+        .execute("")
+        .sync();
+    let replies = raw.round_trip().await;
+    assert!(
+        replies.contains(&Reply::Error(SqlState::DIVISION_BY_ZERO)),
+        "{replies:?}"
+    );
+    raw.query("SHOW search_path");
+    let shown = raw.round_trip().await;
+    assert!(
+        shown.iter().any(
+            |r| matches!(r, Reply::Row(row) if row[0].as_deref() == Some("\"$user\", public"))
+        ),
+        "the failed batch's SET was rolled back: {shown:?}"
+    );
+    raw.query(count);
+    let refused = raw.round_trip().await;
+    assert!(
+        refused.contains(&Reply::Error(SqlState::FEATURE_NOT_SUPPORTED)),
+        "unsure after a failed batch: {refused:?}"
+    );
+
+    // A RESET through the extended protocol goes back to the startup packet's path, on the
+    // shard as for the router.
+    let (started, conn) = tokio_postgres::connect(
+        &format!("{} options='-c search_path=ut_ext'", proxy.conn_string()),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect with a search_path");
+    tokio::spawn(conn);
+    started
+        .execute("SET search_path = public", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&started, count).await,
+        [[Some("1".to_string())]]
+    );
+    started.execute("RESET search_path", &[]).await.unwrap();
+    let shown: String = started
+        .query_one("SHOW search_path", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(shown, "ut_ext");
+    assert_eq!(
+        simple_rows(&started, count).await,
+        [[Some("40".to_string())]]
+    );
+
+    // Inside a block the SET may still roll back: not followed.
+    app.batch_execute("BEGIN").await.unwrap();
+    app.execute("SET search_path = ut_ext", &[]).await.unwrap();
+    app.batch_execute("ROLLBACK").await.unwrap();
+    let e = app.batch_execute(count).await.expect_err("set in a block");
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{e}");
+
+    for table in ["public.ext_amb", "ut_ext.ext_amb"] {
+        c.batch_execute(&format!("DROP TABLE {table}"))
+            .await
+            .unwrap();
+    }
+}
+
 /// Types, domains and schemas a sharded table's columns use are made, changed and dropped on
 /// every shard, so that the table can be created and written wherever its chunks are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

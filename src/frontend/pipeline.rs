@@ -179,6 +179,11 @@ impl Pipeline {
         }
     }
 
+    /// Whether the next answer owed is a Sync's.
+    pub fn front_is_sync(&self) -> bool {
+        matches!(self.queue.front(), Some(Pending::Sync))
+    }
+
     /// Whether a batch failed before its Sync was sent (once; the flag is cleared).
     pub fn take_failed_batch(&mut self) -> bool {
         std::mem::take(&mut self.failed_batch)

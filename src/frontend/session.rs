@@ -373,9 +373,13 @@ impl Session {
             let handled = self
                 .on_client_frame(Frame::borrowed(&cin[..len]), client)
                 .await;
+            let tag = cin[0];
             consume(&mut cin, len);
             self.input.buf = cin;
             handled?;
+            if tag == b'S' {
+                self.sync_not_sent();
+            }
             len = match self.on_client_data_now()? {
                 ClientStep::Said(said) => return Ok(said),
                 ClientStep::General(len) => len,
@@ -455,6 +459,8 @@ impl Session {
         let mut pos = 0;
         // The frames from `run_start` to `pos` go to the client and are not copied yet.
         let mut run_start = 0;
+        // The status of the last Sync answered, for the search_path changes it settles.
+        let mut synced = None;
         let result = loop {
             let len = match protocol::complete_frame_len(&buf[pos..]) {
                 Ok(Some(len)) => len,
@@ -476,9 +482,17 @@ impl Session {
             }
             let body = &buf[pos + 5..pos + len];
             match tag {
-                b'Z' => link.tx_status = TxStatus::of_ready(body),
+                b'Z' => {
+                    link.tx_status = TxStatus::of_ready(body);
+                    if self.pipeline.front_is_sync() {
+                        synced = Some(link.tx_status);
+                    }
+                }
                 b'S' => conn.note_parameter_status(body),
-                b'E' => self.ctx.metrics.note_shard_error(body),
+                b'E' => {
+                    self.ctx.metrics.note_shard_error(body);
+                    self.batch.paths.failed();
+                }
                 _ => {}
             }
             let disposition = self
@@ -508,6 +522,9 @@ impl Session {
             consume(&mut buf, pos);
         }
         conn.read_buf = buf;
+        if let Some(status) = synced {
+            self.note_ready_path(status);
+        }
         result
     }
 }

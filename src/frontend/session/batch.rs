@@ -15,4 +15,6 @@ pub(super) struct BatchState {
     pub fail_block_at_sync: Option<String>,
     /// How much of `cout` is the proxy's answers to held Parses and nothing else (0: none).
     pub deferred_parse_len: usize,
+    /// search_path changes made through the extended protocol, until they stand.
+    pub paths: super::search_path::ExtendedPaths,
 }

@@ -4,6 +4,7 @@
 
 use super::dest::Dest;
 use super::local::{local_candidate, TextFacts};
+use super::shard_switch::{ends_block, starts_block};
 use super::{Session, SessionError};
 use crate::backend::Settings;
 use crate::catalog::ShardId;
@@ -110,6 +111,10 @@ impl Session {
     /// Records a Parse whose shard its Bind will decide, answering it in its turn.
     pub(super) fn hold_parse(&mut self, parsed: ClientFrame<'_>) {
         if let ClientFrame::Parse { name, query, types } = parsed {
+            let effect = self.batch.parse_effect.session_effect(query);
+            let startup = &self.settings.startup;
+            let changes = changes_settings(query, effect);
+            self.batch.paths.parsed(name, query, changes, startup);
             let only_held = self.cout.len() == self.batch.deferred_parse_len;
             let held = self
                 .statements
@@ -133,6 +138,17 @@ impl Session {
         parsed: ClientFrame<'_>,
         effect: Option<SessionEffect>,
     ) -> Result<(), SessionError> {
+        if self.links.current.is_none() {
+            return Ok(());
+        }
+        let reset_in_batch = match frame.tag {
+            b'E' => {
+                self.note_execute_path(frame);
+                None
+            }
+            b'S' => self.note_sync_path(),
+            _ => None,
+        };
         let Some(link) = self.links.current.as_mut() else {
             return Ok(());
         };
@@ -159,6 +175,10 @@ impl Session {
                 &mut link.out,
                 &mut self.cout,
             );
+            if let Some(reset) = reset_in_batch {
+                // Only where the RESET took effect: the batch may have failed after it.
+                self.restore_startup_settings(&reset, true);
+            }
             return Ok(());
         }
         if matches!(parsed, ClientFrame::Query(_) | ClientFrame::Bind { .. }) {
@@ -173,22 +193,22 @@ impl Session {
             _ => None,
         };
         let mut reset = None;
+        self.note_extended_path(parsed, effect);
         if let Some(effect) = effect {
             if effect.pins && !self.links.pinned {
                 self.links.pinned = true;
                 self.ctx.metrics.pinned_sessions.increment(1);
             }
             if effect.pins || effect.resets {
-                const SET: u128 = keyword(b"set");
-                const RESET: u128 = keyword(b"reset");
                 let sql = match parsed {
                     ClientFrame::Query(sql) | ClientFrame::Parse { query: sql, .. } => sql,
                     _ => &[][..],
                 };
-                self.settings.changed |= effect.pins
-                    && (matches!(first_keyword(sql), SET | RESET)
-                        || memchr::memmem::find(sql, b"set_config").is_some());
-                self.note_search_path(sql, frame.tag == b'Q');
+                // A Parse's changes them at its Execute (`note_execute_path`).
+                self.settings.changed |= frame.tag == b'Q' && changes_settings(sql, effect);
+                if frame.tag == b'Q' {
+                    self.note_search_path(sql, true);
+                }
                 if frame.tag == b'Q' && !self.settings.startup.is_empty() {
                     reset = crate::sql::reset::resets(sql);
                     // What the connection has now is read back before another shard serves
@@ -225,20 +245,61 @@ impl Session {
         if forwarded.is_err() {
             self.batch.skip_until_sync = true;
         } else if let Some(reset) = reset {
-            // PostgreSQL resets to the startup packet's values, the connection to the server's.
-            let restore = super::settings::restore_sql(conn, &self.settings.startup, &reset);
-            if !restore.is_empty() {
-                conn.unnamed = None;
-                protocol::query(&mut link.out, &restore);
-                self.pipeline.push(Pending::Internal, &mut self.cout);
-            }
+            self.restore_startup_settings(&reset, false);
         }
         Ok(())
+    }
+
+    /// Gives back the startup packet's values that a statement just sent reset: PostgreSQL
+    /// resets to them, the connection to the server's. `if_reset`: only to a setting that has
+    /// its reset value then.
+    fn restore_startup_settings(&mut self, reset: &crate::sql::reset::Reset, if_reset: bool) {
+        let Some(link) = self.links.current.as_mut() else {
+            return;
+        };
+        let conn = &mut link.conn.conn;
+        let restore = super::settings::restore_sql(conn, &self.settings.startup, reset, if_reset);
+        if !restore.is_empty() {
+            conn.unnamed = None;
+            protocol::query(&mut link.out, &restore);
+            self.pipeline.push(Pending::Internal, &mut self.cout);
+        }
+    }
+
+    /// What an extended-protocol message on its way to the current connection does to the
+    /// path the session follows (see `search_path::ExtendedPaths`).
+    fn note_extended_path(&mut self, parsed: ClientFrame<'_>, effect: Option<SessionEffect>) {
+        match parsed {
+            ClientFrame::Parse { name, query, .. } => {
+                let changes = effect.is_some_and(|e| changes_settings(query, e));
+                let startup = &self.settings.startup;
+                self.batch.paths.parsed(name, query, changes, startup);
+            }
+            // It replaces the unnamed statement.
+            ClientFrame::Query(_) => {
+                let startup = &self.settings.startup;
+                self.batch.paths.parsed(b"", b"", false, startup);
+            }
+            ClientFrame::Bind {
+                portal, statement, ..
+            } => {
+                self.batch.paths.bound(portal, statement);
+                if self.batch.paths.executed_any()
+                    && self
+                        .executed_text(&parsed)
+                        .is_some_and(|text| starts_block(text) || ends_block(text))
+                {
+                    self.note_block_control_path();
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The client's message cannot be sent anywhere: answer it as PostgreSQL answers a failed
     /// message, and keep the session usable.
     pub(super) fn refuse(&mut self, frame: &Frame<&[u8]>, code: &SqlState, message: &str) {
+        self.batch.paths.failed();
         protocol::error_response(&mut self.cout, Severity::Error, code, message);
         match frame.tag {
             b'Q' | b'F' | b'S' => {
@@ -253,4 +314,15 @@ impl Session {
             }
         }
     }
+}
+
+/// Whether a statement with session effect `effect` changes run-time settings (a SET or RESET,
+/// a call of set_config, or a DISCARD ALL).
+fn changes_settings(sql: &[u8], effect: SessionEffect) -> bool {
+    const SET: u128 = keyword(b"set");
+    const RESET: u128 = keyword(b"reset");
+    effect.resets
+        || effect.pins
+            && (matches!(first_keyword(sql), SET | RESET)
+                || memchr::memmem::find(sql, b"set_config").is_some())
 }

@@ -43,11 +43,13 @@ pub(super) fn settings_sql(conn: &mut crate::backend::BackendConn, settings: &Se
 }
 
 /// What gives the client's startup values (`startup`) back to the settings a statement of its
-/// reset to the server's defaults (it ran on `conn` just before).
+/// reset to the server's defaults (it ran on `conn` just before). `if_reset`: only to a setting
+/// that has its reset value now (the statement may not have taken effect).
 pub(super) fn restore_sql(
     conn: &mut crate::backend::BackendConn,
     startup: &Settings,
     reset: &crate::sql::reset::Reset,
+    if_reset: bool,
 ) -> String {
     use crate::sql::reset::Reset;
     let restored = |name: &str| match reset {
@@ -59,7 +61,16 @@ pub(super) fn restore_sql(
     }
     let mut set = String::new();
     for (name, value) in startup.iter().filter(|(name, _)| restored(name)) {
-        push_set_config(&mut set, name, value);
+        if if_reset {
+            set.push_str(&format!(
+                "SELECT pg_catalog.set_config(name, {}, false) FROM pg_catalog.pg_settings \
+                 WHERE name = {} AND setting = reset_val;",
+                quote_literal(value),
+                quote_literal(name)
+            ));
+        } else {
+            push_set_config(&mut set, name, value);
+        }
     }
     set
 }

@@ -48,7 +48,7 @@ pub(super) fn ends_block(sql: &[u8]) -> bool {
     }
 }
 
-fn starts_block(sql: &[u8]) -> bool {
+pub(super) fn starts_block(sql: &[u8]) -> bool {
     const BEGIN: u128 = keyword(b"begin");
     const START: u128 = keyword(b"start");
     matches!(first_keyword(sql), BEGIN | START)
