@@ -55,6 +55,7 @@ mod sequence;
 mod settings;
 mod shard_switch;
 mod signal;
+mod sql_prepared;
 mod timeouts;
 mod watch;
 

@@ -7,6 +7,7 @@ pub mod deparse;
 pub mod func;
 pub mod nested_names;
 pub mod params;
+pub mod prepare;
 pub mod quote;
 pub mod reset;
 pub mod script;

@@ -40,6 +40,9 @@ impl Session {
         if self.before_routing(&frame, client).await? {
             return Ok(());
         }
+        if self.on_sql_prepared(&frame, client).await? {
+            return Ok(());
+        }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
             let span = self.span.clone();

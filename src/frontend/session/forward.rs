@@ -23,6 +23,9 @@ impl Session {
         if self.batch.skip_until_sync || self.copy.is_some() {
             return Ok(false);
         }
+        if frame.tag == b'Q' && self.may_be_sql_prepared(statements::query_text(frame)?) {
+            return Ok(false);
+        }
         if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
             return self.route_simple_now(frame);
         }
@@ -224,6 +227,7 @@ impl Session {
         let conn = &mut link.conn.conn;
         if let Some(effect) = effect {
             if effect.resets {
+                self.routing.sql_prepared.clear();
                 conn.prepared.clear();
                 conn.unnamed = None;
                 conn.applied = Settings::default();

@@ -25,6 +25,8 @@ pub(super) struct RoutingState {
     pub simple_facts: FactsMemo,
     /// The last prepared statement text planned.
     pub last_plan: PlanMemo,
+    /// Statements prepared with SQL PREPARE that the proxy holds.
+    pub sql_prepared: super::sql_prepared::SqlStatements,
 }
 
 impl RoutingState {
@@ -40,6 +42,7 @@ impl RoutingState {
             simple_memo,
             simple_facts: Default::default(),
             last_plan: Default::default(),
+            sql_prepared: Default::default(),
         }
     }
 }

@@ -335,11 +335,18 @@ pub(super) fn operand(node: &Node) -> Option<Operand> {
         }
         NodeEnum::ParamRef(p) if p.number >= 1 => Some(Operand::Param(p.number as usize - 1)),
         // A cast of a string literal hands the text to the type's input function, as the key
-        // column's own would read it; casts of other expressions may change the value.
+        // column's own would read it; so does an integer's cast to an integer or numeric type
+        // (SQL EXECUTE's arguments, `7::bigint`). Casts of other expressions may change the
+        // value (`7.5::int` is 8).
         NodeEnum::TypeCast(t) => match operand(t.arg.as_deref()?)? {
             op @ Operand::Param(_) => Some(op),
             op => match t.arg.as_deref()?.node.as_ref()? {
                 NodeEnum::AConst(c) if matches!(c.val, Some(a_const::Val::Sval(_))) || c.isnull => {
+                    Some(op)
+                }
+                NodeEnum::AConst(c)
+                    if matches!(c.val, Some(a_const::Val::Ival(_))) && casts_to_exact_number(t) =>
+                {
                     Some(op)
                 }
                 _ => None,
@@ -347,6 +354,32 @@ pub(super) fn operand(node: &Node) -> Option<Operand> {
         },
         _ => None,
     }
+}
+
+/// Whether the cast is to an integer or numeric type, which keeps an integer's value.
+fn casts_to_exact_number(cast: &pg_query::protobuf::TypeCast) -> bool {
+    let Some(type_name) = cast.type_name.as_ref() else {
+        return false;
+    };
+    let name = type_name.names.last().and_then(|n| match n.node.as_ref()? {
+        NodeEnum::String(s) => Some(s.sval.as_str()),
+        _ => None,
+    });
+    type_name.array_bounds.is_empty()
+        && matches!(
+            name,
+            Some(
+                "int2"
+                    | "int4"
+                    | "int8"
+                    | "smallint"
+                    | "integer"
+                    | "int"
+                    | "bigint"
+                    | "numeric"
+                    | "decimal"
+            )
+        )
 }
 
 pub(super) fn op_name(a: &AExpr) -> Option<&str> {
