@@ -113,7 +113,11 @@ pub async fn answer<H: Host>(
     job: &CombineJob,
 ) -> Result<Option<Combined>, H::Error> {
     shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath { host, shared };
+    let mut path = GeneralPath {
+        host,
+        shared,
+        copy_out: job.plan.copy_out,
+    };
     let mut answered = Answered::Fallback;
     if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
         answered = path
@@ -136,6 +140,8 @@ pub async fn answer<H: Host>(
 struct GeneralPath<'a, H: Host> {
     host: &'a mut H,
     shared: Shared<'a>,
+    /// The combining statement is a COPY TO STDOUT, its answer passed on as it comes.
+    copy_out: bool,
 }
 
 impl<H: Host> GeneralPath<'_, H> {
@@ -534,6 +540,11 @@ impl<H: Host> GeneralPath<'_, H> {
             shards: &[at],
             control: self.shared.control,
         };
+        if self.copy_out {
+            let (_, mut sink) = self.host.links_and_sink();
+            super::copy::copy_out::relay(conn, sql, &mut sink).await?;
+            return Ok(Answered::Streamed);
+        }
         let mut conns = [conn];
         let Some((param_types, rest)) = bound else {
             let merge = Default::default();

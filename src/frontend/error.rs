@@ -104,8 +104,9 @@ pub enum FrontendError {
 
     // COPY over several shards.
     #[error(
-        "COPY (SELECT … ORDER BY / LIMIT / OFFSET) over several shards is not \
-         supported yet: give the full sharding key, or sort the output yourself"
+        "COPY (SELECT …) over several shards whose rows shardwire combines (ORDER BY, \
+         LIMIT, aggregates, joins) runs in a simple query only, not through the extended \
+         protocol: send it as a simple query, or give the full sharding key"
     )]
     CopyOrdered,
     #[error("COPY from stdin failed: {0}")]

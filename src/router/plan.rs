@@ -403,6 +403,9 @@ fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn Column
         return planned;
     }
     let planned = plan_one(stmt, snapshot, columns);
+    if let Some(NodeEnum::CopyStmt(c)) = stmt.node.as_ref() {
+        return copy_out_combined(planned, c, sql, snapshot, columns);
+    }
     if !matches!(stmt.node, Some(NodeEnum::SelectStmt(_))) {
         return planned;
     }
@@ -439,6 +442,50 @@ fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn Column
         }
         other => other,
     }
+}
+
+/// `COPY (SELECT …) TO STDOUT` whose rows cannot come as the shards send them (an ORDER BY, a
+/// LIMIT, an aggregate, a join across families): the general path, with the COPY run by its
+/// combining step over the pulled rows, so PostgreSQL writes the format itself.
+fn copy_out_combined(
+    planned: Planned,
+    c: &pg_query::protobuf::CopyStmt,
+    sql: &str,
+    snapshot: &Scope,
+    columns: &dyn ColumnSource,
+) -> Planned {
+    let Some(query) = c.query.as_deref() else {
+        return planned;
+    };
+    let to_client = !c.is_from && !c.is_program && c.filename.is_empty();
+    if !to_client || !matches!(query.node, Some(NodeEnum::SelectStmt(_))) {
+        return planned;
+    }
+    let needed = match &planned {
+        Planned::Plan(Plan::Copy(copy)) => copy.select.as_ref().is_some_and(|s| {
+            s.multi_shard_refusal.is_some() || !s.merge.order.is_empty() || s.merge.bounds_rows()
+        }),
+        Planned::Plan(Plan::Refused(Refusal::Unsupported(_))) => true,
+        _ => false,
+    };
+    if !needed {
+        return planned;
+    }
+    let combine = match combine::plan_combine(sql, query, snapshot, columns) {
+        Ok(combine) if !combine.pulls.is_empty() => Arc::new(CombinePlan {
+            copy_out: true,
+            ..combine
+        }),
+        Err(combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
+        Ok(_) | Err(combine::NotCombinable::Refused(_)) => return planned,
+    };
+    Planned::Plan(match planned {
+        Planned::Plan(Plan::Copy(mut copy)) => {
+            Arc::make_mut(&mut copy).combine = Some(combine);
+            Plan::Copy(copy)
+        }
+        _ => Plan::Combine(combine),
+    })
 }
 
 fn plan_explain(

@@ -1,11 +1,13 @@
 //! The session's side of the general path of a read over several shards
 //! ([`crate::executor::general`]): the job made at routing, and its answer to the client.
 
+use super::copy::CopyState;
 use super::host::shared;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::general::{self, BoundCombine, CombineJob};
 use crate::frontend::socket::ClientSocket;
+use crate::protocol::MessageBuilder;
 use std::sync::Arc;
 
 impl Session {
@@ -16,9 +18,30 @@ impl Session {
         job: CombineJob,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
+        if job.plan.copy_out && job.bound.is_some() {
+            // A COPY takes no parameters: its Execute runs it as a simple query would.
+            self.drain_current().await?;
+            MessageBuilder::new(&mut self.cout, b'2').finish();
+            let job = CombineJob { bound: None, ..job };
+            self.copy = Some(Box::new(CopyState::CombinedPortal(job)));
+            return Ok(());
+        }
         let ctx = self.ctx.clone();
         let answered = general::answer(&mut self.host(Some(client)), shared(&ctx), &job).await?;
         self.answer_combined(answered, job.bound.map(|b| b.portal))
+    }
+
+    /// The Execute of a COPY portal the general path answers: the COPY's data streamed to the
+    /// client; the batch's Sync gets ReadyForQuery.
+    pub(super) async fn run_combined_copy(
+        &mut self,
+        job: CombineJob,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        let ctx = self.ctx.clone();
+        general::answer(&mut self.host(Some(client)), shared(&ctx), &job).await?;
+        self.end_copy(true, false);
+        Ok(())
     }
 }
 

@@ -6,7 +6,7 @@
 use super::dest::Dest;
 use super::host::shared;
 use super::{Session, SessionError};
-use crate::catalog::Snapshot;
+use crate::catalog::{ShardId, Snapshot};
 use crate::client_error::ClientError;
 use crate::executor::copy::copy_in::{CopyIn, CopyJob};
 use crate::executor::copy::copy_out;
@@ -22,6 +22,8 @@ use std::sync::Arc;
 pub(super) enum CopyState {
     /// A Bind of the COPY was answered; its Execute starts it.
     Portal(CopyJob),
+    /// The same, of a `COPY (SELECT …)` the general path answers.
+    CombinedPortal(crate::executor::general::CombineJob),
     In(Box<CopyIn>),
     /// An extended-protocol COPY ended: its Sync gets ReadyForQuery with this status. After a
     /// failure the messages before that Sync are dropped, as PostgreSQL drops them.
@@ -38,6 +40,7 @@ impl Session {
         plan: &Arc<CopyPlan>,
         snapshot: &Snapshot,
         params: &Params<'_>,
+        source: super::dest::Source<'_>,
     ) -> Dest {
         let mut shards = plan.shards.clone();
         if let Some(select) = &plan.select {
@@ -49,12 +52,19 @@ impl Session {
                 },
                 Err(e) => return Dest::refuse(&e),
             }
+            if let Some(combine) = &plan.combine {
+                // Ordered, limited or aggregated over several shards: the general path.
+                return super::combining::combining_dest(combine, source, ShardId(0), Vec::new());
+            }
             if let Some(why) = &select.multi_shard_refusal {
                 return Dest::refuse(&FrontendError::NotAcrossShards(why.clone()));
             }
             let m = &select.merge;
             if !m.order.is_empty() || m.bounds_rows() {
-                return Dest::refuse(&FrontendError::CopyOrdered);
+                // The general path could not plan it.
+                return Dest::refuse(&FrontendError::NotAcrossShards(
+                    "COPY (SELECT … ORDER BY / LIMIT / OFFSET) of these tables".into(),
+                ));
             }
         }
         // COPY TO of a table reads a shard's partitioned table through the rewritten query,
@@ -105,7 +115,7 @@ impl Session {
 
     /// The client's status after a COPY over parked connections, and the connections given
     /// back where nothing holds them; a failed block is answered from a shard that failed it.
-    fn end_copy(&mut self, extended: bool, failed: bool) {
+    pub(super) fn end_copy(&mut self, extended: bool, failed: bool) {
         let status = TxStatus::combined(self.links.parked.iter().map(|p| p.tx_status));
         if extended {
             self.copy = Some(Box::new(CopyState::AwaitSync { status, failed }));
@@ -153,6 +163,21 @@ impl Session {
                     }
                     b'H' => {
                         self.copy = Some(Box::new(CopyState::Portal(job)));
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                };
+            }
+            CopyState::CombinedPortal(job) => {
+                return match frame.tag {
+                    b'E' => self.run_combined_copy(job, client).await.map(|()| true),
+                    b'D' => {
+                        MessageBuilder::new(&mut self.cout, b'n').finish();
+                        self.copy = Some(Box::new(CopyState::CombinedPortal(job)));
+                        Ok(true)
+                    }
+                    b'H' => {
+                        self.copy = Some(Box::new(CopyState::CombinedPortal(job)));
                         Ok(true)
                     }
                     _ => Ok(false),

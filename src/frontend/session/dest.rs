@@ -598,7 +598,7 @@ impl Session {
             Plan::Sharded(p) if p.generated.is_some() => {
                 self.generated_insert(p, snapshot, params, source)
             }
-            Plan::Copy(c) => self.copy_dest(c, snapshot, params),
+            Plan::Copy(c) => self.copy_dest(c, snapshot, params, source),
             Plan::Combine(c) => super::combining::combining_dest(c, source, ShardId(0), Vec::new()),
             Plan::Explain(x) => {
                 let (portal, describer) = match source {

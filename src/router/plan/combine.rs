@@ -30,6 +30,8 @@ pub struct CombinePlan {
     /// A grouped read over one family whose shards can aggregate their own rows first; the
     /// pulls above are the fallback when a partial's type rules it out at execution.
     pub partial: Option<super::PartialPlan>,
+    /// `sql` is a `COPY (SELECT …) TO STDOUT`: the combining step writes the COPY's data.
+    pub copy_out: bool,
 }
 
 /// One table's rows, read from its shards into a temporary table of the combining step.
@@ -111,6 +113,7 @@ pub(super) fn plan_combine(
         sql,
         reads_unrecorded,
         partial: None,
+        copy_out: false,
     })
 }
 

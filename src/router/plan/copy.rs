@@ -54,6 +54,9 @@ pub struct CopyPlan {
     pub shards: Vec<ShardId>,
     /// `COPY (SELECT …) TO`: the SELECT's plan, so a full key routes it to one shard.
     pub select: Option<Arc<ShardedPlan>>,
+    /// `COPY (SELECT …) TO` whose rows the shards' answers cannot simply follow one another
+    /// as (ordered, limited, aggregated): the general path, whose combining step runs the COPY.
+    pub combine: Option<Arc<super::CombinePlan>>,
 }
 
 impl CopyPlan {
@@ -160,6 +163,7 @@ pub(super) fn plan_copy_table(
         shard_sql: String::new(),
         shards,
         select: None,
+        combine: None,
     };
     if !c.is_from {
         // A shard's table is partitioned (its chunks), which COPY TO reads only through a
@@ -300,6 +304,7 @@ pub(super) fn plan_copy_query(
         shard_sql,
         shards,
         select: Some(select),
+        combine: None,
     }))
 }
 
