@@ -181,6 +181,90 @@ async fn the_general_path_answers_as_one_postgres() {
         .expect("drop");
 }
 
+/// EXPLAIN ANALYZE of a statement each shard runs as it is: the proxy's plan, then each shard's
+/// own EXPLAIN ANALYZE under its name, then the proxy's time. A write runs, as on PostgreSQL,
+/// with the statement's atomicity (one distributed transaction, or the client's block).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_shows_every_shards_run() {
+    let proxy = start();
+    let client = proxy.connect().await;
+    let plain = twin_tables(&client, "comb_xa").await;
+    let lines = |rows: Vec<Vec<Option<String>>>| -> Vec<String> {
+        rows.into_iter()
+            .map(|r| r[0].clone().unwrap_or_default())
+            .collect()
+    };
+    let read = lines(
+        simple_rows(
+            &client,
+            "EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM comb_xa WHERE v IS NOT NULL ORDER BY id \
+             LIMIT 5",
+        )
+        .await,
+    );
+    assert_eq!(read[0], "Shardwire Streaming Merge", "{read:?}");
+    for shard in ["s1", "s2", "s3", "s4"] {
+        let at = read
+            .iter()
+            .position(|l| *l == format!("  On shard {shard}:"))
+            .unwrap_or_else(|| panic!("{shard}: {read:?}"));
+        assert!(read[at + 1].contains("actual time="), "{read:?}");
+    }
+    assert!(read.iter().any(|l| l.contains("Buffers:")), "{read:?}");
+    assert!(
+        read.last()
+            .unwrap()
+            .starts_with("  Proxy: all 4 shards answered in "),
+        "{read:?}"
+    );
+
+    // A write runs: its rows change on the shards, as the same EXPLAIN ANALYZE changes them on
+    // one PostgreSQL.
+    let update = "EXPLAIN ANALYZE UPDATE {t} SET v = 'xa' WHERE grp = 1";
+    let write = lines(simple_rows(&client, &update.replace("{t}", "comb_xa")).await);
+    simple_rows(&plain, &update.replace("{t}", "comb_xa_ref")).await;
+    assert_eq!(
+        write[0],
+        "Shardwire Write on Several Shards (one distributed transaction)"
+    );
+    assert!(write.iter().any(|l| l.contains("Update on")), "{write:?}");
+    let changed: i64 = counts_where("comb_xa", "WHERE v = 'xa'").await.iter().sum();
+    let want: i64 = plain
+        .query_one("SELECT count(*) FROM comb_xa_ref WHERE v = 'xa'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!((changed, want), (60, 60));
+    // Inside a block that rolls back, nothing stays.
+    client
+        .batch_execute("BEGIN; EXPLAIN ANALYZE DELETE FROM comb_xa WHERE grp = 2; ROLLBACK")
+        .await
+        .expect("explain analyze in a block");
+    assert_eq!(counts("comb_xa").await.iter().sum::<i64>(), 300);
+    // A shard's error fails it everywhere: no shard keeps its part.
+    let before = counts_where("comb_xa", "WHERE n = 0").await;
+    let e = client
+        .simple_query("EXPLAIN ANALYZE UPDATE comb_xa SET n = 1 / (id - 7)")
+        .await
+        .expect_err("division by zero on one shard");
+    assert_eq!(e.code(), Some(&SqlState::DIVISION_BY_ZERO), "{e}");
+    assert_eq!(
+        counts_where("comb_xa", "WHERE n = 0").await,
+        before,
+        "rolled back on every shard"
+    );
+
+    for refused in [
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM comb_xa ORDER BY id",
+        "EXPLAIN ANALYZE SELECT count(*) FROM comb_xa",
+    ] {
+        let e = client.simple_query(refused).await.expect_err(refused);
+        assert_eq!(e.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{e}");
+    }
+    client.batch_execute("DROP TABLE comb_xa").await.unwrap();
+    plain.batch_execute("DROP TABLE comb_xa_ref").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_combining_step_is_bounded_by_its_row_limit() {
     common::use_shards(SHARDS);

@@ -23,6 +23,7 @@ pub fn writes(combine: &Combine) -> bool {
         Combine::Union { kind, .. } => kind.writes(),
         Combine::Copies => true,
         Combine::Each => false,
+        Combine::Explain(explain) => explain.writes,
     }
 }
 

@@ -44,6 +44,52 @@ pub enum Combine {
     /// Maintenance (VACUUM, ANALYZE, …) each shard runs on its own: no write of the proxy's to
     /// make atomic; the client hears one answer.
     Each,
+    /// EXPLAIN ANALYZE of a statement on several shards: the proxy's plan, then each shard's
+    /// own EXPLAIN ANALYZE under its name, then the proxy's time.
+    Explain(ExplainAnalyze),
+}
+
+/// How the answers of EXPLAIN ANALYZE on several shards are put together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplainAnalyze {
+    /// The proxy's lines, as plain EXPLAIN shows them.
+    pub head: Vec<String>,
+    /// The shards' names, in the order of the connections.
+    pub shards: Vec<String>,
+    /// The explained statement writes (it runs as one distributed transaction).
+    pub writes: bool,
+    /// When the shards were sent the statement.
+    pub started: std::time::Instant,
+}
+
+impl ExplainAnalyze {
+    /// The answer's lines: each shard's plan indented under its name.
+    fn lines(&self, answers: &[Answer]) -> Vec<String> {
+        let mut lines = self.head.clone();
+        for (answer, shard) in answers.iter().zip(&self.shards) {
+            lines.push(format!("  On shard {shard}:"));
+            for row in &answer.rows {
+                let text = values(row)
+                    .first()
+                    .copied()
+                    .flatten()
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default();
+                lines.push(format!("    {text}"));
+            }
+        }
+        let elapsed = self.started.elapsed().as_secs_f64() * 1000.0;
+        lines.push(format!(
+            "  Proxy: all {} shards answered in {elapsed:.3} ms{}",
+            self.shards.len(),
+            if self.writes {
+                " (then the distributed commit)"
+            } else {
+                ""
+            }
+        ));
+        lines
+    }
 }
 
 /// Where the answers come from: the shards, in the order of the connections, and their control
@@ -315,7 +361,7 @@ async fn combined(answers: &mut [Answer], combine: &Combine, origin: &Origin<'_>
     // Copies say alike what the client hears once: the first one's notices.
     let heard = match combine {
         Combine::Copies | Combine::Each => &answers[..answers.len().min(1)],
-        Combine::Union { .. } => &answers[..],
+        Combine::Union { .. } | Combine::Explain(_) => &answers[..],
     };
     for a in heard {
         for n in &a.notices {
@@ -412,6 +458,28 @@ fn combine_rows(answers: &mut [Answer], combine: &Combine) -> Result<Rows, Strin
             });
         }
         Combine::Union { kind, merge, rows } => (*kind, merge, rows),
+        Combine::Explain(explain) => {
+            let lines = explain.lines(answers);
+            let first = answers.first_mut().ok_or("no shard answered")?;
+            let rows = lines
+                .iter()
+                .map(|line| {
+                    let mut row = BytesMut::new();
+                    protocol::MessageBuilder::new(&mut row, b'D')
+                        .i16(1)
+                        .i32(line.len() as i32)
+                        .bytes(line.as_bytes())
+                        .finish();
+                    row.freeze()
+                })
+                .collect();
+            return Ok(Rows {
+                description: first.description.take(),
+                rows,
+                tag: first.tag.take(),
+                ..Rows::default()
+            });
+        }
     };
     if answers.iter().all(|a| a.empty) {
         return Ok(Rows {

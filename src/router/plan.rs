@@ -270,6 +270,10 @@ pub struct ExplainPlan {
     pub plan: Plan,
     /// EXPLAIN ANALYZE: the statement runs.
     pub analyze: bool,
+    /// The options as the client gave them, written out for the shards (`ANALYZE, BUFFERS`).
+    pub options: String,
+    /// The output is text (FORMAT TEXT, the default): lines the proxy can put its own among.
+    pub text_format: bool,
 }
 
 /// A statement the router will not send anywhere, with the SQLSTATE class it fails with.
@@ -521,10 +525,47 @@ fn plan_explain(
         Planned::Plan(Plan::Anywhere) => Planned::Plan(Plan::Anywhere),
         Planned::Plan(Plan::Fixed(s)) => Planned::Plan(Plan::Fixed(s)),
         Planned::Plan(plan) => {
-            Planned::Plan(Plan::Explain(Arc::new(ExplainPlan { sql, plan, analyze })))
+            let (options, text_format) = explain_options(&e.options);
+            Planned::Plan(Plan::Explain(Arc::new(ExplainPlan {
+                sql,
+                plan,
+                analyze,
+                options,
+                text_format,
+            })))
         }
         need => need,
     }
+}
+
+/// EXPLAIN's options written out again (each name with its value, as the grammar takes
+/// them), and whether the output format is text.
+fn explain_options(options: &[Node]) -> (String, bool) {
+    let mut text_format = true;
+    let written: Vec<String> = options
+        .iter()
+        .filter_map(|o| match o.node.as_ref() {
+            Some(NodeEnum::DefElem(d)) => Some(d),
+            _ => None,
+        })
+        .map(|d| {
+            let value = match d.arg.as_deref().and_then(|a| a.node.as_ref()) {
+                Some(NodeEnum::String(v)) => Some(crate::sql::quote::quote_ident(&v.sval)),
+                Some(NodeEnum::Boolean(b)) => Some(b.boolval.to_string()),
+                Some(NodeEnum::Integer(i)) => Some(i.ival.to_string()),
+                Some(NodeEnum::Float(f)) => Some(f.fval.clone()),
+                _ => None,
+            };
+            if d.defname == "format" {
+                text_format = value.as_deref().is_none_or(|v| v == "text");
+            }
+            match value {
+                Some(v) => format!("{} {v}", d.defname),
+                None => d.defname.clone(),
+            }
+        })
+        .collect();
+    (written.join(", "), text_format)
 }
 
 fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {

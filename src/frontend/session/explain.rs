@@ -5,6 +5,7 @@
 use super::dest::Dest;
 use super::{fan_out, Session, SessionError};
 use crate::catalog::{ShardId, Snapshot};
+use crate::executor::gather::{Combine, ExplainAnalyze};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, ColumnType, ResultSet};
@@ -74,7 +75,10 @@ impl Session {
                     other => other.into_shards(snapshot),
                 };
                 if x.analyze {
-                    return refuse(analyze_refused);
+                    return match analyze_on_shards(x, p, &shards, snapshot, portal) {
+                        Ok(multi) => Dest::Multi(Box::new(multi)),
+                        Err(why) => refuse(why),
+                    };
                 }
                 match (&p.combine, &p.multi_shard_refusal) {
                     (Some(c), _) => {
@@ -132,6 +136,59 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// EXPLAIN ANALYZE of a statement each shard runs as it is (a streaming-merge read, or a write
+/// on several shards): each shard's own EXPLAIN ANALYZE of its SQL, under the proxy's plan.
+/// The statement runs as it would without EXPLAIN, a write as one distributed transaction.
+fn analyze_on_shards(
+    x: &ExplainPlan,
+    p: &ShardedPlan,
+    shards: &[ShardId],
+    snapshot: &Snapshot,
+    portal: Option<&[u8]>,
+) -> Result<crate::executor::fan_out::Multi, &'static str> {
+    if portal.is_some() {
+        return Err(
+            "EXPLAIN ANALYZE of a statement over several shards runs in a simple query \
+                    only: send it as a simple query, or give the full sharding key",
+        );
+    }
+    if !x.text_format {
+        return Err(
+            "EXPLAIN ANALYZE of a statement over several shards shows the shards' plans \
+                    in FORMAT TEXT only: leave out FORMAT, or give the full sharding key",
+        );
+    }
+    let plain = p.combine.is_none()
+        && p.multi_shard_refusal.is_none()
+        && p.aggregate.is_none()
+        && p.key_update.is_none()
+        && p.insert_select.is_none()
+        && p.generated.is_none()
+        && !matches!(p.keys, Keys::Rows(_));
+    if !plain {
+        return Err(
+            "EXPLAIN ANALYZE over several shards of a statement the proxy combines \
+                    (an aggregate, the general path, a split INSERT, a sharding-key UPDATE) is \
+                    not supported: run EXPLAIN without ANALYZE, or give the full sharding key",
+        );
+    }
+    let shard_sql = p.merge.shard_sql.as_deref().unwrap_or(&x.sql);
+    let explain = format!("EXPLAIN ({}) {shard_sql}", x.options);
+    Ok(crate::executor::fan_out::Multi {
+        shards: shards.to_vec(),
+        sql: vec![explain; shards.len()],
+        combine: Combine::Explain(ExplainAnalyze {
+            head: sharded_lines(p, &x.sql, shards, snapshot),
+            shards: shards
+                .iter()
+                .map(|&s| shard_names(&[s], snapshot))
+                .collect(),
+            writes: p.kind.writes(),
+            started: std::time::Instant::now(),
+        }),
+    })
 }
 
 fn shard_names(shards: &[ShardId], snapshot: &Snapshot) -> String {
