@@ -143,3 +143,43 @@ async fn a_cancel_with_the_wrong_key_does_nothing() {
     );
     raw.terminate().await;
 }
+
+/// A cancel that reaches PostgreSQL just after the statement it was meant for has ended must
+/// not cancel what the same pooled connection runs next for another client: the proxy gives
+/// such a connection back to its pool only once PostgreSQL has processed the cancel request.
+/// Each round, client A's statement ends close to when its cancel is sent (the moment moves
+/// over the rounds), while client B waits for the one connection the pool has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_cancel_never_lands_on_another_clients_statement() {
+    let proxy = TestProxy::start_with(|c| c.pool.size = 1);
+    let a = std::sync::Arc::new(proxy.connect().await);
+    let b = std::sync::Arc::new(proxy.connect().await);
+    let token = a.cancel_token();
+    let mut a_cancelled = 0;
+    for round in 0..60u64 {
+        let a_run = {
+            let a = a.clone();
+            tokio::spawn(async move { a.simple_query("SELECT pg_sleep(0.04)").await })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let b_run = {
+            let b = b.clone();
+            tokio::spawn(async move { b.simple_query("SELECT pg_sleep(0.03)").await })
+        };
+        // From well before A's end to just after it.
+        tokio::time::sleep(Duration::from_micros(30_000 + (round % 15) * 1_000)).await;
+        token.cancel_query(NoTls).await.unwrap();
+        match a_run.await.unwrap() {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.code(), Some(&SqlState::QUERY_CANCELED), "A: {e}");
+                a_cancelled += 1;
+            }
+        }
+        if let Err(e) = b_run.await.unwrap() {
+            panic!("round {round}: B's statement failed: {e}");
+        }
+    }
+    // The cancels did reach A's statements while they ran.
+    assert!(a_cancelled > 0, "no cancel reached A");
+}

@@ -139,6 +139,21 @@ pub struct ShardPool {
     first_params: Arc<OnceLock<HashMap<String, String>>>,
     wait: Duration,
     connect_errors: ConnectErrors,
+    /// How many cancel requests to this shard's processes are on their way (see
+    /// [`ShardPool::cancel_starts`]); read on every release, so kept apart from `fences`.
+    cancels_in_flight: AtomicUsize,
+    fences: Mutex<Fences>,
+}
+
+/// Connections a cancel request was sent for, kept from other clients until PostgreSQL has
+/// processed it: a SIGINT that reaches the process after its statement ended would cancel
+/// whatever it runs next, perhaps another client's statement.
+#[derive(Default)]
+struct Fences {
+    /// Backend process id → cancel requests on their way to it.
+    in_flight: HashMap<i32, usize>,
+    /// Connections given back while a cancel for them was on its way.
+    held: Vec<Pooled>,
 }
 
 /// Counts a checkout as waiting in bb8 for as long as it exists (a cancelled checkout too).
@@ -253,9 +268,51 @@ impl ShardPool {
     }
 
     /// Gives back a connection that is idle: no transaction open, nothing expected from it.
+    /// A cancel request is about to be sent to backend process `pid`: a connection to it given
+    /// back from now on waits for [`ShardPool::cancel_done`] before another client may take it.
+    pub fn cancel_starts(&self, pid: i32) {
+        let mut fences = self.fences.lock().unwrap_or_else(|e| e.into_inner());
+        *fences.in_flight.entry(pid).or_default() += 1;
+        self.cancels_in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// PostgreSQL has processed the cancel request for `pid` (it closed the request's
+    /// connection once the process was signalled), or it was not sent.
+    pub fn cancel_done(&self, pid: i32) {
+        let released = {
+            let mut fences = self.fences.lock().unwrap_or_else(|e| e.into_inner());
+            self.cancels_in_flight.fetch_sub(1, Ordering::SeqCst);
+            let left = fences.in_flight.get_mut(&pid).map(|n| {
+                *n -= 1;
+                *n
+            });
+            if left != Some(0) {
+                return;
+            }
+            fences.in_flight.remove(&pid);
+            let (mine, others) = std::mem::take(&mut fences.held)
+                .into_iter()
+                .partition(|c| c.conn.cancel.pid == pid);
+            fences.held = others;
+            mine
+        };
+        // The signal arrived: at an idle process PostgreSQL drops it as it reads the next
+        // command.
+        for c in released {
+            self.release(c);
+        }
+    }
+
     pub fn release(&self, mut c: Pooled) {
         if c.conn.broken {
             return;
+        }
+        if self.cancels_in_flight.load(Ordering::SeqCst) > 0 {
+            let mut fences = self.fences.lock().unwrap_or_else(|e| e.into_inner());
+            if fences.in_flight.contains_key(&c.conn.cancel.pid) {
+                fences.held.push(c);
+                return;
+            }
         }
         c.released = true;
         // A result ends before release (ReadyForQuery clears it); the next holder's results
@@ -351,6 +408,8 @@ impl Pools {
                     pool,
                     hot: Mutex::new(Vec::new()),
                     waiting: AtomicUsize::new(0),
+                    cancels_in_flight: AtomicUsize::new(0),
+                    fences: Mutex::new(Fences::default()),
                     sweeps: AtomicU64::new(0),
                     first_params,
                     wait,

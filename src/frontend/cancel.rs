@@ -53,9 +53,12 @@ impl CancelSlot {
             Some((shard, key)) => {
                 let packed = ((key.pid as u32 as u64) << 32) | key.secret as u32 as u64;
                 self.key.store(packed, Ordering::Relaxed);
-                self.shard.store(shard.0, Ordering::Release);
+                self.shard.store(shard.0, Ordering::SeqCst);
             }
-            None => self.shard.store(NOT_RUNNING, Ordering::Release),
+            // Sequentially consistent with a canceller's look at the slot after it fenced the
+            // connection (`send_fenced`): either it sees the statement still running, or the
+            // session sees the fence when it gives the connection back.
+            None => self.shard.store(NOT_RUNNING, Ordering::SeqCst),
         }
     }
 
@@ -66,7 +69,7 @@ impl CancelSlot {
     }
 
     fn running(&self) -> Option<(ShardId, CancelKey)> {
-        let shard = self.shard.load(Ordering::Acquire);
+        let shard = self.shard.load(Ordering::SeqCst);
         if shard == NOT_RUNNING {
             return None;
         }
@@ -131,27 +134,45 @@ impl CancelRegistry {
         self.slots.get(&pid).map(|s| s.clone())
     }
 
-    /// Every shard process running the session's statement: one, or several while it runs on
-    /// several shards.
-    pub fn targets(&self, pid: i32, secret: i32) -> Vec<(ShardId, CancelKey)> {
-        match self.slots.get(&pid).filter(|s| s.secret == secret) {
-            Some(slot) => slot.running_everywhere(),
-            None => Vec::new(),
+    /// The session the proxy gave `pid`, if `secret` is its (a CancelRequest's).
+    pub fn session_with_secret(&self, pid: i32, secret: i32) -> Option<Arc<CancelSlot>> {
+        self.slots
+            .get(&pid)
+            .filter(|s| s.secret == secret)
+            .map(|s| s.clone())
+    }
+}
+
+/// Cancels the statement `slot`'s session runs, on every shard process running it. Each
+/// connection is fenced first (its pool keeps it from other clients until PostgreSQL has
+/// processed the request), and the request goes only if the session still runs its statement
+/// there after that: else the connection may already serve another client.
+pub async fn send_fenced(pools: &crate::backend::pool::Pools, slot: &CancelSlot) {
+    let targets = slot.running_everywhere();
+    for &(shard, key) in &targets {
+        pools.shard(shard).cancel_starts(key.pid);
+    }
+    let still = slot.running_everywhere();
+    for (shard, key) in targets {
+        let pool = pools.shard(shard);
+        if still.contains(&(shard, key)) {
+            if let Err(e) = crate::backend::conn::send_cancel(&pool.endpoint, key).await {
+                tracing::warn!(error = %e, "forwarding a cancel request failed");
+            }
         }
+        pool.cancel_done(key.pid);
     }
 }
 
 impl CancelSlot {
-    /// Every shard process running the session's statement.
+    /// Every shard process running the session's statement, each once.
     pub fn running_everywhere(&self) -> Vec<(ShardId, CancelKey)> {
         let mut all: Vec<(ShardId, CancelKey)> = self.running().into_iter().collect();
-        all.extend(
-            self.others
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .copied(),
-        );
+        for other in self.others.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if !all.contains(other) {
+                all.push(*other);
+            }
+        }
         all
     }
 }

@@ -63,15 +63,9 @@ pub async fn handle_client(tcp: TcpStream, ctx: Arc<ServerCtx>, session_id: u64)
 
 async fn forward_cancel(ctx: &ServerCtx, pid: i32, secret: i32) {
     ctx.metrics.cancels.increment(1);
-    let targets = ctx.cancels.targets(pid, secret);
-    if targets.is_empty() {
-        tracing::debug!(pid, "cancel request for no running statement");
-    }
-    for (shard, key) in targets {
-        let ep = &ctx.pools.shard(shard).endpoint;
-        if let Err(e) = crate::backend::conn::send_cancel(ep, key).await {
-            tracing::warn!(error = %e, "forwarding a cancel request failed");
-        }
+    match ctx.cancels.session_with_secret(pid, secret) {
+        Some(slot) => cancel::send_fenced(&ctx.pools, &slot).await,
+        None => tracing::debug!(pid, "cancel request for no session"),
     }
 }
 

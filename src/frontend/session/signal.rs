@@ -96,7 +96,12 @@ impl Session {
             return Some(out);
         }
         match call.signal {
-            Signal::Cancel => cancel_running(&self.ctx, target.running_everywhere()),
+            Signal::Cancel => {
+                let ctx = self.ctx.clone();
+                tokio::spawn(async move {
+                    crate::frontend::cancel::send_fenced(&ctx.pools, &target).await
+                });
+            }
             // The session sees it at its next turn, tells its client, and cancels what still
             // runs for it as it ends.
             Signal::Terminate => {
