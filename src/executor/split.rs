@@ -1,6 +1,6 @@
-//! A multi-row INSERT whose rows belong to several shards, rewritten into one INSERT per shard
-//! holding that shard's rows (in their VALUES order); everything else of the statement (column
-//! list, ON CONFLICT, RETURNING) is kept as written.
+//! A multi-row INSERT (or a MERGE from VALUES) whose rows belong to several shards, rewritten
+//! into one statement per shard holding that shard's rows (in their VALUES order); everything
+//! else of the statement (column list, ON CONFLICT, RETURNING, WHEN clauses) is kept as written.
 
 use pg_query::NodeEnum;
 
@@ -17,14 +17,19 @@ pub fn split_insert(
     for shard in shards {
         let mut tree = parsed.protobuf.clone();
         let raw = tree.stmts.first_mut().ok_or("empty statement")?;
-        let Some(NodeEnum::InsertStmt(insert)) = raw.stmt.as_mut().and_then(|s| s.node.as_mut())
-        else {
-            return Err("not an INSERT".into());
+        // An INSERT's VALUES, or a MERGE's VALUES source.
+        let values = match raw.stmt.as_mut().and_then(|s| s.node.as_mut()) {
+            Some(NodeEnum::InsertStmt(insert)) => insert.select_stmt.as_mut(),
+            Some(NodeEnum::MergeStmt(merge)) => {
+                match merge.source_relation.as_mut().and_then(|s| s.node.as_mut()) {
+                    Some(NodeEnum::RangeSubselect(sub)) => sub.subquery.as_mut(),
+                    _ => None,
+                }
+            }
+            _ => return Err("not an INSERT or MERGE".into()),
         };
-        let Some(NodeEnum::SelectStmt(select)) =
-            insert.select_stmt.as_mut().and_then(|s| s.node.as_mut())
-        else {
-            return Err("INSERT without VALUES".into());
+        let Some(NodeEnum::SelectStmt(select)) = values.and_then(|s| s.node.as_mut()) else {
+            return Err("no VALUES".into());
         };
         let rows = std::mem::take(&mut select.values_lists);
         select.values_lists = rows

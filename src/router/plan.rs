@@ -25,6 +25,7 @@ mod insert;
 mod insert_select;
 mod key_update;
 mod localize;
+mod merge_into;
 mod partial;
 mod row_origin;
 mod scope;
@@ -79,6 +80,7 @@ pub enum StatementKind {
     Insert,
     Update,
     Delete,
+    Merge,
 }
 
 impl StatementKind {
@@ -645,13 +647,7 @@ fn plan_before_walk(
     }
     if let NodeEnum::MergeStmt(m) = node {
         if let Some(t) = m.relation.as_ref().and_then(|r| resolve(snapshot, r)) {
-            // The target's rows are on several shards (or copies of them on every shard): a
-            // MERGE on one shard would see, and change, only some of them.
-            return Some(Planned::Plan(unsupported(format!(
-                "MERGE into table \"{}\" is not supported yet: use INSERT … ON CONFLICT, \
-                 UPDATE or DELETE",
-                t.qualified_name()
-            ))));
+            return Some(Planned::Plan(merge_into::plan_merge(m, t, snapshot)));
         }
     }
     if let Some(t) = unqualified_elsewhere(stmt, snapshot) {

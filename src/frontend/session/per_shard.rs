@@ -153,7 +153,7 @@ impl Session {
         };
         let text = String::from_utf8_lossy(sql);
         let sql = match (&p.keys, p.kind) {
-            (Keys::Rows(_), StatementKind::Insert) => {
+            (Keys::Rows(_), StatementKind::Insert | StatementKind::Merge) => {
                 match crate::executor::split::split_insert(&text, rows, &shards) {
                     Ok(s) => s,
                     Err(e) => return Dest::refuse(&FrontendError::SplitInsert(e)),
