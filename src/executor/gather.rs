@@ -14,6 +14,7 @@ use crate::protocol;
 use crate::protocol::TxStatus;
 use crate::router::plan::{Merge, StatementKind};
 
+pub mod cursor;
 pub(crate) mod frames;
 pub(crate) mod order;
 mod replies;

@@ -6,6 +6,7 @@
 pub mod combiner;
 pub mod commit;
 pub mod copy;
+pub mod cursor;
 pub mod ddl;
 pub mod fan_out;
 pub mod gather;

@@ -33,6 +33,7 @@ mod checkout;
 mod combining;
 mod commit;
 mod copy;
+mod cursors;
 mod dest;
 mod dispatch;
 mod explain;
@@ -140,6 +141,8 @@ pub struct Session {
     cancel: CancelGuard,
     /// Portals of Binds that ran on several shards, read by the client's Describe and Execute.
     portals: Portals,
+    /// SQL cursors over recorded tables: where each lives.
+    cursors: cursors::Cursors,
     /// Generated key values: those taken for the INSERT being routed, the last of each sequence.
     keys: sequence::KeyState,
     /// The session's tracing span, for the events of the session and its rare slow paths.
@@ -229,6 +232,7 @@ impl Session {
                 changed: false,
             },
             portals: Portals::default(),
+            cursors: Default::default(),
             span,
             copy: None,
             client_left: ClientLeft::Vanished,

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod classify;
+pub mod cursor;
 pub mod deparse;
 pub mod func;
 pub mod nested_names;

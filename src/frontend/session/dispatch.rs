@@ -43,6 +43,9 @@ impl Session {
         if self.on_sql_prepared(&frame, client).await? {
             return Ok(());
         }
+        if self.on_cursor_statement(&frame, client).await? {
+            return Ok(());
+        }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
             let span = self.span.clone();
@@ -154,7 +157,7 @@ impl Session {
     /// The frame's destination, once the columns and generated keys it needs are fetched.
     /// Columns fetched at one catalog version are dropped when DDL of another session moves it
     /// on before they are used: a few fetches, each at the version then current.
-    async fn resolve_dest(
+    pub(super) async fn resolve_dest(
         &mut self,
         frame: &Frame<&[u8]>,
         parsed: ClientFrame<'_>,
@@ -286,7 +289,7 @@ impl Session {
 
     /// Sends a frame to `shard`'s connection, switching to it first; a Sync also reaches the
     /// parked connections, and the end of a block or a savepoint every shard of the block.
-    async fn run_on_shard(
+    pub(super) async fn run_on_shard(
         &mut self,
         shard: ShardId,
         frame: &Frame<&[u8]>,
@@ -319,8 +322,9 @@ impl Session {
             }
             self.sync_parked().await?;
         } else if let Some(text) = self.block_end_text(frame) {
-            // The block's portals end with it.
+            // The block's portals end with it, and its cursors without HOLD.
             self.drop_portals().await?;
+            self.cursors.block_ended();
             if self.commit_across_shards(frame, &text).await? {
                 return Ok(());
             }

@@ -23,8 +23,11 @@ impl Session {
         if self.batch.skip_until_sync || self.copy.is_some() {
             return Ok(false);
         }
-        if frame.tag == b'Q' && self.may_be_sql_prepared(statements::query_text(frame)?) {
-            return Ok(false);
+        if frame.tag == b'Q' {
+            let sql = statements::query_text(frame)?;
+            if self.may_be_sql_prepared(sql) || self.may_be_cursor_statement(sql) {
+                return Ok(false);
+            }
         }
         if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
             return self.route_simple_now(frame);

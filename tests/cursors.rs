@@ -1,0 +1,168 @@
+//! SQL cursors over sharded tables: DECLARE, FETCH, MOVE and CLOSE of a cursor whose query runs
+//! on several shards, merged in ORDER BY order as the client fetches; on one shard when the key
+//! pins it. Each step also runs on a plain copy of the rows on one PostgreSQL, which proves it.
+mod common;
+mod routing_common;
+
+use routing_common::*;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+/// The rows and command tag of a simple query through the proxy (table `name`) and on the
+/// plain copy (`name_ref`): they must be the same.
+async fn both(proxy: &Client, plain: &Client, sql: &str) -> (Vec<Vec<Option<String>>>, u64) {
+    let through = run(proxy, &sql.replace("{t}", "cx_t")).await;
+    let reference = run(plain, &sql.replace("{t}", "cx_t_ref")).await;
+    assert_eq!(through, reference, "{sql}");
+    through
+}
+
+async fn run(client: &Client, sql: &str) -> (Vec<Vec<Option<String>>>, u64) {
+    let messages = client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    let rows: Vec<Vec<Option<String>>> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    (rows, tag(&messages))
+}
+
+async fn both_fail(proxy: &Client, plain: &Client, sql: &str) -> SqlState {
+    let a = proxy
+        .simple_query(&sql.replace("{t}", "cx_t"))
+        .await
+        .expect_err(sql);
+    let b = plain
+        .simple_query(&sql.replace("{t}", "cx_t_ref"))
+        .await
+        .expect_err(sql);
+    assert_eq!(code(&a), code(&b), "{sql}: {a} / {b}");
+    code(&a)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_over_several_shards_fetch_as_one_postgres() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    let plain = twin_tables(&c, "cx_t").await;
+
+    // An ordered cursor in a block, read in steps of every forward kind.
+    both(&c, &plain, "BEGIN").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE cur NO SCROLL CURSOR FOR SELECT id, v, n FROM {t} ORDER BY n DESC NULLS LAST, id",
+    )
+    .await;
+    let (rows, count) = both(&c, &plain, "FETCH 10 cur").await;
+    assert_eq!((rows.len(), count), (10, 10));
+    both(&c, &plain, "FETCH FORWARD 25 FROM cur").await;
+    assert_eq!(both(&c, &plain, "MOVE 5 cur").await.1, 5);
+    both(&c, &plain, "FETCH NEXT FROM cur").await;
+    both(&c, &plain, "FETCH ABSOLUTE 60 cur").await;
+    both(&c, &plain, "FETCH RELATIVE 3 cur").await;
+    // The shards' cursors are visible where the client looks.
+    let listed = simple_rows(&c, "SELECT name FROM pg_cursors WHERE name = 'cur'").await;
+    assert_eq!(listed, [[Some("cur".to_string())]]);
+    let (rows, _) = both(&c, &plain, "FETCH ALL cur").await;
+    assert_eq!(rows.len(), 300 - 63);
+    assert_eq!(both(&c, &plain, "FETCH cur").await.1, 0);
+    assert_eq!(
+        both_fail(&c, &plain, "FETCH PRIOR cur").await,
+        SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
+    );
+    both(&c, &plain, "ROLLBACK").await;
+
+    // LIMIT and OFFSET count over the merged rows.
+    both(&c, &plain, "BEGIN").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE lim CURSOR FOR SELECT id FROM {t} ORDER BY id DESC LIMIT 50 OFFSET 10",
+    )
+    .await;
+    let (rows, _) = both(&c, &plain, "FETCH 7 lim").await;
+    assert_eq!(rows[0][0].as_deref(), Some("290"));
+    assert_eq!(both(&c, &plain, "FETCH ALL lim").await.0.len(), 43);
+    both(&c, &plain, "CLOSE lim").await;
+    assert_eq!(
+        both_fail(&c, &plain, "FETCH lim").await,
+        SqlState::INVALID_CURSOR_NAME
+    );
+    both(&c, &plain, "ROLLBACK").await;
+
+    // The cursor ends with its block.
+    both(&c, &plain, "BEGIN").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE gone CURSOR FOR SELECT id FROM {t} ORDER BY id",
+    )
+    .await;
+    both(&c, &plain, "FETCH 3 gone").await;
+    both(&c, &plain, "COMMIT").await;
+    both(&c, &plain, "BEGIN").await;
+    assert_eq!(
+        both_fail(&c, &plain, "FETCH gone").await,
+        SqlState::INVALID_CURSOR_NAME
+    );
+    both(&c, &plain, "ROLLBACK").await;
+
+    // WITH HOLD outlives its block, and needs none.
+    both(
+        &c,
+        &plain,
+        "DECLARE held CURSOR WITH HOLD FOR SELECT id, grp FROM {t} ORDER BY grp, id",
+    )
+    .await;
+    both(&c, &plain, "FETCH 100 held").await;
+    both(&c, &plain, "BEGIN").await;
+    both(&c, &plain, "FETCH 50 held").await;
+    both(&c, &plain, "COMMIT").await;
+    assert_eq!(both(&c, &plain, "FETCH ALL held").await.0.len(), 150);
+    both(&c, &plain, "CLOSE ALL").await;
+
+    // Without HOLD, a cursor needs a block, as on PostgreSQL.
+    assert_eq!(
+        both_fail(
+            &c,
+            &plain,
+            "DECLARE nb CURSOR FOR SELECT id FROM {t} ORDER BY id"
+        )
+        .await,
+        SqlState::NO_ACTIVE_SQL_TRANSACTION
+    );
+
+    // Keyed: the one shard runs it.
+    log_all_statements().await;
+    c.batch_execute("BEGIN").await.unwrap();
+    c.batch_execute("DECLARE k CURSOR FOR SELECT v FROM cx_t WHERE id = 42 /* cx-keyed */")
+        .await
+        .unwrap();
+    let keyed = simple_rows(&c, "FETCH ALL k").await;
+    assert_eq!(keyed.len(), 1);
+    c.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(shards_that_ran("cx-keyed").len(), 1);
+
+    // What the proxy cannot merge a cursor over: refused, saying so.
+    c.batch_execute("BEGIN").await.unwrap();
+    for refused in [
+        "DECLARE s SCROLL CURSOR FOR SELECT id FROM cx_t ORDER BY id",
+        "DECLARE a CURSOR FOR SELECT grp, count(*) FROM cx_t GROUP BY grp",
+    ] {
+        let e = c.simple_query(refused).await.expect_err(refused);
+        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{refused}: {e}");
+        c.batch_execute("ROLLBACK; BEGIN").await.unwrap();
+    }
+    c.batch_execute("ROLLBACK").await.unwrap();
+
+    c.batch_execute("DROP TABLE cx_t").await.unwrap();
+    plain.batch_execute("DROP TABLE cx_t_ref").await.unwrap();
+}
