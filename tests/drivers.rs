@@ -164,3 +164,34 @@ async fn drivers_read_and_bind_user_defined_types_from_every_shard() {
         assert_on_third_and_fourth(&sharded).await;
     }
 }
+
+/// Server-side cursors of real drivers stream a multi-shard ORDER BY through the proxy, each
+/// row once and in order: psycopg 3 named cursors (with and without hold), psycopg2 named
+/// cursors, SQLAlchemy's stream_results over psycopg, asyncpg cursors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drivers_stream_server_side_cursors_over_several_shards() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE drv_stream (id bigint PRIMARY KEY, grp int, pad text) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+    )
+    .await;
+    let rows = 100_000;
+    c.simple_query(&format!(
+        "INSERT INTO drv_stream SELECT i, i % 7, repeat('x', 100) FROM generate_series(1, {rows}) i"
+    ))
+    .await
+    .expect("fill");
+    run_script(
+        "server_cursors.py",
+        vec![
+            proxy.addr.to_string(),
+            "drv_stream".to_string(),
+            rows.to_string(),
+        ],
+    )
+    .await;
+    exec(&c, "DROP TABLE drv_stream").await;
+}

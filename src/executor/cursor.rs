@@ -148,6 +148,23 @@ impl ShardCursor {
         Ok(false)
     }
 
+    /// The cursor's RowDescription as the client sees it (a protocol-level Describe of the
+    /// portal the cursor is): read from the shards' first batches if no FETCH has yet.
+    /// `Ok(Err(frame))`: a shard refused.
+    pub async fn describe<H: Host>(
+        &mut self,
+        host: &mut H,
+        shared: Shared<'_>,
+    ) -> Result<Result<Option<Bytes>, Bytes>, H::Error> {
+        if self.merging.description().is_none() {
+            let dry = self.merging.dry();
+            if let Some(error) = self.refill(host, shared, &dry).await? {
+                return Ok(Err(error));
+            }
+        }
+        Ok(Ok(self.merging.description()))
+    }
+
     /// Reads the next batch of each of `dry` (shard positions) into the merge; the first shard
     /// error, if one refused.
     async fn refill<H: Host>(

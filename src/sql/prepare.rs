@@ -21,6 +21,29 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// `query` with `$n` parameters of the declared `types` (as written; fewer than the
+    /// parameters, or none, leave the rest to PostgreSQL), to be filled by [`substitute`].
+    pub fn of(query: &str, types: Vec<String>) -> Result<Prepared, PrepareError> {
+        let params = scan(query)?
+            .iter()
+            .filter(|t| is(t, Token::Param))
+            .map(|t| {
+                let range = t.start as usize..t.end as usize;
+                let number = query[range.start + 1..range.end]
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or(PrepareError::Unreadable("a parameter"))?;
+                Ok((range, number))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Prepared {
+            query: query.to_string(),
+            types,
+            params,
+        })
+    }
+
     /// How many arguments an EXECUTE must pass: the declared types, and any parameter numbered
     /// beyond them (PostgreSQL infers its type).
     pub fn arity(&self) -> usize {
@@ -183,7 +206,7 @@ pub fn substitute(
             });
         }
         out.push_str(&prepared.query[at..range.start]);
-        match prepared.types.get(number - 1) {
+        match prepared.types.get(number - 1).filter(|ty| !ty.is_empty()) {
             // EXECUTE coerces each argument to the parameter's type.
             Some(ty) => out.push_str(&format!("(({})::{})", arg.text, ty)),
             None => out.push_str(&format!("({})", arg.text)),
@@ -254,28 +277,8 @@ fn read_prepare(text: &str) -> Result<Prepared, PrepareError> {
         .get(as_at + 1)
         .ok_or(PrepareError::Unreadable("PREPARE"))?
         .start as usize;
-    let query = text[query_start..]
-        .trim_end()
-        .trim_end_matches(';')
-        .to_string();
-    let params = scan(&query)?
-        .iter()
-        .filter(|t| is(t, Token::Param))
-        .map(|t| {
-            let range = t.start as usize..t.end as usize;
-            let number = query[range.start + 1..range.end]
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| n >= 1)
-                .ok_or(PrepareError::Unreadable("a parameter"))?;
-            Ok((range, number))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(Prepared {
-        query,
-        types,
-        params,
-    })
+    let query = text[query_start..].trim_end().trim_end_matches(';');
+    Prepared::of(query, types)
 }
 
 /// EXECUTE name [(args)]: each argument's text, and whether it is a constant.

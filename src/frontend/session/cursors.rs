@@ -9,13 +9,15 @@ use super::host::shared;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::cursor::{self as shard_cursor, Fetch, ShardCursor};
-use crate::executor::gather::Combine;
+use crate::executor::gather::{Combine, Combined};
+use crate::executor::host::{run_on_shards, Work};
+use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements::{self, ClientFrame};
 use crate::protocol::{self, Frame, TxStatus};
 use crate::router::plan::StatementKind;
 use crate::sql::cursor::{self, CursorStatement, Declare, Direction};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use tokio_postgres::error::SqlState;
 
@@ -57,10 +59,12 @@ struct Refusal(SqlState, String);
 enum Declared {
     /// Its query names no recorded table: it goes its usual way.
     NotOurs,
-    /// Sent to the one shard its query runs on, which answers it.
-    Forwarded,
-    /// Answered here: a command tag, or nothing more (an error was written).
-    Answered(Result<Option<String>, Refusal>),
+    /// Declared where its query runs.
+    Done,
+    /// Refused by the proxy.
+    Refused(Refusal),
+    /// Refused by a shard: its ErrorResponse.
+    Failed(Bytes),
 }
 
 impl Session {
@@ -90,10 +94,14 @@ impl Session {
         }
         let parsed = ClientFrame::parse(frame)?;
         let outcome = match statement {
-            CursorStatement::Declare(d) => match self.declare(d, frame, parsed, client).await? {
+            CursorStatement::Declare(d) => match self.declare(d, sql, false, client).await? {
                 Declared::NotOurs => return Ok(false),
-                Declared::Forwarded => return Ok(true),
-                Declared::Answered(outcome) => outcome,
+                Declared::Done => Ok(Some("DECLARE CURSOR".to_string())),
+                Declared::Refused(refusal) => Err(refusal),
+                Declared::Failed(error) => {
+                    self.cout.extend_from_slice(&error);
+                    Ok(None)
+                }
             },
             CursorStatement::Fetch {
                 name,
@@ -142,20 +150,22 @@ impl Session {
         Ok(true)
     }
 
-    /// DECLARE: on the one shard its query runs on, or on each of several merged by the proxy.
-    /// `Ok(None)`: answered (the one shard's answer, or an error written).
+    /// DECLARE (its text `sql`): on the one shard its query runs on, followed there by its
+    /// FETCHes, or on each of several, merged by the proxy. `extended`: its Bind, with the
+    /// parameters in place, and a query naming no recorded table is declared on the session's
+    /// shard too (its Parse was answered by the proxy).
     async fn declare(
         &mut self,
         d: Declare,
-        frame: &Frame<&[u8]>,
-        parsed: ClientFrame<'_>,
+        sql: &[u8],
+        extended: bool,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Declared, SessionError> {
         if self.cursors.by_name.contains_key(&d.name) {
-            return Ok(Declared::Answered(Err(Refusal(
+            return Ok(Declared::Refused(Refusal(
                 SqlState::DUPLICATE_CURSOR,
                 format!("cursor \"{}\" already exists", d.name),
-            ))));
+            )));
         }
         let mut query = BytesMut::new();
         protocol::query(&mut query, &d.query);
@@ -163,85 +173,215 @@ impl Session {
         let dest = self
             .resolve_dest(&query, ClientFrame::parse(&query)?)
             .await?;
-        let multi = match dest {
+        let (shards, merged) = match dest {
             // No recorded table: the statement goes its usual way, and so do its FETCHes.
-            Dest::Here => return Ok(Declared::NotOurs),
-            Dest::Shard(shard) => {
-                self.cursors.by_name.insert(
-                    d.name.clone(),
-                    Entry {
-                        held: Held::OnShard(shard),
-                        hold: d.hold,
-                    },
-                );
-                self.run_on_shard(shard, frame, parsed).await?;
-                return Ok(Declared::Forwarded);
+            Dest::Here if !extended => return Ok(Declared::NotOurs),
+            Dest::Here => {
+                let shard = self.links.current_shard().unwrap_or(self.unrouted_shard());
+                (vec![shard], None)
             }
-            Dest::Multi(multi) => multi,
+            Dest::Shard(shard) => (vec![shard], None),
+            Dest::Multi(multi) => match multi.combine {
+                Combine::Union {
+                    kind: StatementKind::Select,
+                    merge,
+                    ..
+                } => (multi.shards, Some((multi.sql, merge))),
+                _ => return Ok(Declared::Refused(not_merged())),
+            },
             Dest::Refuse(refusal) => {
                 let (code, message) = *refusal;
-                return Ok(Declared::Answered(Err(Refusal(code, message))));
+                return Ok(Declared::Refused(Refusal(code, message)));
             }
-            _ => return Ok(Declared::Answered(Err(not_merged()))),
+            _ => return Ok(Declared::Refused(not_merged())),
         };
-        let Combine::Union {
-            kind: StatementKind::Select,
-            merge,
-            ..
-        } = multi.combine
-        else {
-            return Ok(Declared::Answered(Err(not_merged())));
-        };
-        if d.scroll {
-            return Ok(Declared::Answered(Err(Refusal(
-                SqlState::FEATURE_NOT_SUPPORTED,
-                "a SCROLL cursor over several shards is not supported yet: declare it NO SCROLL \
-                 (FETCH forward only), or give the full sharding key"
-                    .into(),
-            ))));
+        if merged.is_some() {
+            if let Some(refusal) = merged_refusal(&d, self.links.status()) {
+                return Ok(Declared::Refused(refusal));
+            }
         }
-        if !d.hold && !self.links.status().in_block() {
-            return Ok(Declared::Answered(Err(Refusal(
-                SqlState::NO_ACTIVE_SQL_TRANSACTION,
-                "DECLARE CURSOR can only be used in transaction blocks".into(),
-            ))));
-        }
-        // The shards' cursors stay on the session's connections (WITH HOLD: beyond the block).
+        // The cursors stay on the session's connections (WITH HOLD: beyond the block).
         if d.hold && !self.links.pinned {
             self.links.pinned = true;
             self.ctx.metrics.pinned_sessions.increment(1);
         }
         let ctx = self.ctx.clone();
-        let declared = shard_cursor::Declared {
-            name: &d.name,
-            binary: d.binary,
-            hold: d.hold,
-            shard_sql: &multi.sql,
-            merge,
-        };
-        let opened = ShardCursor::open(
-            &mut self.host(Some(client)),
-            shared(&ctx),
-            &multi.shards,
-            declared,
-        )
-        .await?;
-        match opened {
-            Ok(c) => {
-                self.cursors.by_name.insert(
-                    d.name,
-                    Entry {
-                        held: Held::Merged(Box::new(c)),
-                        hold: d.hold,
-                    },
-                );
-                Ok(Declared::Answered(Ok(Some("DECLARE CURSOR".into()))))
+        let mut host = self.host(Some(client));
+        let held = match merged {
+            None => {
+                let text = vec![String::from_utf8_lossy(sql).into_owned()];
+                let declared = run_on_shards(
+                    &mut host,
+                    shared(&ctx),
+                    &shards,
+                    Work::Simple(&text),
+                    &Combine::Each,
+                )
+                .await?;
+                if let Combined::Failed { error, .. } = declared {
+                    return Ok(Declared::Failed(error));
+                }
+                Held::OnShard(shards[0])
             }
-            Err(error) => {
-                self.cout.extend_from_slice(&error);
-                Ok(Declared::Answered(Ok(None)))
+            Some((shard_sql, merge)) => {
+                let declared = shard_cursor::Declared {
+                    name: &d.name,
+                    binary: d.binary,
+                    hold: d.hold,
+                    shard_sql: &shard_sql,
+                    merge,
+                };
+                match ShardCursor::open(&mut host, shared(&ctx), &shards, declared).await? {
+                    Ok(c) => Held::Merged(Box::new(c)),
+                    Err(error) => return Ok(Declared::Failed(error)),
+                }
+            }
+        };
+        self.cursors
+            .by_name
+            .insert(d.name, Entry { held, hold: d.hold });
+        Ok(Declared::Done)
+    }
+
+    /// Where a DECLARE sent through the extended protocol goes, while the catalog records
+    /// tables: held at its Parse, declared by the proxy at its Bind (its shards, and whether
+    /// the proxy merges them, depend on the Bind's values).
+    pub(super) fn declare_extended(&self, text: &[u8], parsed: ClientFrame<'_>) -> Option<Dest> {
+        const DECLARE: u128 = crate::sql::classify::keyword(b"declare");
+        if !self.ctx.catalog.has_tables() || crate::sql::classify::first_keyword(text) != DECLARE {
+            return None;
+        }
+        match parsed {
+            ClientFrame::Parse { .. } => Some(Dest::Hold),
+            ClientFrame::Bind {
+                portal,
+                statement,
+                rest,
+            } => {
+                let held = self.statements.get(statement)?;
+                Some(Dest::DeclareBind(Box::new(DeclareBind {
+                    portal: portal.into(),
+                    sql: held.query.to_vec(),
+                    param_types: held.param_types.to_vec(),
+                    rest: rest.to_vec(),
+                })))
+            }
+            _ => Some(Dest::LocalDescribe(text.into())),
+        }
+    }
+
+    /// The Bind of a DECLARE held at its Parse: declared now, its parameters written into it;
+    /// the portal's Execute answers `DECLARE CURSOR`.
+    pub(super) async fn declare_at_bind(
+        &mut self,
+        bound: DeclareBind,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        self.drain_current().await?;
+        let text = match with_parameters(&bound) {
+            Ok(text) => text,
+            Err(refusal) => return self.fail_bind(refusal),
+        };
+        let Some(CursorStatement::Declare(d)) = cursor::read(&text) else {
+            return self.fail_bind(Refusal(
+                SqlState::SYNTAX_ERROR,
+                "a DECLARE shardwire cannot read".into(),
+            ));
+        };
+        let failure = match self.declare(d, text.as_bytes(), true, client).await? {
+            Declared::NotOurs | Declared::Done => None,
+            Declared::Refused(Refusal(code, message)) => {
+                let mut error = BytesMut::new();
+                protocol::error_response(&mut error, protocol::Severity::Error, &code, &message);
+                Some(error.freeze())
+            }
+            Declared::Failed(error) => Some(error),
+        };
+        match failure {
+            None => {
+                self.pipeline.push(
+                    Pending::composed(protocol::empty_message(b'2')),
+                    &mut self.cout,
+                );
+                let rows = crate::executor::gather::Rows {
+                    tag: Some("DECLARE CURSOR".into()),
+                    ..Default::default()
+                };
+                self.portals.put_buffered(bound.portal, rows);
+            }
+            Some(error) => {
+                self.pipeline.push(Pending::composed(error), &mut self.cout);
+                self.batch.skip_until_sync = true;
             }
         }
+        self.release_parked_if_idle();
+        Ok(())
+    }
+
+    fn fail_bind(&mut self, Refusal(code, message): Refusal) -> Result<(), SessionError> {
+        let mut error = BytesMut::new();
+        protocol::error_response(&mut error, protocol::Severity::Error, &code, &message);
+        self.pipeline
+            .push(Pending::composed(error.freeze()), &mut self.cout);
+        self.batch.skip_until_sync = true;
+        Ok(())
+    }
+
+    /// A Describe of the portal a cursor is (psycopg reads a named cursor's columns so):
+    /// answered from the cursor's shards. `false`: not one the proxy follows.
+    pub(super) async fn describe_cursor(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<bool, SessionError> {
+        let ClientFrame::Describe { kind: b'P', name } = ClientFrame::parse(frame)? else {
+            return Ok(false);
+        };
+        let Ok(name) = std::str::from_utf8(name) else {
+            return Ok(false);
+        };
+        let Some(entry) = self.cursors.by_name.remove(name) else {
+            return Ok(false);
+        };
+        let shard = match &entry.held {
+            Held::OnShard(shard) => Some(*shard),
+            Held::Merged(_) => None,
+        };
+        let Entry {
+            held: Held::Merged(mut c),
+            hold,
+        } = entry
+        else {
+            self.cursors.by_name.insert(name.to_string(), entry);
+            if let Some(shard) = shard {
+                self.run_on_shard(shard, frame, ClientFrame::parse(frame)?)
+                    .await?;
+            }
+            return Ok(true);
+        };
+        self.drain_current().await?;
+        let ctx = self.ctx.clone();
+        let described = c
+            .describe(&mut self.host(Some(client)), shared(&ctx))
+            .await?;
+        self.cursors.by_name.insert(
+            name.to_string(),
+            Entry {
+                held: Held::Merged(c),
+                hold,
+            },
+        );
+        let answer = match described {
+            Ok(Some(description)) => description,
+            Ok(None) => protocol::empty_message(b'n'),
+            Err(error) => {
+                self.batch.skip_until_sync = true;
+                error
+            }
+        };
+        self.pipeline
+            .push(Pending::composed(answer), &mut self.cout);
+        Ok(true)
     }
 
     /// FETCH or MOVE of a merged cursor: forward only.
@@ -348,6 +488,148 @@ impl Session {
             crate::executor::gather::Combined::Rows(_) => Ok(Some("CLOSE CURSOR ALL".into())),
         })
     }
+}
+
+/// What a cursor over several shards cannot be, before anything is declared.
+fn merged_refusal(d: &Declare, status: TxStatus) -> Option<Refusal> {
+    if d.scroll {
+        return Some(Refusal(
+            SqlState::FEATURE_NOT_SUPPORTED,
+            "a SCROLL cursor over several shards is not supported yet: declare it NO SCROLL \
+             (FETCH forward only), or give the full sharding key"
+                .into(),
+        ));
+    }
+    if !d.hold && !status.in_block() {
+        return Some(Refusal(
+            SqlState::NO_ACTIVE_SQL_TRANSACTION,
+            "DECLARE CURSOR can only be used in transaction blocks".into(),
+        ));
+    }
+    None
+}
+
+/// A DECLARE's Bind: its statement's text and parameter types, and the Bind's values.
+pub(super) struct DeclareBind {
+    pub portal: Box<[u8]>,
+    pub sql: Vec<u8>,
+    /// The Parse's parameter type count and OIDs, as sent.
+    pub param_types: Vec<u8>,
+    /// The Bind after its portal and statement names.
+    pub rest: Vec<u8>,
+}
+
+/// The DECLARE's text with the Bind's values in place of its parameters, each cast to the
+/// type the Parse gave it. Values in text format only.
+fn with_parameters(bound: &DeclareBind) -> Result<String, Refusal> {
+    let sql = std::str::from_utf8(&bound.sql).map_err(|_| {
+        Refusal(
+            SqlState::CHARACTER_NOT_IN_REPERTOIRE,
+            "DECLARE is not UTF-8".into(),
+        )
+    })?;
+    let parts = crate::router::route::BindParts::read(&bound.rest)
+        .map_err(|e| Refusal(SqlState::PROTOCOL_VIOLATION, e.to_string()))?;
+    if parts.values.is_empty() {
+        return Ok(sql.to_string());
+    }
+    let oids: Vec<u32> = {
+        let mut b = &bound.param_types[..];
+        let n = protocol::take_i16(&mut b, "Parse").unwrap_or(0).max(0);
+        (0..n)
+            .map(|_| protocol::take_i32(&mut b, "Parse").unwrap_or(0) as u32)
+            .collect()
+    };
+    let mut types = Vec::with_capacity(parts.values.len());
+    let mut args = Vec::with_capacity(parts.values.len());
+    for (i, (value, format)) in parts.values.iter().zip(&parts.formats).enumerate() {
+        let oid = oids.get(i).copied().unwrap_or(0);
+        let text = match (value, *format) {
+            (None, _) => None,
+            (Some(v), 0) => Some(String::from_utf8_lossy(v).into_owned()),
+            (Some(v), _) => Some(binary_as_text(oid, v).ok_or_else(|| {
+                Refusal(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    format!(
+                        "a DECLARE over several shards takes binary parameters of integer, \
+                         float, boolean and text types only (parameter ${} has type OID {oid}); \
+                         send it in text format",
+                        i + 1
+                    ),
+                )
+            })?),
+        };
+        let Some(type_name) = builtin_type_name(oid) else {
+            return Err(Refusal(
+                SqlState::FEATURE_NOT_SUPPORTED,
+                format!(
+                    "a DECLARE over several shards takes parameters of built-in types only \
+                     (parameter ${} has type OID {oid})",
+                    i + 1
+                ),
+            ));
+        };
+        types.push(type_name.to_string());
+        args.push(crate::sql::prepare::Argument {
+            text: match text {
+                Some(v) => crate::sql::quote::quote_literal(&v),
+                None => "NULL".into(),
+            },
+            constant: true,
+        });
+    }
+    let prepared = crate::sql::prepare::Prepared::of(sql, types)
+        .map_err(|e| Refusal(SqlState::SYNTAX_ERROR, e.to_string()))?;
+    crate::sql::prepare::substitute("DECLARE", &prepared, &args)
+        .map_err(|e| Refusal(SqlState::PROTOCOL_VIOLATION, e.to_string()))
+}
+
+/// A binary parameter value of built-in type `oid` in the type's text form.
+fn binary_as_text(oid: u32, v: &[u8]) -> Option<String> {
+    Some(match (oid, v.len()) {
+        (16, 1) => if v[0] != 0 { "t" } else { "f" }.to_string(),
+        (20, 8) => i64::from_be_bytes(v.try_into().ok()?).to_string(),
+        (21, 2) => i16::from_be_bytes(v.try_into().ok()?).to_string(),
+        (23, 4) => i32::from_be_bytes(v.try_into().ok()?).to_string(),
+        (26, 4) => u32::from_be_bytes(v.try_into().ok()?).to_string(),
+        // Shortest round-trip forms, which PostgreSQL reads back exactly.
+        (700, 4) => f32::from_be_bytes(v.try_into().ok()?).to_string(),
+        (701, 8) => f64::from_be_bytes(v.try_into().ok()?).to_string(),
+        (0 | 25 | 1043 | 1042 | 19 | 705, _) => String::from_utf8(v.to_vec()).ok()?,
+        _ => return None,
+    })
+}
+
+/// The name a parameter of built-in type `oid` is cast to (`unknown` for an unspecified one,
+/// which PostgreSQL types by its context).
+fn builtin_type_name(oid: u32) -> Option<&'static str> {
+    Some(match oid {
+        // No cast: PostgreSQL types it by its context, as it would the parameter.
+        0 | 705 => "",
+        16 => "bool",
+        17 => "bytea",
+        18 => "\"char\"",
+        19 => "name",
+        20 => "int8",
+        21 => "int2",
+        23 => "int4",
+        25 => "text",
+        26 => "oid",
+        114 => "json",
+        700 => "float4",
+        701 => "float8",
+        1042 => "bpchar",
+        1043 => "varchar",
+        1082 => "date",
+        1083 => "time",
+        1114 => "timestamp",
+        1184 => "timestamptz",
+        1186 => "interval",
+        1700 => "numeric",
+        2950 => "uuid",
+        3802 => "jsonb",
+        _ => return None,
+    })
 }
 
 fn not_merged() -> Refusal {

@@ -66,6 +66,8 @@ pub(super) enum Dest {
     Explain(Box<super::explain::ExplainAnswer>),
     /// A query string whose statements go to several shards, run one by one.
     Script,
+    /// A Bind of a DECLARE over recorded tables (held at its Parse): declared by the proxy.
+    DeclareBind(Box<super::cursors::DeclareBind>),
 }
 
 /// A Bind of a statement the proxy answers itself: its portal's name and the statement.
@@ -402,6 +404,9 @@ impl Session {
             },
             _ => return None,
         };
+        if let Some(dest) = self.declare_extended(text, parsed) {
+            return Some(dest);
+        }
         // The Parse, Bind and Describe of a statement ask about one text, and clients send the
         // same statements again and again: a text found to be none of these is remembered.
         if *self.routing.not_local == *text {

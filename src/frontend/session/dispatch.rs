@@ -46,6 +46,12 @@ impl Session {
         if self.on_cursor_statement(&frame, client).await? {
             return Ok(());
         }
+        if frame.tag == b'D'
+            && !self.cursors.is_empty()
+            && self.describe_cursor(&frame, client).await?
+        {
+            return Ok(());
+        }
         if let Some((sql, kind)) = local_candidate(&frame)? {
             // Boxed: the DDL path's future is large, and every other query should not carry it.
             let span = self.span.clone();
@@ -277,6 +283,9 @@ impl Session {
             }
             Dest::Sequence(answer) => {
                 return self.answer_sequence(*answer, frame).await.map(|()| None);
+            }
+            Dest::DeclareBind(bound) => {
+                return self.declare_at_bind(*bound, client).await.map(|()| None);
             }
             Dest::Script => {
                 let sql = statements::query_text(&Frame::borrowed(as_sent))?;

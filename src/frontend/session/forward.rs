@@ -29,6 +29,10 @@ impl Session {
                 return Ok(false);
             }
         }
+        // A Describe may name a cursor the proxy follows.
+        if frame.tag == b'D' && !self.cursors.is_empty() {
+            return Ok(false);
+        }
         if frame.tag == b'Q' && self.ctx.catalog.has_tables() {
             return self.route_simple_now(frame);
         }
