@@ -568,3 +568,17 @@ async fn composite_tables_get_the_index_on_every_level() {
     }
     assert_valid_everywhere("ic_c", "ic_c_v").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oracle_nosql_tables_index_goes_to_its_data_table() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE TABLE ic_ns (id LONG, note STRING, PRIMARY KEY (id)) USING TTL 5 DAYS",
+    )
+    .await;
+    exec(&c, "INSERT INTO ic_ns VALUES (1, 'a'), (2, 'b'), (3, 'c')").await;
+    exec(&c, "CREATE INDEX CONCURRENTLY ic_ns_note ON ic_ns (note)").await;
+    assert_valid_everywhere("\"public$rows\".ic_ns", "\"public$rows\".ic_ns_note").await;
+}
