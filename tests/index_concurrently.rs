@@ -582,3 +582,66 @@ async fn an_oracle_nosql_tables_index_goes_to_its_data_table() {
     exec(&c, "CREATE INDEX CONCURRENTLY ic_ns_note ON ic_ns (note)").await;
     assert_valid_everywhere("\"public$rows\".ic_ns", "\"public$rows\".ic_ns_note").await;
 }
+
+/// The brief steps wait for their locks a little at a time: a transaction holding the table
+/// open (a write lock on the partitioned table itself, which the partitions' builds do not
+/// wait for) delays the index, not the writers queued behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_transaction_on_the_table_delays_the_index_not_the_writers() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE ic_l (id bigint PRIMARY KEY, v int) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+    )
+    .await;
+    exec(
+        &c,
+        "INSERT INTO ic_l SELECT g, g FROM generate_series(1, 20000) g",
+    )
+    .await;
+    let writing = Writing {
+        statement: "CREATE INDEX CONCURRENTLY ic_l_v ON ic_l (v)",
+        writer: proxy.connect().await,
+        insert: "INSERT INTO ic_l (id, v) VALUES ($1, 7)",
+        first_id: 10_000_000,
+        holder: shards().connect(0).await,
+        held_write: "LOCK TABLE ONLY ic_l IN ROW EXCLUSIVE MODE".into(),
+    };
+    let started = Instant::now();
+    let (written, longest) = while_writing(&c, writing).await;
+    eprintln!("held open: {written} inserts, the longest {longest:?}");
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "the index waited"
+    );
+    assert!(
+        longest < Duration::from_secs(1),
+        "an insert waited {longest:?}"
+    );
+    assert_valid_everywhere("ic_l", "ic_l_v").await;
+
+    // The check, on one plain PostgreSQL: the same step taken without giving way makes the
+    // writers wait as long as the transaction holds the table.
+    let direct = shards().connect(0).await;
+    exec(
+        &direct,
+        "CREATE TABLE ic_l_plain (id bigint, v int) PARTITION BY HASH (id); \
+         CREATE TABLE ic_l_plain_0 PARTITION OF ic_l_plain FOR VALUES WITH (MODULUS 1, REMAINDER 0)",
+    )
+    .await;
+    let writing = Writing {
+        statement: "CREATE INDEX ic_l_plain_v ON ONLY ic_l_plain (v)",
+        writer: shards().connect(0).await,
+        insert: "INSERT INTO ic_l_plain (id, v) VALUES ($1, 7)",
+        first_id: 10_000_000,
+        holder: shards().connect(0).await,
+        held_write: "LOCK TABLE ONLY ic_l_plain IN ROW EXCLUSIVE MODE".into(),
+    };
+    let (_, longest) = while_writing(&direct, writing).await;
+    assert!(
+        longest >= Duration::from_secs(1),
+        "a blocked writer: {longest:?}"
+    );
+}
