@@ -567,6 +567,28 @@ async fn composite_tables_get_the_index_on_every_level() {
         assert!(tree.len() > 2, "shard {i}: {tree:?}");
     }
     assert_valid_everywhere("ic_c", "ic_c_v").await;
+
+    // A unique index without the chunks' key: every partition's builds, then the partition
+    // sets' `ON ONLY` index is refused by PostgreSQL on every shard; what was made is removed.
+    let mut before = Vec::new();
+    for i in 0..SHARDS {
+        before.push(table_indexes(&shards().connect(i).await, "ic_c").await);
+    }
+    let e = refused(
+        &c,
+        "CREATE UNIQUE INDEX CONCURRENTLY ic_c_bad ON ic_c (v, class)",
+    )
+    .await;
+    assert_eq!(e.code(), &SqlState::FEATURE_NOT_SUPPORTED, "{e:?}");
+    assert!(
+        e.message()
+            .contains("must include all partitioning columns"),
+        "{e:?}"
+    );
+    for (i, before) in before.iter().enumerate() {
+        let after = table_indexes(&shards().connect(i).await, "ic_c").await;
+        assert_eq!(&after, before, "shard {i}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -246,13 +246,15 @@ pub async fn root_index_valid(
 /// first failure is returned.
 pub async fn remove(conn: &Client, tree: &ShardTree) -> Result<(), tokio_postgres::Error> {
     let mut first_error = None;
-    for m in tree.partitioned() {
+    // A member not yet named was given nothing.
+    let named = |m: &&Member| !m.index.is_empty();
+    for m in tree.partitioned().filter(named) {
         let sql = format!("DROP INDEX IF EXISTS {}", qualified(&m.schema, &m.index));
         if let Err(e) = run_brief(conn, &sql).await {
             first_error.get_or_insert(e);
         }
     }
-    for m in tree.leaves() {
+    for m in tree.leaves().filter(named) {
         let sql = format!(
             "DROP INDEX CONCURRENTLY IF EXISTS {}",
             qualified(&m.schema, &m.index)
