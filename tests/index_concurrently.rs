@@ -667,3 +667,119 @@ async fn a_long_transaction_on_the_table_delays_the_index_not_the_writers() {
         "a blocked writer: {longest:?}"
     );
 }
+
+/// Stops its clusters even when an assertion fails.
+struct Stopper<'a>(&'a [shardwire::pgcluster::LocalCluster]);
+
+impl Drop for Stopper<'_> {
+    fn drop(&mut self) {
+        for c in self.0 {
+            let _ = c.stop(shardwire::pgcluster::StopMode::Immediate);
+        }
+    }
+}
+
+/// A shard that goes down after the other has made the index whole: the other's index,
+/// attached and valid, is removed, and the client hears that the shard is unavailable. The
+/// test stops a shard, so it runs two clusters of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_lost_while_attaching_leaves_no_index_on_the_others() {
+    use shardwire::pgcluster::{free_port, ClusterOptions, LocalCluster, PgBinaries, StopMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let bins = PgBinaries::locate().unwrap();
+    let clusters: Vec<LocalCluster> = (0..2)
+        .map(|i| {
+            let options = ClusterOptions {
+                fast_unsafe: true,
+                ..ClusterOptions::default()
+            };
+            let dir = tmp.path().join(format!("s{i}"));
+            LocalCluster::init(bins.clone(), &dir, free_port().unwrap(), options).unwrap()
+        })
+        .collect();
+    let _stopper = Stopper(&clusters);
+    for c in &clusters {
+        c.start().unwrap();
+        c.create_database("app").unwrap();
+    }
+    let urls: Vec<String> = clusters.iter().map(|c| c.url("app")).collect();
+    let connect = |i: usize| {
+        let url = urls[i].clone();
+        async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connect to own shard");
+            tokio::spawn(conn);
+            client
+        }
+    };
+    let proxy = common::TestProxy::start_with(|c| {
+        c.catalog = None;
+        c.shards.truncate(2);
+        for (shard, url) in c.shards.iter_mut().zip(&urls) {
+            shard.url = url.clone();
+        }
+        c.pool.connect_timeout_ms = 2000;
+    });
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE ic_down (id bigint NOT NULL, v int) \
+         PARTITION BY CONSISTENT HASH (id) PARTITIONS 4",
+    )
+    .await;
+    exec(
+        &c,
+        "INSERT INTO ic_down SELECT g, g FROM generate_series(1, 2000) g",
+    )
+    .await;
+    // s2's ON ONLY step waits for this, after s1 has attached everything.
+    let locker = connect(1).await;
+    exec(
+        &locker,
+        "BEGIN; LOCK TABLE ONLY ic_down IN ROW EXCLUSIVE MODE",
+    )
+    .await;
+    let creating = {
+        let client = proxy.connect().await;
+        tokio::spawn(async move {
+            client
+                .batch_execute("CREATE INDEX CONCURRENTLY ic_down_v ON ic_down (v)")
+                .await
+        })
+    };
+    let s1 = connect(0).await;
+    let s2 = connect(1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE wait_event_type = 'Lock' AND query LIKE '%ON ONLY%'";
+    loop {
+        let whole = index_tree(&s1, "ic_down_v").await;
+        let s1_done = whole.len() == 3 && whole.iter().all(|(_, valid)| *valid);
+        let s2_waits = s2.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) > 0;
+        if s1_done && s2_waits {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never attached on s1 while s2 waits: {whole:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    clusters[1].stop(StopMode::Immediate).unwrap();
+    let e = creating.await.unwrap().expect_err("s2 went down");
+    let db = e.as_db_error().expect("an ErrorResponse");
+    assert_eq!(db.code(), &SqlState::CONNECTION_FAILURE, "{}", db.message());
+    assert!(db.message().contains("\"s2\""), "{}", db.message());
+    assert_eq!(table_indexes(&s1, "ic_down").await, []);
+    // The table takes DDL again.
+    let listed = simple_rows(&c, "SHOW SHARDED TABLES").await;
+    assert!(
+        listed
+            .iter()
+            .any(|r| r[0].as_deref() == Some("ic_down") && r.contains(&Some("active".into()))),
+        "{listed:?}"
+    );
+    drop(c);
+    drop(proxy);
+}
