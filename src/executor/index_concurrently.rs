@@ -81,10 +81,12 @@ pub async fn create(
     .await;
     first_error(read)?;
     let Some(name) = root_name(&mut parts, &target, index).await? else {
-        tracing::info!(index = %index.idxname, "CREATE INDEX IF NOT EXISTS: exists on every shard, skipping");
+        tracing::info!(index = %index.idxname,
+            "CREATE INDEX IF NOT EXISTS: exists on every shard, skipping");
         return Ok("CREATE INDEX");
     };
-    tracing::info!(table = %target, index = %name, shards = parts.len(), "creating index concurrently");
+    tracing::info!(table = %target, index = %name, shards = parts.len(),
+        "creating index concurrently");
     ctx.catalog
         .begin_update(entry.id, &ddl::update_holder(ctx))
         .await?;
@@ -112,7 +114,8 @@ async fn root_name(
             match (taken.is_empty(), index.if_not_exists) {
                 (true, _) => keep.push(p),
                 (false, true) => {
-                    tracing::info!(shard = %p.label, %name, "index exists; IF NOT EXISTS skips this shard");
+                    tracing::info!(shard = %p.label, %name,
+                        "index exists; IF NOT EXISTS skips this shard");
                 }
                 (false, false) => return Err(ExecError::IndexExists { name }),
             }
@@ -166,7 +169,8 @@ async fn build(parts: &mut [Part<'_>], index: &IndexStmt, name: &str) -> Result<
         outcome = first_error(attached);
     }
     if let Err(e) = &outcome {
-        tracing::warn!(error = %e, index = name, "CREATE INDEX CONCURRENTLY failed; removing what it made");
+        tracing::warn!(error = %e, index = name,
+            "CREATE INDEX CONCURRENTLY failed; removing what it made");
         join_all(parts.iter_mut().map(clean_up)).await;
     }
     outcome
