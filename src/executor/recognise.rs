@@ -394,4 +394,81 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    /// A snapshot recording one sharded table, `public.t`.
+    fn with_table() -> Snapshot {
+        use crate::catalog::{KeyColumn, Shard, Table};
+        use crate::model::{RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState};
+        let table = Table {
+            id: TableId(1),
+            schema: "public".into(),
+            name: "t".into(),
+            kind: TableKind::Sharded,
+            method: Some(ShardingMethod::ConsistentHash),
+            key_columns: vec![KeyColumn::new("id", "bigint")],
+            partition_set_columns: Vec::new(),
+            primary_key: Vec::new(),
+            root: TableId(1),
+            parent: None,
+            row_movement: RowMovement::Disabled,
+            state: TableState::Active,
+            tablespace_set: None,
+            chunks: vec![ShardId(0), ShardId(1)],
+            partition_sets: Vec::new(),
+            partitions: Vec::new(),
+            generated: Vec::new(),
+            nosql: false,
+            ttl: None,
+        };
+        let shards = (0..2)
+            .map(|i| Shard {
+                id: ShardId(i),
+                name: format!("s{}", i + 1),
+            })
+            .collect();
+        Snapshot::new(1, shards, Vec::new(), Vec::new(), vec![table])
+    }
+
+    #[test]
+    fn concurrently_forms_are_ours_on_recorded_tables() {
+        let snapshot = with_table();
+        let ours = |sql: &str| recognise(sql.as_bytes(), &snapshot);
+        match ours("CREATE UNIQUE INDEX CONCURRENTLY ON t (id) INCLUDE (v)") {
+            Some(d @ ProxyDdl::CreateIndexConcurrently { .. }) => {
+                assert_eq!(d.concurrently(), Some("CREATE INDEX CONCURRENTLY"));
+                let ProxyDdl::CreateIndexConcurrently { table, index } = d else {
+                    unreachable!()
+                };
+                assert_eq!(table, QualifiedName::new("public", "t"));
+                assert!(index.unique && index.concurrent);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a recorded table: PostgreSQL's.
+        assert!(ours("CREATE INDEX CONCURRENTLY ON other (v)").is_none());
+        match ours("DROP INDEX CONCURRENTLY IF EXISTS s.i") {
+            Some(ProxyDdl::DropIndexConcurrently { index, .. }) => {
+                assert_eq!(index, QualifiedName::new("s", "i"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ours("DROP INDEX i"),
+            Some(ProxyDdl::DropIndex { .. })
+        ));
+        for sql in [
+            "REINDEX INDEX CONCURRENTLY i",
+            "REINDEX (VERBOSE) INDEX CONCURRENTLY public.i",
+        ] {
+            match ours(sql) {
+                Some(d @ ProxyDdl::ReindexConcurrently { .. }) => {
+                    assert_eq!(d.concurrently(), Some("REINDEX CONCURRENTLY"));
+                }
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        // Routed by their table, or PostgreSQL's (and allowed in a block).
+        assert!(ours("REINDEX INDEX i").is_none());
+        assert!(ours("REINDEX TABLE CONCURRENTLY t").is_none());
+    }
 }
