@@ -390,6 +390,10 @@ async fn concurrently_is_refused_inside_a_block_as_postgresql_refuses_it() {
             "REINDEX INDEX CONCURRENTLY ic_b_v",
             "REINDEX INDEX CONCURRENTLY ic_b_plain_v",
         ),
+        (
+            "REINDEX TABLE CONCURRENTLY ic_b",
+            "REINDEX TABLE CONCURRENTLY ic_b_plain",
+        ),
     ];
     for (through_proxy, plain) in cases {
         exec(&c, "BEGIN").await;
