@@ -171,7 +171,10 @@ pub enum ExecError {
     PartitionedIndexConcurrently { index: String },
     /// Every partition's index was attached and the index is still not valid: PostgreSQL's
     /// rule for when a partitioned index becomes valid was not met.
-    #[error("index \"{index}\" is not valid on {shard} after every partition's index was attached; it was removed")]
+    #[error(
+        "index \"{index}\" is not valid on {shard} after every partition's index was attached; \
+         what the statement made is removed from every shard"
+    )]
     IndexNotValid { shard: String, index: String },
 }
 
