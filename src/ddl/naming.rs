@@ -28,7 +28,12 @@ fn truncate(s: &str, max: usize) -> &str {
 /// makeObjectName), the longer of the two parts shortened a byte at a time until the whole fits
 /// in 63 bytes. `label` is `fkey`, or `fkey1`, `fkey2`, … when an earlier name took it.
 pub fn foreign_key_name(table: &str, columns: &[&str], label: &str) -> String {
-    // The columns' part stops growing once it reaches NAMEDATALEN bytes.
+    object_name(table, &name_addition(columns), label)
+}
+
+/// The columns' part of a generated name: joined by `_`, and no longer growing once it reaches
+/// NAMEDATALEN bytes (ChooseForeignKeyConstraintNameAddition, ChooseIndexNameAddition).
+pub fn name_addition(columns: &[&str]) -> String {
     let mut addition = String::new();
     for column in columns {
         if !addition.is_empty() {
@@ -39,21 +44,54 @@ pub fn foreign_key_name(table: &str, columns: &[&str], label: &str) -> String {
             break;
         }
     }
+    addition
+}
+
+/// `<name>_<addition>_<label>` as PostgreSQL's makeObjectName builds it: the longer of the two
+/// parts is shortened a byte at a time until the whole fits in 63 bytes.
+pub fn object_name(name: &str, addition: &str, label: &str) -> String {
     // Two underscores and the label.
     let available = MAX_IDENTIFIER_BYTES - label.len() - 2;
-    let (mut table_bytes, mut addition_bytes) = (table.len(), addition.len());
-    while table_bytes + addition_bytes > available {
-        if table_bytes > addition_bytes {
-            table_bytes -= 1;
+    let (mut name_bytes, mut addition_bytes) = (name.len(), addition.len());
+    while name_bytes + addition_bytes > available {
+        if name_bytes > addition_bytes {
+            name_bytes -= 1;
         } else {
             addition_bytes -= 1;
         }
     }
     format!(
         "{}_{}_{label}",
-        truncate(table, table_bytes),
-        truncate(&addition, addition_bytes)
+        truncate(name, name_bytes),
+        truncate(addition, addition_bytes)
     )
+}
+
+/// The names an index's columns contribute to its generated name, as PostgreSQL's
+/// ChooseIndexColumnNames makes them: a name met before gets `1`, `2`, … appended (the name
+/// shortened so that it stays under 64 bytes).
+pub fn index_column_names(names: &[&str]) -> Vec<String> {
+    let mut chosen: Vec<String> = Vec::new();
+    for name in names {
+        let mut candidate = (*name).to_owned();
+        let mut n = 0;
+        while chosen.contains(&candidate) {
+            n += 1;
+            let digits = n.to_string();
+            let base = truncate(name, MAX_IDENTIFIER_BYTES - digits.len());
+            candidate = format!("{base}{digits}");
+        }
+        chosen.push(candidate);
+    }
+    chosen
+}
+
+/// The label of the `pass`-th name tried (ChooseRelationName): `idx`, `idx1`, `idx2`, ….
+pub fn numbered_label(label: &str, pass: u32) -> String {
+    match pass {
+        0 => label.to_owned(),
+        n => format!("{label}{n}"),
+    }
 }
 
 /// `<base>_<suffix>`, kept within PostgreSQL's 63 bytes: a long base is shortened and followed by
@@ -96,7 +134,7 @@ pub fn nosql_child(parts: &[&str], default_schema: &str) -> Option<(QualifiedNam
 
 #[cfg(test)]
 mod tests {
-    use super::foreign_key_name;
+    use super::{foreign_key_name, index_column_names, name_addition, object_name};
 
     /// The names PostgreSQL 15 gave these foreign keys.
     #[test]
@@ -118,6 +156,28 @@ mod tests {
         assert_eq!(
             foreign_key_name(&e31, &[&e31], "fkey"),
             format!("{}_{}_fkey", "é".repeat(14), "é".repeat(14))
+        );
+    }
+
+    /// The names PostgreSQL 15 gave `CREATE INDEX ON t (…)`: `t_id_id1_idx` for `(id, id)`,
+    /// `t_lower_w_id_idx` for `(lower(v), w) INCLUDE (id)`.
+    #[test]
+    fn index_names_are_postgresqls() {
+        let columns = index_column_names(&["id", "id", "id"]);
+        assert_eq!(columns, ["id", "id1", "id2"]);
+        let refs: Vec<&str> = columns.iter().map(String::as_str).collect();
+        assert_eq!(
+            object_name("t", &name_addition(&refs), "idx"),
+            "t_id_id1_id2_idx"
+        );
+        assert_eq!(
+            object_name("t", &name_addition(&["lower", "w", "id"]), "idx"),
+            "t_lower_w_id_idx"
+        );
+        let long = "c".repeat(63);
+        assert_eq!(
+            index_column_names(&[&long, &long])[1],
+            format!("{}1", "c".repeat(62))
         );
     }
 }

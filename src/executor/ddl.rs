@@ -10,10 +10,12 @@
 
 use std::collections::BTreeMap;
 
+use pg_query::protobuf::IndexStmt;
 use tokio_postgres::error::SqlState;
 
 pub use super::recognise::recognise;
 
+use super::index_concurrently;
 use super::layout::{self, DEFAULT_SCHEMA};
 use crate::catalog::{Catalog, CatalogError, Snapshot, Table, UpdateHolder};
 use crate::client_error::ClientError;
@@ -58,8 +60,35 @@ pub enum ProxyDdl {
         indexes: Vec<QualifiedName>,
         sql: String,
     },
+    /// `CREATE INDEX CONCURRENTLY` on a recorded table: built on each shard on its own
+    /// ([`super::index_concurrently`]).
+    CreateIndexConcurrently {
+        table: QualifiedName,
+        index: Box<IndexStmt>,
+    },
+    /// `DROP INDEX CONCURRENTLY`: runs on its own wherever the index exists.
+    DropIndexConcurrently { index: QualifiedName, sql: String },
+    /// `REINDEX INDEX … CONCURRENTLY`: runs on its own wherever the index exists.
+    ReindexConcurrently { index: QualifiedName, sql: String },
     /// Recognised as ours, and refused before anything ran.
     Refused(ExecError),
+}
+
+impl ProxyDdl {
+    /// The statement's name when, like PostgreSQL's CONCURRENTLY forms, it cannot run inside
+    /// a transaction block for a reason of PostgreSQL's (refused there with PostgreSQL's text).
+    pub fn concurrently(&self) -> Option<&'static str> {
+        match self {
+            ProxyDdl::CreateIndexConcurrently { .. } => Some("CREATE INDEX CONCURRENTLY"),
+            ProxyDdl::DropIndexConcurrently { .. } => Some("DROP INDEX CONCURRENTLY"),
+            ProxyDdl::ReindexConcurrently { .. } => Some("REINDEX CONCURRENTLY"),
+            ProxyDdl::Sharding(_)
+            | ProxyDdl::DropTables { .. }
+            | ProxyDdl::OnTable { .. }
+            | ProxyDdl::DropIndex { .. }
+            | ProxyDdl::Refused(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +159,23 @@ pub enum ExecError {
     InvalidDefinition { statement: String, message: String },
     #[error("the catalog and the proxy disagree: {0}")]
     CatalogMismatch(String),
+    /// PostgreSQL's text for an index name a relation of the table's schema has.
+    #[error("relation \"{name}\" already exists")]
+    IndexExists { name: String },
+    #[error(
+        "cannot drop partitioned index \"{index}\" concurrently: it is the index of a sharded \
+         table, partitioned on every shard, and PostgreSQL drops a partitioned index only with \
+         an ACCESS EXCLUSIVE lock; run DROP INDEX {index} without CONCURRENTLY (its lock is \
+         brief but blocks the table's reads and writes while it is held and while it waits)"
+    )]
+    PartitionedIndexConcurrently { index: String },
+    /// Every partition's index was attached and the index is still not valid: PostgreSQL's
+    /// rule for when a partitioned index becomes valid was not met.
+    #[error(
+        "index \"{index}\" is not valid on {shard} after every partition's index was attached; \
+         what the statement made is removed from every shard"
+    )]
+    IndexNotValid { shard: String, index: String },
 }
 
 impl ExecError {
@@ -158,7 +204,10 @@ impl ExecError {
             | ExecError::UnknownShard { .. }
             | ExecError::ConfiguredTablespace { .. }
             | ExecError::InvalidDefinition { .. }
-            | ExecError::CatalogMismatch(_) => None,
+            | ExecError::CatalogMismatch(_)
+            | ExecError::IndexExists { .. }
+            | ExecError::PartitionedIndexConcurrently { .. }
+            | ExecError::IndexNotValid { .. } => None,
         }
     }
 }
@@ -173,7 +222,8 @@ impl ClientError for ExecError {
             ExecError::MultiStatement
             | ExecError::MixedDrop { .. }
             | ExecError::Ambiguous { .. }
-            | ExecError::Unsupported { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            | ExecError::Unsupported { .. }
+            | ExecError::PartitionedIndexConcurrently { .. } => SqlState::FEATURE_NOT_SUPPORTED,
             ExecError::NotSharded { .. } | ExecError::NotNoSql { .. } => {
                 SqlState::WRONG_OBJECT_TYPE
             }
@@ -185,6 +235,8 @@ impl ClientError for ExecError {
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
             ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
             ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
+            ExecError::IndexExists { .. } => SqlState::DUPLICATE_TABLE,
+            ExecError::IndexNotValid { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
         }
     }
 
@@ -208,6 +260,15 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
         ProxyDdl::DropTables { tables } => drop_tables(ctx, &tables).await?,
         ProxyDdl::OnTable { table, sql, tag } => on_table(ctx, &table, &sql, tag).await?,
         ProxyDdl::DropIndex { indexes, sql } => drop_index(ctx, &indexes, sql).await?,
+        ProxyDdl::CreateIndexConcurrently { table, index } => {
+            index_concurrently::create(ctx, &table, &index).await?
+        }
+        ProxyDdl::DropIndexConcurrently { index, sql } => {
+            index_concurrently::drop(ctx, &index, &sql).await?
+        }
+        ProxyDdl::ReindexConcurrently { index, sql } => {
+            index_concurrently::reindex(ctx, &index, &sql).await?
+        }
         ProxyDdl::Refused(e) => return Err(e),
     };
     Ok(tag.to_owned())
@@ -215,7 +276,7 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
 
 /// The freshest snapshot: DDL decides from what the catalog holds now, not from what this
 /// proxy last heard (another proxy may have changed it within the last second).
-async fn fresh_snapshot(ctx: DdlCtx<'_>) -> Result<std::sync::Arc<Snapshot>, ExecError> {
+pub(super) async fn fresh_snapshot(ctx: DdlCtx<'_>) -> Result<std::sync::Arc<Snapshot>, ExecError> {
     Ok(ctx.catalog.reload().await?)
 }
 
@@ -224,7 +285,10 @@ async fn run_on_shards(ctx: DdlCtx<'_>, work: ShardStatements) -> Result<(), Exe
     Ok(())
 }
 
-fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table, ExecError> {
+pub(super) fn lookup<'s>(
+    snapshot: &'s Snapshot,
+    name: &QualifiedName,
+) -> Result<&'s Table, ExecError> {
     snapshot
         .table_by_name(&name.schema, &name.name)
         .ok_or_else(|| {
@@ -236,7 +300,7 @@ fn lookup<'s>(snapshot: &'s Snapshot, name: &QualifiedName) -> Result<&'s Table,
 }
 
 /// This proxy process, as its lease names it.
-fn update_holder(ctx: DdlCtx<'_>) -> UpdateHolder {
+pub(super) fn update_holder(ctx: DdlCtx<'_>) -> UpdateHolder {
     let me = ctx.coordinator.incarnation();
     UpdateHolder {
         cluster: me.cluster.as_str().to_owned(),
@@ -246,7 +310,7 @@ fn update_holder(ctx: DdlCtx<'_>) -> UpdateHolder {
     }
 }
 
-fn require_active(table: &Table) -> Result<(), ExecError> {
+pub(super) fn require_active(table: &Table) -> Result<(), ExecError> {
     match table.state {
         TableState::Active => Ok(()),
         TableState::Updating => Err(ExecError::Updating {

@@ -1,10 +1,11 @@
 //! Which CREATE / DROP / ALTER statements the proxy runs itself. This runs for every simple query
 //! that starts with one of those words, so it looks at the leading words first and parses only
 //! statements that can concern it: shardwire's own parser for sharding DDL and `CREATE TABLE`,
-//! PostgreSQL's (pg_query) for `DROP TABLE`, `ALTER TABLE`, `CREATE [UNIQUE] INDEX` and
-//! `DROP INDEX`, and those only while the catalog holds a table.
+//! PostgreSQL's (pg_query) for `DROP TABLE`, `ALTER TABLE`, `CREATE [UNIQUE] INDEX`,
+//! `DROP INDEX` and `REINDEX INDEX … CONCURRENTLY`, and those only while the catalog holds a
+//! table.
 
-use pg_query::protobuf::{AlterTableType, ObjectType, RangeVar};
+use pg_query::protobuf::{AlterTableType, ObjectType, RangeVar, ReindexObjectType, ReindexStmt};
 use pg_query::NodeEnum;
 use tokio_postgres::error::SqlState;
 
@@ -25,6 +26,7 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     const TABLESPACE: u128 = keyword(b"tablespace");
     const INDEX: u128 = keyword(b"index");
     const UNIQUE: u128 = keyword(b"unique");
+    const REINDEX: u128 = keyword(b"reindex");
     let words = leading_keywords::<3>(sql);
     let text = std::str::from_utf8(sql).ok()?;
     if ddl::is_sharding_ddl(text) {
@@ -37,7 +39,11 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     }
     let postgres_form = matches!(
         words,
-        [DROP, TABLE | INDEX, _] | [ALTER, TABLE, _] | [CREATE, INDEX, _] | [CREATE, UNIQUE, INDEX]
+        [DROP, TABLE | INDEX, _]
+            | [ALTER, TABLE, _]
+            | [CREATE, INDEX, _]
+            | [CREATE, UNIQUE, INDEX]
+            | [REINDEX, _, _]
     );
     if !postgres_form || snapshot.tables().is_empty() {
         return None;
@@ -202,6 +208,32 @@ fn unsupported(table: &QualifiedName, what: &'static str) -> Option<ProxyDdl> {
     }))
 }
 
+/// An index name as written: unqualified means `public`, as for the proxy's other DDL.
+fn index_name(schema: &str, name: &str) -> QualifiedName {
+    match schema {
+        "" => QualifiedName::new(DEFAULT_SCHEMA, name),
+        schema => QualifiedName::new(schema, name),
+    }
+}
+
+/// `REINDEX INDEX … CONCURRENTLY` runs wherever the index exists, outside any transaction.
+/// `REINDEX TABLE` is routed by its table (`router::plan::utility`); the other forms, and
+/// REINDEX INDEX without CONCURRENTLY, which may run inside a block, go where PostgreSQL
+/// statements naming no recorded table go.
+fn reindex_concurrently(r: &ReindexStmt, text: &str) -> Option<ProxyDdl> {
+    let concurrently = r.params.iter().any(
+        |p| matches!(p.node.as_ref(), Some(NodeEnum::DefElem(d)) if d.defname == "concurrently"),
+    );
+    if r.kind != ReindexObjectType::ReindexObjectIndex as i32 || !concurrently {
+        return None;
+    }
+    let relation = r.relation.as_ref()?;
+    Some(ProxyDdl::ReindexConcurrently {
+        index: index_name(&relation.schemaname, &relation.relname),
+        sql: text.to_owned(),
+    })
+}
+
 /// The proxy's part in one PostgreSQL statement, if it has one.
 fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl> {
     let on_table = |table: QualifiedName, tag: &'static str| {
@@ -239,17 +271,24 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
             }
         }
         // An index does not say its table; it is dropped wherever it exists.
-        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => (!d.concurrent)
-            .then(|| ProxyDdl::DropIndex {
-                indexes: dropped_names(&d.objects)
-                    .into_iter()
-                    .map(|(schema, name)| match schema {
-                        "" => QualifiedName::new(DEFAULT_SCHEMA, name),
-                        schema => QualifiedName::new(schema, name),
-                    })
-                    .collect(),
-                sql: text.to_owned(),
-            }),
+        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectIndex as i32 => {
+            let indexes: Vec<QualifiedName> = dropped_names(&d.objects)
+                .into_iter()
+                .map(|(schema, name)| index_name(schema, name))
+                .collect();
+            match (d.concurrent, indexes.first()) {
+                // PostgreSQL refuses several names with CONCURRENTLY; a shard says so.
+                (true, Some(index)) => Some(ProxyDdl::DropIndexConcurrently {
+                    index: index.clone(),
+                    sql: text.to_owned(),
+                }),
+                _ => Some(ProxyDdl::DropIndex {
+                    indexes,
+                    sql: text.to_owned(),
+                }),
+            }
+        }
+        NodeEnum::ReindexStmt(r) => reindex_concurrently(r, text),
         NodeEnum::AlterTableStmt(a) if a.objtype == ObjectType::ObjectTable as i32 => {
             let table = named!(range_var_name(snapshot, a.relation.as_ref()?));
             if !held(snapshot, &table) {
@@ -290,8 +329,12 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
                 return None;
             }
             if i.concurrent {
-                // CONCURRENTLY cannot run inside the transaction that makes it all-or-nothing.
-                return unsupported(&table, "CREATE INDEX CONCURRENTLY");
+                // CONCURRENTLY cannot run inside the transaction that makes other DDL
+                // all-or-nothing: it has a protocol of its own.
+                return Some(ProxyDdl::CreateIndexConcurrently {
+                    table,
+                    index: Box::new(i.as_ref().clone()),
+                });
             }
             on_table(table, "CREATE INDEX")
         }
@@ -350,5 +393,82 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A snapshot recording one sharded table, `public.t`.
+    fn with_table() -> Snapshot {
+        use crate::catalog::{KeyColumn, Shard, Table};
+        use crate::model::{RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState};
+        let table = Table {
+            id: TableId(1),
+            schema: "public".into(),
+            name: "t".into(),
+            kind: TableKind::Sharded,
+            method: Some(ShardingMethod::ConsistentHash),
+            key_columns: vec![KeyColumn::new("id", "bigint")],
+            partition_set_columns: Vec::new(),
+            primary_key: Vec::new(),
+            root: TableId(1),
+            parent: None,
+            row_movement: RowMovement::Disabled,
+            state: TableState::Active,
+            tablespace_set: None,
+            chunks: vec![ShardId(0), ShardId(1)],
+            partition_sets: Vec::new(),
+            partitions: Vec::new(),
+            generated: Vec::new(),
+            nosql: false,
+            ttl: None,
+        };
+        let shards = (0..2)
+            .map(|i| Shard {
+                id: ShardId(i),
+                name: format!("s{}", i + 1),
+            })
+            .collect();
+        Snapshot::new(1, shards, Vec::new(), Vec::new(), vec![table])
+    }
+
+    #[test]
+    fn concurrently_forms_are_ours_on_recorded_tables() {
+        let snapshot = with_table();
+        let ours = |sql: &str| recognise(sql.as_bytes(), &snapshot);
+        match ours("CREATE UNIQUE INDEX CONCURRENTLY ON t (id) INCLUDE (v)") {
+            Some(d @ ProxyDdl::CreateIndexConcurrently { .. }) => {
+                assert_eq!(d.concurrently(), Some("CREATE INDEX CONCURRENTLY"));
+                let ProxyDdl::CreateIndexConcurrently { table, index } = d else {
+                    unreachable!()
+                };
+                assert_eq!(table, QualifiedName::new("public", "t"));
+                assert!(index.unique && index.concurrent);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a recorded table: PostgreSQL's.
+        assert!(ours("CREATE INDEX CONCURRENTLY ON other (v)").is_none());
+        match ours("DROP INDEX CONCURRENTLY IF EXISTS s.i") {
+            Some(ProxyDdl::DropIndexConcurrently { index, .. }) => {
+                assert_eq!(index, QualifiedName::new("s", "i"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ours("DROP INDEX i"),
+            Some(ProxyDdl::DropIndex { .. })
+        ));
+        for sql in [
+            "REINDEX INDEX CONCURRENTLY i",
+            "REINDEX (VERBOSE) INDEX CONCURRENTLY public.i",
+        ] {
+            match ours(sql) {
+                Some(d @ ProxyDdl::ReindexConcurrently { .. }) => {
+                    assert_eq!(d.concurrently(), Some("REINDEX CONCURRENTLY"));
+                }
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        // Routed by their table, or PostgreSQL's (and allowed in a block).
+        assert!(ours("REINDEX INDEX i").is_none());
+        assert!(ours("REINDEX TABLE CONCURRENTLY t").is_none());
     }
 }

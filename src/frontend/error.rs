@@ -96,6 +96,9 @@ pub enum FrontendError {
          send it outside BEGIN … COMMIT (it commits on its own)"
     )]
     DdlInTransaction,
+    /// A CONCURRENTLY form the proxy runs itself, in a block (PostgreSQL's text).
+    #[error("{0} cannot run inside a transaction block")]
+    ConcurrentlyInTransaction(&'static str),
     #[error(
         "COMMIT AND CHAIN of a transaction over several shards is not supported yet; the \
          transaction was rolled back: send COMMIT, then BEGIN"
@@ -144,7 +147,9 @@ impl ClientError for FrontendError {
             F::DuplicateStatement { .. } => SqlState::DUPLICATE_PSTATEMENT,
             F::KeysMissing => SqlState::INTERNAL_ERROR,
             F::CurrvalUndefined(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
-            F::DdlInTransaction => SqlState::ACTIVE_SQL_TRANSACTION,
+            F::DdlInTransaction | F::ConcurrentlyInTransaction(_) => {
+                SqlState::ACTIVE_SQL_TRANSACTION
+            }
             F::BlockFailed => SqlState::IN_FAILED_SQL_TRANSACTION,
             F::ChainAcrossShards => SqlState::FEATURE_NOT_SUPPORTED,
             F::CopyFailed(_) => SqlState::QUERY_CANCELED,

@@ -376,7 +376,10 @@ impl Session {
         } else {
             let ddl = ddl::recognise(sql, &self.ctx.catalog.snapshot())?;
             if self.links.current_status().in_block() {
-                let e = FrontendError::DdlInTransaction;
+                let e = match ddl.concurrently() {
+                    Some(statement) => FrontendError::ConcurrentlyInTransaction(statement),
+                    None => FrontendError::DdlInTransaction,
+                };
                 out.extend_from_slice(&e.error_frame());
             } else {
                 match ddl::execute(self.ctx.ddl(), ddl).await {

@@ -10,7 +10,7 @@ use crate::sql::classify::{first_keyword, keyword, may_start_with, session_effec
 pub(super) enum LocalKind {
     /// `SHOW …`: an admin statement, or PostgreSQL's own SHOW.
     Show,
-    /// `CREATE`/`ALTER`/`DROP …`: sharding DDL, or DDL PostgreSQL runs itself.
+    /// `CREATE`/`ALTER`/`DROP`/`REINDEX …`: sharding DDL, or DDL PostgreSQL runs itself.
     Ddl,
     /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
     /// or a shard process's.
@@ -30,7 +30,10 @@ pub(super) fn local_candidate<'a>(
 
 pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     // Most queries are none of these, which their first four letters tell.
-    if !may_start_with(sql, &[*b"show", *b"crea", *b"drop", *b"alte", *b"sele"]) {
+    if !may_start_with(
+        sql,
+        &[*b"show", *b"crea", *b"drop", *b"alte", *b"sele", *b"rein"],
+    ) {
         return None;
     }
     const SHOW: u128 = keyword(b"show");
@@ -38,9 +41,10 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const DROP: u128 = keyword(b"drop");
     const ALTER: u128 = keyword(b"alter");
     const SELECT: u128 = keyword(b"select");
+    const REINDEX: u128 = keyword(b"reindex");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
-        CREATE | DROP | ALTER => Some(LocalKind::Ddl),
+        CREATE | DROP | ALTER | REINDEX => Some(LocalKind::Ddl),
         SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
         _ => None,
     }
@@ -95,7 +99,7 @@ mod tests {
 
     #[test]
     fn local_kinds_by_first_word_in_any_case_and_after_comments() {
-        let cases: [(&[u8], Option<LocalKind>); 13] = [
+        let cases: [(&[u8], Option<LocalKind>); 14] = [
             (b"SELECT 1", None),
             (b"select * from show", None),
             (b"END", None),
@@ -109,6 +113,7 @@ mod tests {
             (b"  \n drop table t", Some(LocalKind::Ddl)),
             (b"/* why */ ALTER TABLE t ADD b int", Some(LocalKind::Ddl)),
             (b"select PG_CANCEL_BACKEND(1)", Some(LocalKind::Signal)),
+            (b"REINDEX INDEX CONCURRENTLY i", Some(LocalKind::Ddl)),
         ];
         for (sql, kind) in cases {
             assert_eq!(local_kind(sql), kind, "{}", String::from_utf8_lossy(sql));
