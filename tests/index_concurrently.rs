@@ -1,6 +1,6 @@
 //! `CREATE INDEX CONCURRENTLY`, `DROP INDEX CONCURRENTLY` and `REINDEX … CONCURRENTLY` on
-//! sharded and duplicated tables (docs/behaviour-index-concurrently.md), checked on the shards
-//! themselves. Each check is also run against one plain PostgreSQL (a shard reached directly),
+//! sharded and duplicated tables (docs/behaviour.md, "CONCURRENTLY index DDL on recorded
+//! tables"), checked on the shards themselves. Each check is also run against one plain PostgreSQL (a shard reached directly),
 //! to show that it tells a good outcome from a bad one.
 mod common;
 mod routing_common;

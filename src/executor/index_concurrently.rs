@@ -1,6 +1,7 @@
 //! `CREATE INDEX CONCURRENTLY`, `DROP INDEX CONCURRENTLY` and `REINDEX INDEX … CONCURRENTLY`
-//! on recorded tables (docs/behaviour-index-concurrently.md). None of them can run inside the
-//! two-phase commit other DDL uses, so each shard runs them on its own, all shards at once.
+//! on recorded tables (docs/behaviour.md, "CONCURRENTLY index DDL on recorded tables"). None of
+//! them can run inside the two-phase commit other DDL uses, so each shard runs them on its own,
+//! all shards at once.
 //!
 //! PostgreSQL cannot build an index CONCURRENTLY on a partitioned table, which every sharded
 //! table is on its shards, so CREATE follows the recipe of PostgreSQL's documentation: every

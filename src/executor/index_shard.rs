@@ -1,6 +1,6 @@
 //! One shard's part of `CREATE INDEX CONCURRENTLY` on a recorded table: the table's partition
 //! tree as the shard has it, the index each of its relations gets, and the statements that
-//! make, attach and remove them (docs/behaviour-index-concurrently.md).
+//! make, attach and remove them (docs/behaviour.md, "CONCURRENTLY index DDL on recorded tables").
 //!
 //! Two kinds of lock matter. CONCURRENTLY builds wait, by design, for every transaction older
 //! than them, which the control sessions' `lock_timeout` would cut short: they run without one.
