@@ -151,16 +151,52 @@ async fn cursors_over_several_shards_fetch_as_one_postgres() {
     c.batch_execute("COMMIT").await.unwrap();
     assert_eq!(shards_that_ran("cx-keyed").len(), 1);
 
+    // A query the general path answers: its rows combined on one shard, a cursor over them
+    // there, scrollable both ways when declared SCROLL.
+    both(&c, &plain, "BEGIN").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE agg SCROLL CURSOR FOR SELECT grp, count(*), sum(n), min(v) FROM {t} \
+         GROUP BY grp ORDER BY grp",
+    )
+    .await;
+    both(&c, &plain, "FETCH 2 agg").await;
+    both(&c, &plain, "FETCH PRIOR agg").await;
+    both(&c, &plain, "FETCH LAST agg").await;
+    both(&c, &plain, "FETCH ABSOLUTE 1 agg").await;
+    both(&c, &plain, "MOVE BACKWARD ALL agg").await;
+    assert_eq!(both(&c, &plain, "FETCH ALL agg").await.0.len(), 5);
+    both(&c, &plain, "CLOSE agg").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE win NO SCROLL CURSOR FOR SELECT id, rank() OVER (PARTITION BY grp ORDER BY id) \
+         FROM {t} ORDER BY id",
+    )
+    .await;
+    both(&c, &plain, "FETCH 5 win").await;
+    assert_eq!(
+        both_fail(&c, &plain, "FETCH PRIOR win").await,
+        SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
+    );
+    both(&c, &plain, "ROLLBACK").await;
+    // WITH HOLD, outside a block, until CLOSE ALL.
+    both(
+        &c,
+        &plain,
+        "DECLARE groups CURSOR WITH HOLD FOR SELECT DISTINCT grp FROM {t} ORDER BY grp DESC",
+    )
+    .await;
+    both(&c, &plain, "FETCH 2 groups").await;
+    both(&c, &plain, "FETCH ALL groups").await;
+    both(&c, &plain, "CLOSE ALL").await;
+
     // What the proxy cannot merge a cursor over: refused, saying so.
     c.batch_execute("BEGIN").await.unwrap();
-    for refused in [
-        "DECLARE s SCROLL CURSOR FOR SELECT id FROM cx_t ORDER BY id",
-        "DECLARE a CURSOR FOR SELECT grp, count(*) FROM cx_t GROUP BY grp",
-    ] {
-        let e = c.simple_query(refused).await.expect_err(refused);
-        assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{refused}: {e}");
-        c.batch_execute("ROLLBACK; BEGIN").await.unwrap();
-    }
+    let refused = "DECLARE s SCROLL CURSOR FOR SELECT id FROM cx_t ORDER BY id";
+    let e = c.simple_query(refused).await.expect_err(refused);
+    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{refused}: {e}");
     c.batch_execute("ROLLBACK").await.unwrap();
 
     c.batch_execute("DROP TABLE cx_t").await.unwrap();

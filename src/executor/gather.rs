@@ -25,8 +25,8 @@ use frames::{columns, cstr, fields, tag_count, without_hidden_fields, without_hi
 use order::RowOrder;
 pub use replies::{run_batches_each, Replies, Reply};
 pub use stream::{
-    describe_portal, skip_to_end, stream_portal, stream_simple, Described, Sink, Spec, StreamError,
-    Streamed,
+    describe_portal, relay_simple, skip_to_end, stream_portal, stream_simple, Described, Sink,
+    Spec, StreamError, Streamed,
 };
 
 /// How the shards' answers combine.

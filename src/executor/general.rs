@@ -8,6 +8,7 @@
 //! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
 
+use crate::backend::pool::Pooled;
 use crate::backend::{BackendConn, BackendError};
 use crate::catalog::Snapshot;
 use crate::client_error::ClientError;
@@ -97,6 +98,8 @@ enum Answered {
     Streamed,
     /// A partial's type rules partial aggregation out: read every row instead.
     Fallback,
+    /// A cursor was declared over the combined rows, and the combining connection kept.
+    Declared,
 }
 
 /// What the shards and the combining step run.
@@ -117,6 +120,8 @@ pub async fn answer<H: Host>(
         host,
         shared,
         copy_out: job.plan.copy_out,
+        cursor: None,
+        kept: None,
     };
     let mut answered = Answered::Fallback;
     if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
@@ -130,9 +135,36 @@ pub async fn answer<H: Host>(
     Ok(match answered {
         Answered::Streamed => None,
         Answered::Combined(c) => Some(c),
-        Answered::Fallback => Some(failed(
+        // No cursor was asked for.
+        Answered::Fallback | Answered::Declared => Some(failed(
             CombineError::Combine("no way to combine the rows".into()).error_frame(),
         )),
+    })
+}
+
+/// Declares a cursor over `job`'s combined rows on the combining connection (`declare`: the
+/// statement up to its query, `… WITH HOLD FOR`), which PostgreSQL materialises when the
+/// combining transaction commits; returns that connection, which holds the cursor from then on
+/// (`Ok(Err(frame))`: the ErrorResponse of a failure).
+pub async fn declare_cursor<H: Host>(
+    host: &mut H,
+    shared: Shared<'_>,
+    job: &CombineJob,
+    declare: &str,
+) -> Result<Result<Pooled, Bytes>, H::Error> {
+    shared.metrics.routed_multi.increment(1);
+    let mut path = GeneralPath {
+        host,
+        shared,
+        copy_out: false,
+        cursor: Some(declare),
+        kept: None,
+    };
+    let answered = path.combine_pulls(job).await?;
+    Ok(match (answered, path.kept.take()) {
+        (Answered::Declared, Some(conn)) => Ok(conn),
+        (Answered::Combined(Combined::Failed { error, .. }), _) => Err(error),
+        _ => Err(CombineError::Combine("the cursor was not declared".into()).error_frame()),
     })
 }
 
@@ -142,6 +174,10 @@ struct GeneralPath<'a, H: Host> {
     shared: Shared<'a>,
     /// The combining statement is a COPY TO STDOUT, its answer passed on as it comes.
     copy_out: bool,
+    /// `DECLARE name … CURSOR WITH HOLD FOR`: the combining statement declares a cursor over
+    /// the combined rows, and the combining connection is kept in `kept`.
+    cursor: Option<&'a str>,
+    kept: Option<Pooled>,
 }
 
 impl<H: Host> GeneralPath<'_, H> {
@@ -196,7 +232,9 @@ impl<H: Host> GeneralPath<'_, H> {
         let outcome = self.combine_in_block(job, mode, shards).await;
         if implicit {
             let end = match &outcome {
-                Ok(Answered::Combined(Combined::Rows(_)) | Answered::Streamed) => "COMMIT",
+                Ok(
+                    Answered::Combined(Combined::Rows(_)) | Answered::Streamed | Answered::Declared,
+                ) => "COMMIT",
                 _ => "ROLLBACK",
             };
             self.host.links().end_open_blocks(end).await?;
@@ -253,6 +291,25 @@ impl<H: Host> GeneralPath<'_, H> {
             }
         };
         self.host.cancel_reaches(Vec::new());
+        if let Ok(Answered::Declared) = outcome {
+            // The commit materialises the cursor (the tables go with the transaction).
+            return match combiner::run(&mut combiner.conn, "COMMIT").await {
+                Ok(None) => {
+                    self.kept = Some(combiner);
+                    Ok(Answered::Declared)
+                }
+                Ok(Some(error)) => {
+                    combiner.conn.broken = true;
+                    self.shared.pools.shard(at).release(combiner);
+                    Ok(Answered::Combined(failed(error)))
+                }
+                Err(e) => {
+                    combiner.conn.broken = true;
+                    self.shared.pools.shard(at).release(combiner);
+                    Err(H::Error::from(e))
+                }
+            };
+        }
         // Whatever happened, the combining transaction ends and takes its tables with it. A
         // connection whose setup failed half-way may still hold the partial's statement.
         let clean = match &outcome {
@@ -540,9 +597,17 @@ impl<H: Host> GeneralPath<'_, H> {
             shards: &[at],
             control: self.shared.control,
         };
+        if let Some(declare) = self.cursor {
+            return Ok(
+                match combiner::run(conn, &format!("{declare} {sql}")).await? {
+                    Some(error) => Answered::Combined(failed(error)),
+                    None => Answered::Declared,
+                },
+            );
+        }
         if self.copy_out {
             let (_, mut sink) = self.host.links_and_sink();
-            super::copy::copy_out::relay(conn, sql, &mut sink).await?;
+            gather::relay_simple(conn, sql, &mut sink).await?;
             return Ok(Answered::Streamed);
         }
         let mut conns = [conn];

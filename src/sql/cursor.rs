@@ -7,6 +7,7 @@ use pg_query::NodeEnum;
 /// PostgreSQL's cursor option bits (parsenodes.h).
 const CURSOR_OPT_BINARY: i32 = 0x0001;
 const CURSOR_OPT_SCROLL: i32 = 0x0002;
+const CURSOR_OPT_NO_SCROLL: i32 = 0x0004;
 const CURSOR_OPT_HOLD: i32 = 0x0020;
 /// FETCH ALL's count as the parser gives it (LONG_MAX).
 const FETCH_ALL: i64 = i64::MAX;
@@ -31,6 +32,8 @@ pub struct Declare {
     pub query: String,
     pub binary: bool,
     pub scroll: bool,
+    /// `NO SCROLL` written (neither: PostgreSQL decides by the plan).
+    pub no_scroll: bool,
     pub hold: bool,
 }
 
@@ -84,6 +87,7 @@ pub fn read(sql: &str) -> Option<CursorStatement> {
                     .to_string(),
                 binary: d.options & CURSOR_OPT_BINARY != 0,
                 scroll: d.options & CURSOR_OPT_SCROLL != 0,
+                no_scroll: d.options & CURSOR_OPT_NO_SCROLL != 0,
                 hold: d.options & CURSOR_OPT_HOLD != 0,
             }))
         }
@@ -125,6 +129,7 @@ mod tests {
                 query: "SELECT * FROM t ORDER BY id".into(),
                 binary: true,
                 scroll: false,
+                no_scroll: true,
                 hold: true,
             }))
         );

@@ -145,32 +145,3 @@ pub async fn run<H: Host>(host: &mut H, job: &CopyJob) -> Result<bool, H::Error>
     }
     Ok(failed)
 }
-
-/// Runs `sql`, a COPY … TO STDOUT, on one connection and passes its answer to the client as
-/// PostgreSQL sends it (the general path's combining step, which writes the COPY of the rows
-/// it combined), without the ReadyForQuery.
-pub async fn relay<S: Sink>(
-    conn: &mut crate::backend::BackendConn,
-    sql: &str,
-    sink: &mut S,
-) -> Result<(), StreamError> {
-    let mut query = BytesMut::new();
-    protocol::query(&mut query, sql);
-    conn.unnamed = None;
-    conn.stream
-        .write_all(&query)
-        .await
-        .map_err(BackendError::Io)?;
-    loop {
-        let f = conn.read_frame().await?;
-        match f.tag {
-            b'Z' => return Ok(()),
-            b'S' => conn.note_parameter_status(f.body()),
-            b'd' => {
-                sink.out().extend_from_slice(&f.raw);
-                sink.written().await.map_err(StreamError::Client)?;
-            }
-            _ => sink.out().extend_from_slice(&f.raw),
-        }
-    }
-}

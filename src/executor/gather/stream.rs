@@ -445,3 +445,31 @@ async fn order_for<'m>(
     }
     RowOrder::new(&merge.order, &columns(&description)).map(Some)
 }
+
+/// Runs `sql` on one connection and passes its answer to the client as PostgreSQL sends it,
+/// without the ReadyForQuery: a COPY TO STDOUT the general path's combining step runs, or a
+/// FETCH of a cursor the combining step holds.
+pub async fn relay_simple<S: Sink>(
+    conn: &mut BackendConn,
+    sql: &str,
+    sink: &mut S,
+) -> Result<(), StreamError> {
+    let mut query = BytesMut::new();
+    protocol::query(&mut query, sql);
+    conn.unnamed = None;
+    tokio::io::AsyncWriteExt::write_all(&mut conn.stream, &query)
+        .await
+        .map_err(BackendError::Io)?;
+    loop {
+        let f = conn.read_frame().await?;
+        match f.tag {
+            b'Z' => return Ok(()),
+            b'S' => conn.note_parameter_status(f.body()),
+            b'd' | b'D' => {
+                sink.out().extend_from_slice(&f.raw);
+                sink.written().await.map_err(StreamError::Client)?;
+            }
+            _ => sink.out().extend_from_slice(&f.raw),
+        }
+    }
+}

@@ -137,6 +137,7 @@ impl Session {
     /// its state is the departed client's.
     pub(super) fn finish(&mut self) {
         self.cancel.slot.set(None);
+        self.end_all_cursors();
         let pools = &self.ctx.pools;
         let settled = !self.links.pinned && !self.under_way.general;
         let clean = |link: &ShardLink| settled && link.idle() && link.conn.conn.read_buf.is_empty();

@@ -7,9 +7,11 @@
 use super::dest::Dest;
 use super::host::shared;
 use super::{Session, SessionError};
+use crate::backend::pool::Pooled;
 use crate::catalog::ShardId;
 use crate::executor::cursor::{self as shard_cursor, Fetch, ShardCursor};
 use crate::executor::gather::{Combine, Combined};
+use crate::executor::host::Host;
 use crate::executor::host::{run_on_shards, Work};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
@@ -17,6 +19,7 @@ use crate::frontend::statements::{self, ClientFrame};
 use crate::protocol::{self, Frame, TxStatus};
 use crate::router::plan::StatementKind;
 use crate::sql::cursor::{self, CursorStatement, Declare, Direction};
+use crate::sql::quote::quote_ident;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use tokio_postgres::error::SqlState;
@@ -27,6 +30,9 @@ enum Held {
     OnShard(ShardId),
     /// On several shards, merged by the proxy.
     Merged(Box<ShardCursor>),
+    /// Over rows the general path combined: a holdable cursor of the client's name on the
+    /// combining connection, which the session keeps until the cursor ends.
+    Combined(Box<Pooled>),
 }
 
 struct Entry {
@@ -46,9 +52,33 @@ impl Cursors {
         self.by_name.is_empty()
     }
 
-    /// The client's transaction block ended: its cursors without HOLD are gone.
-    pub fn block_ended(&mut self) {
-        self.by_name.retain(|_, e| e.hold);
+    /// The client's transaction block ended: its cursors without HOLD are gone. Returns the
+    /// combining connections they held.
+    pub fn block_ended(&mut self) -> Vec<Pooled> {
+        let ended: Vec<String> = self
+            .by_name
+            .iter()
+            .filter(|(_, e)| !e.hold)
+            .map(|(n, _)| n.clone())
+            .collect();
+        ended
+            .iter()
+            .filter_map(|n| match self.by_name.remove(n)?.held {
+                Held::Combined(conn) => Some(*conn),
+                Held::OnShard(_) | Held::Merged(_) => None,
+            })
+            .collect()
+    }
+
+    /// Every cursor is gone (CLOSE ALL, the session's end): the combining connections held.
+    pub fn clear(&mut self) -> Vec<Pooled> {
+        self.by_name
+            .drain()
+            .filter_map(|(_, e)| match e.held {
+                Held::Combined(conn) => Some(*conn),
+                Held::OnShard(_) | Held::Merged(_) => None,
+            })
+            .collect()
     }
 }
 
@@ -90,7 +120,7 @@ impl Session {
             return Ok(false);
         };
         if self.links.status() == TxStatus::Idle {
-            self.cursors.block_ended();
+            self.end_block_cursors();
         }
         let parsed = ClientFrame::parse(frame)?;
         let outcome = match statement {
@@ -115,6 +145,7 @@ impl Session {
                     return Ok(true);
                 }
                 Some(Held::Merged(_)) => self.fetch_merged(&name, direction, moves, client).await?,
+                Some(Held::Combined(_)) => self.on_combiner(&name, sql, false, client).await?,
             },
             CursorStatement::Close(Some(name)) => match self.cursors.by_name.remove(&name) {
                 None => return Ok(false),
@@ -129,6 +160,15 @@ impl Session {
                     held: Held::Merged(c),
                     ..
                 }) => self.close_merged(&c, "CLOSE CURSOR", client).await?,
+                Some(
+                    entry @ Entry {
+                        held: Held::Combined(_),
+                        ..
+                    },
+                ) => {
+                    self.cursors.by_name.insert(name.clone(), entry);
+                    self.on_combiner(&name, sql, true, client).await?
+                }
             },
             CursorStatement::Close(None) => {
                 if self.cursors.is_empty() {
@@ -189,6 +229,8 @@ impl Session {
                 } => (multi.shards, Some((multi.sql, merge))),
                 _ => return Ok(Declared::Refused(not_merged())),
             },
+            Dest::Combining(job) => return self.declare_combined(d, &job, client).await,
+            Dest::Aggregate(job) => return self.declare_combined(d, &job.fallback, client).await,
             Dest::Refuse(refusal) => {
                 let (code, message) = *refusal;
                 return Ok(Declared::Refused(Refusal(code, message)));
@@ -270,6 +312,166 @@ impl Session {
         }
     }
 
+    /// A cursor over a query the general path answers: its rows combined on the combining
+    /// shard, a holdable cursor declared over them there, that connection kept for it.
+    async fn declare_combined(
+        &mut self,
+        d: Declare,
+        job: &crate::executor::general::CombineJob,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Declared, SessionError> {
+        if !d.hold && !self.links.status().in_block() {
+            return Ok(Declared::Refused(no_block()));
+        }
+        let declare = format!(
+            "DECLARE {} {}{}CURSOR WITH HOLD FOR",
+            quote_ident(&d.name),
+            if d.binary { "BINARY " } else { "" },
+            match (d.scroll, d.no_scroll) {
+                (true, _) => "SCROLL ",
+                (_, true) => "NO SCROLL ",
+                _ => "",
+            },
+        );
+        let ctx = self.ctx.clone();
+        let declared = crate::executor::general::declare_cursor(
+            &mut self.host(Some(client)),
+            shared(&ctx),
+            job,
+            &declare,
+        )
+        .await?;
+        match declared {
+            Ok(conn) => {
+                self.cursors.by_name.insert(
+                    d.name,
+                    Entry {
+                        held: Held::Combined(Box::new(conn)),
+                        hold: d.hold,
+                    },
+                );
+                Ok(Declared::Done)
+            }
+            Err(error) => Ok(Declared::Failed(error)),
+        }
+    }
+
+    /// A FETCH, MOVE or CLOSE (`closes`) of a cursor on a combining connection: the client's
+    /// statement runs there as written, its answer passed on. The connection goes back to its
+    /// pool once the cursor is closed.
+    async fn on_combiner(
+        &mut self,
+        name: &str,
+        sql: &[u8],
+        closes: bool,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Result<Option<String>, Refusal>, SessionError> {
+        let Some(Entry {
+            held: Held::Combined(mut conn),
+            hold,
+        }) = self.cursors.by_name.remove(name)
+        else {
+            return Ok(Ok(None));
+        };
+        self.drain_current().await?;
+        let text = String::from_utf8_lossy(sql);
+        let relayed = {
+            let mut host = self.host(Some(client));
+            let (_, mut sink) = host.links_and_sink();
+            crate::executor::gather::relay_simple(&mut conn.conn, &text, &mut sink).await
+        };
+        match relayed {
+            Ok(()) if closes => self.ctx.pools.shard(conn.shard).release(*conn),
+            Ok(()) => {
+                self.cursors.by_name.insert(
+                    name.to_string(),
+                    Entry {
+                        held: Held::Combined(conn),
+                        hold,
+                    },
+                );
+            }
+            Err(e) => {
+                conn.conn.broken = true;
+                self.ctx.pools.shard(conn.shard).release(*conn);
+                return Err(match e {
+                    crate::executor::gather::StreamError::Backend(e) => e.into(),
+                    crate::executor::gather::StreamError::Client(e) => SessionError::Client(e),
+                });
+            }
+        }
+        Ok(Ok(None))
+    }
+
+    /// A protocol-level Describe of a cursor on a combining connection, asked there.
+    async fn describe_combined(&mut self, name: &str) -> Result<(), SessionError> {
+        let Some(Entry {
+            held: Held::Combined(conn),
+            ..
+        }) = self.cursors.by_name.get_mut(name)
+        else {
+            return Ok(());
+        };
+        let mut ask = BytesMut::new();
+        protocol::MessageBuilder::new(&mut ask, b'D')
+            .u8(b'P')
+            .cstr(name.as_bytes())
+            .finish();
+        protocol::MessageBuilder::new(&mut ask, b'S').finish();
+        let asked = async {
+            tokio::io::AsyncWriteExt::write_all(&mut conn.conn.stream, &ask).await?;
+            let mut answer = None;
+            loop {
+                let f = conn.conn.read_frame().await?;
+                match f.tag {
+                    b'T' | b'n' | b'E' => answer = Some(f.raw),
+                    b'Z' => return Ok::<_, crate::backend::BackendError>(answer),
+                    _ => {}
+                }
+            }
+        }
+        .await;
+        match asked {
+            Ok(answer) => {
+                let answer = answer.unwrap_or_else(|| protocol::empty_message(b'n'));
+                if answer.first() == Some(&b'E') {
+                    self.batch.skip_until_sync = true;
+                }
+                self.pipeline
+                    .push(Pending::composed(answer), &mut self.cout);
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(Entry {
+                    held: Held::Combined(mut conn),
+                    ..
+                }) = self.cursors.by_name.remove(name)
+                {
+                    conn.conn.broken = true;
+                    self.ctx.pools.shard(conn.shard).release(*conn);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The client's block ended: its cursors without HOLD are gone, and the combining
+    /// connections they held are closed (their cursors go with them).
+    pub(super) fn end_block_cursors(&mut self) {
+        for mut conn in self.cursors.block_ended() {
+            conn.conn.broken = true;
+            self.ctx.pools.shard(conn.shard).release(conn);
+        }
+    }
+
+    /// The session ends: every combining connection a cursor held is closed.
+    pub(super) fn end_all_cursors(&mut self) {
+        for mut conn in self.cursors.clear() {
+            conn.conn.broken = true;
+            self.ctx.pools.shard(conn.shard).release(conn);
+        }
+    }
+
     /// The Bind of a DECLARE held at its Parse: declared now, its parameters written into it;
     /// the portal's Execute answers `DECLARE CURSOR`.
     pub(super) async fn declare_at_bind(
@@ -345,8 +547,12 @@ impl Session {
         };
         let shard = match &entry.held {
             Held::OnShard(shard) => Some(*shard),
-            Held::Merged(_) => None,
+            Held::Merged(_) | Held::Combined(_) => None,
         };
+        if let Held::Combined(_) = &entry.held {
+            self.cursors.by_name.insert(name.to_string(), entry);
+            return self.describe_combined(name).await.map(|()| true);
+        }
         let Entry {
             held: Held::Merged(mut c),
             hold,
@@ -465,11 +671,16 @@ impl Session {
             match &entry.held {
                 Held::OnShard(s) => shards.push(*s),
                 Held::Merged(c) => shards.extend(&c.shards),
+                // Closed with its connection.
+                Held::Combined(_) => {}
             }
         }
         shards.sort();
         shards.dedup();
-        self.cursors.by_name.clear();
+        self.end_all_cursors();
+        if shards.is_empty() {
+            return Ok(Ok(Some("CLOSE CURSOR ALL".into())));
+        }
         let ctx = self.ctx.clone();
         let close = vec!["CLOSE ALL".to_string(); shards.len()];
         let closed = crate::executor::host::run_on_shards(
@@ -490,6 +701,13 @@ impl Session {
     }
 }
 
+fn no_block() -> Refusal {
+    Refusal(
+        SqlState::NO_ACTIVE_SQL_TRANSACTION,
+        "DECLARE CURSOR can only be used in transaction blocks".into(),
+    )
+}
+
 /// What a cursor over several shards cannot be, before anything is declared.
 fn merged_refusal(d: &Declare, status: TxStatus) -> Option<Refusal> {
     if d.scroll {
@@ -501,10 +719,7 @@ fn merged_refusal(d: &Declare, status: TxStatus) -> Option<Refusal> {
         ));
     }
     if !d.hold && !status.in_block() {
-        return Some(Refusal(
-            SqlState::NO_ACTIVE_SQL_TRANSACTION,
-            "DECLARE CURSOR can only be used in transaction blocks".into(),
-        ));
+        return Some(no_block());
     }
     None
 }

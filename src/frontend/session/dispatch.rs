@@ -333,7 +333,7 @@ impl Session {
         } else if let Some(text) = self.block_end_text(frame) {
             // The block's portals end with it, and its cursors without HOLD.
             self.drop_portals().await?;
-            self.cursors.block_ended();
+            self.end_block_cursors();
             if self.commit_across_shards(frame, &text).await? {
                 return Ok(());
             }
