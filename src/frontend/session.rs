@@ -34,6 +34,7 @@ mod combining;
 mod commit;
 mod copy;
 mod cursors;
+mod declare_bind;
 mod dest;
 mod dispatch;
 mod explain;

@@ -7,7 +7,6 @@
 
 use crate::catalog::{ShardId, Snapshot, Table, TableId, TableKind};
 use crate::client_error::ClientError;
-use crate::sql::deparse::deparse;
 use pg_query::protobuf::{Node, RangeVar};
 use pg_query::NodeEnum;
 use scope::{resolve, resolve_name};
@@ -19,6 +18,7 @@ mod aggregate;
 mod combine;
 mod conditions;
 mod copy;
+mod explain;
 mod function_body;
 mod hidden;
 mod insert;
@@ -402,7 +402,7 @@ pub(super) struct Use<'a> {
 
 fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {
     if let Some(NodeEnum::ExplainStmt(e)) = stmt.node.as_ref() {
-        return plan_explain(e, snapshot, columns);
+        return explain::plan_explain(e, snapshot, columns);
     }
     // Calls of key sequences are the proxy's to answer or refuse, whatever else is read.
     if let Some(planned) = sequence::plan_sequence_calls(stmt, snapshot, columns) {
@@ -410,7 +410,7 @@ fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn Column
     }
     let planned = plan_one(stmt, snapshot, columns);
     if let Some(NodeEnum::CopyStmt(c)) = stmt.node.as_ref() {
-        return copy_out_combined(planned, c, sql, snapshot, columns);
+        return copy::copy_out_combined(planned, c, sql, snapshot, columns);
     }
     if !matches!(stmt.node, Some(NodeEnum::SelectStmt(_))) {
         return planned;
@@ -448,126 +448,6 @@ fn plan_statement(sql: &str, stmt: &Node, snapshot: &Scope, columns: &dyn Column
         }
         other => other,
     }
-}
-
-/// `COPY (SELECT …) TO STDOUT` whose rows cannot come as the shards send them (an ORDER BY, a
-/// LIMIT, an aggregate, a join across families): the general path, with the COPY run by its
-/// combining step over the pulled rows, so PostgreSQL writes the format itself.
-fn copy_out_combined(
-    planned: Planned,
-    c: &pg_query::protobuf::CopyStmt,
-    sql: &str,
-    snapshot: &Scope,
-    columns: &dyn ColumnSource,
-) -> Planned {
-    let Some(query) = c.query.as_deref() else {
-        return planned;
-    };
-    let to_client = !c.is_from && !c.is_program && c.filename.is_empty();
-    if !to_client || !matches!(query.node, Some(NodeEnum::SelectStmt(_))) {
-        return planned;
-    }
-    let needed = match &planned {
-        Planned::Plan(Plan::Copy(copy)) => copy.select.as_ref().is_some_and(|s| {
-            s.multi_shard_refusal.is_some() || !s.merge.order.is_empty() || s.merge.bounds_rows()
-        }),
-        Planned::Plan(Plan::Refused(Refusal::Unsupported(_))) => true,
-        _ => false,
-    };
-    if !needed {
-        return planned;
-    }
-    let combine = match combine::plan_combine(sql, query, snapshot, columns) {
-        Ok(combine) if !combine.pulls.is_empty() => Arc::new(CombinePlan {
-            copy_out: true,
-            ..combine
-        }),
-        Err(combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
-        Ok(_) | Err(combine::NotCombinable::Refused(_)) => return planned,
-    };
-    Planned::Plan(match planned {
-        Planned::Plan(Plan::Copy(mut copy)) => {
-            Arc::make_mut(&mut copy).combine = Some(combine);
-            Plan::Copy(copy)
-        }
-        _ => Plan::Combine(combine),
-    })
-}
-
-fn plan_explain(
-    e: &pg_query::protobuf::ExplainStmt,
-    snapshot: &Scope,
-    columns: &dyn ColumnSource,
-) -> Planned {
-    let Some(query) = e.query.as_deref() else {
-        return Planned::Plan(Plan::Anywhere);
-    };
-    let analyze = e.options.iter().any(|o| {
-        matches!(o.node.as_ref(), Some(NodeEnum::DefElem(d)) if d.defname == "analyze"
-            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
-                Some(NodeEnum::String(s)) if matches!(s.sval.as_str(), "false" | "off" | "0"))
-            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
-                Some(NodeEnum::Boolean(b)) if !b.boolval)
-            && !matches!(d.arg.as_deref().and_then(|a| a.node.as_ref()),
-                Some(NodeEnum::Integer(i)) if i.ival == 0))
-    });
-    let explained = query
-        .node
-        .clone()
-        .ok_or_else(|| "an empty statement".to_string());
-    let sql = match explained.and_then(deparse) {
-        Ok(s) => s,
-        Err(e) => {
-            return Planned::Plan(unsupported(format!(
-                "cannot read the explained statement: {e}"
-            )))
-        }
-    };
-    match plan_scoped(&sql, snapshot, columns) {
-        Planned::Plan(Plan::Anywhere) => Planned::Plan(Plan::Anywhere),
-        Planned::Plan(Plan::Fixed(s)) => Planned::Plan(Plan::Fixed(s)),
-        Planned::Plan(plan) => {
-            let (options, text_format) = explain_options(&e.options);
-            Planned::Plan(Plan::Explain(Arc::new(ExplainPlan {
-                sql,
-                plan,
-                analyze,
-                options,
-                text_format,
-            })))
-        }
-        need => need,
-    }
-}
-
-/// EXPLAIN's options written out again (each name with its value, as the grammar takes
-/// them), and whether the output format is text.
-fn explain_options(options: &[Node]) -> (String, bool) {
-    let mut text_format = true;
-    let written: Vec<String> = options
-        .iter()
-        .filter_map(|o| match o.node.as_ref() {
-            Some(NodeEnum::DefElem(d)) => Some(d),
-            _ => None,
-        })
-        .map(|d| {
-            let value = match d.arg.as_deref().and_then(|a| a.node.as_ref()) {
-                Some(NodeEnum::String(v)) => Some(crate::sql::quote::quote_ident(&v.sval)),
-                Some(NodeEnum::Boolean(b)) => Some(b.boolval.to_string()),
-                Some(NodeEnum::Integer(i)) => Some(i.ival.to_string()),
-                Some(NodeEnum::Float(f)) => Some(f.fval.clone()),
-                _ => None,
-            };
-            if d.defname == "format" {
-                text_format = value.as_deref().is_none_or(|v| v == "text");
-            }
-            match value {
-                Some(v) => format!("{} {v}", d.defname),
-                None => d.defname.clone(),
-            }
-        })
-        .collect();
-    (written.join(", "), text_format)
 }
 
 fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {

@@ -67,7 +67,7 @@ pub(super) enum Dest {
     /// A query string whose statements go to several shards, run one by one.
     Script,
     /// A Bind of a DECLARE over recorded tables (held at its Parse): declared by the proxy.
-    DeclareBind(Box<super::cursors::DeclareBind>),
+    DeclareBind(Box<super::declare_bind::DeclareBind>),
 }
 
 /// A Bind of a statement the proxy answers itself: its portal's name and the statement.

@@ -308,6 +308,50 @@ pub(super) fn plan_copy_query(
     }))
 }
 
+/// `COPY (SELECT …) TO STDOUT` whose rows cannot come as the shards send them (an ORDER BY, a
+/// LIMIT, an aggregate, a join across families): the general path, with the COPY run by its
+/// combining step over the pulled rows, so PostgreSQL writes the format itself.
+pub(super) fn copy_out_combined(
+    planned: Planned,
+    c: &pg_query::protobuf::CopyStmt,
+    sql: &str,
+    snapshot: &Scope,
+    columns: &dyn ColumnSource,
+) -> Planned {
+    let Some(query) = c.query.as_deref() else {
+        return planned;
+    };
+    let to_client = !c.is_from && !c.is_program && c.filename.is_empty();
+    if !to_client || !matches!(query.node, Some(NodeEnum::SelectStmt(_))) {
+        return planned;
+    }
+    let needed = match &planned {
+        Planned::Plan(Plan::Copy(copy)) => copy.select.as_ref().is_some_and(|s| {
+            s.multi_shard_refusal.is_some() || !s.merge.order.is_empty() || s.merge.bounds_rows()
+        }),
+        Planned::Plan(Plan::Refused(super::Refusal::Unsupported(_))) => true,
+        _ => false,
+    };
+    if !needed {
+        return planned;
+    }
+    let combine = match super::combine::plan_combine(sql, query, snapshot, columns) {
+        Ok(combine) if !combine.pulls.is_empty() => Arc::new(super::CombinePlan {
+            copy_out: true,
+            ..combine
+        }),
+        Err(super::combine::NotCombinable::NeedColumns(t)) => return Planned::NeedColumns(t),
+        Ok(_) | Err(super::combine::NotCombinable::Refused(_)) => return planned,
+    };
+    Planned::Plan(match planned {
+        Planned::Plan(Plan::Copy(mut copy)) => {
+            Arc::make_mut(&mut copy).combine = Some(combine);
+            Plan::Copy(copy)
+        }
+        _ => Plan::Combine(combine),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,13 +87,12 @@ pub(super) fn plan_merge(m: &MergeStmt, target: &Table, snapshot: &Scope) -> Pla
             );
         }
     }
-    let shards = snapshot.shards_of(target.id);
-    let plan = |keys: Keys| {
-        Plan::Sharded(Arc::new(ShardedPlan {
+    match source_keys(source, target, snapshot, joined_key.as_deref(), inserts) {
+        Ok(keys) => Plan::Sharded(Arc::new(ShardedPlan {
             table: target.id,
             kind: StatementKind::Merge,
             keys,
-            shards: shards.clone(),
+            shards: snapshot.shards_of(target.id),
             merge: Merge::default(),
             multi_shard_refusal: None,
             answers: ShardAnswers::Disjoint,
@@ -103,48 +102,55 @@ pub(super) fn plan_merge(m: &MergeStmt, target: &Table, snapshot: &Scope) -> Pla
             key_update: None,
             combine: None,
             aggregate: None,
-        }))
-    };
+        })),
+        Err(why) => refuse(why),
+    }
+}
+
+/// Which rows of the target the source's rows can meet, by the kind of source: `Err` why the
+/// MERGE cannot run on the shards. `joined_key`: the source column joined to each target key
+/// column; `inserts`: a WHEN clause inserts.
+fn source_keys(
+    source: &NodeEnum,
+    target: &Table,
+    snapshot: &Scope,
+    joined_key: Option<&[&str]>,
+    inserts: bool,
+) -> Result<Keys, &'static str> {
     match source {
-        NodeEnum::RangeVar(r) => match resolve(snapshot, r) {
-            Some(s) if s.kind == TableKind::Sharded => {
-                let colocated = s.root == target.root
-                    && joined_key.as_ref().is_some_and(|source_key| {
-                        let own: Vec<&str> =
-                            s.sharding_columns().map(|c| c.name.as_str()).collect();
-                        own == *source_key
-                    });
-                if colocated {
-                    plan(Keys::Any)
-                } else {
-                    refuse(
-                        "joins a sharded source that is not of its family, or not on the whole \
-                         sharding key: each shard would see only some of the source's rows",
-                    )
+        NodeEnum::RangeVar(r) => {
+            match resolve(snapshot, r) {
+                Some(s) if s.kind == TableKind::Sharded => {
+                    let own: Vec<&str> = s.sharding_columns().map(|c| c.name.as_str()).collect();
+                    if s.root == target.root && joined_key == Some(own.as_slice()) {
+                        Ok(Keys::Any)
+                    } else {
+                        Err("joins a sharded source that is not of its family, or not on the whole \
+                         sharding key: each shard would see only some of the source's rows")
+                    }
                 }
-            }
-            Some(_) if !inserts => plan(Keys::Any),
-            Some(_) => refuse(
-                "inserts rows from a duplicated table: each shard would insert every row; \
-                 use INSERT … SELECT … ON CONFLICT",
-            ),
-            None => refuse(
-                "reads a table the catalog does not record, which is on one shard only: \
-                 record it (CREATE DUPLICATED TABLE) or use VALUES",
-            ),
-        },
-        NodeEnum::RangeSubselect(sub) => {
-            match values_rows(sub, joined_key.as_deref(), target.key_columns.len()) {
-                Some(Ok(rows)) => plan(Keys::Rows(rows)),
-                Some(Err(why)) => refuse(why),
-                None if !inserts && !reads_recorded(sub) => plan(Keys::Any),
-                None => refuse(
-                    "has a subquery as its source: give the rows as VALUES, or a table of the \
-                     target's family joined on the sharding key",
+                Some(_) if !inserts => Ok(Keys::Any),
+                Some(_) => Err(
+                    "inserts rows from a duplicated table: each shard would insert every \
+                            row; use INSERT … SELECT … ON CONFLICT",
+                ),
+                None => Err(
+                    "reads a table the catalog does not record, which is on one shard only: \
+                         record it (CREATE DUPLICATED TABLE) or use VALUES",
                 ),
             }
         }
-        _ => refuse("has a source shardwire cannot read"),
+        NodeEnum::RangeSubselect(sub) => {
+            match values_rows(sub, joined_key, target.key_columns.len()) {
+                Some(rows) => rows.map(Keys::Rows),
+                None if !inserts && !reads_recorded(sub) => Ok(Keys::Any),
+                None => Err(
+                    "has a subquery as its source: give the rows as VALUES, or a table of \
+                             the target's family joined on the sharding key",
+                ),
+            }
+        }
+        _ => Err("has a source shardwire cannot read"),
     }
 }
 
