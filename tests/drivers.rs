@@ -165,9 +165,23 @@ async fn drivers_read_and_bind_user_defined_types_from_every_shard() {
     }
 }
 
+/// The resident memory of this process, which runs the proxy (kB).
+fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Server-side cursors of real drivers stream a multi-shard ORDER BY through the proxy, each
 /// row once and in order: psycopg 3 named cursors (with and without hold), psycopg2 named
-/// cursors, SQLAlchemy's stream_results over psycopg, asyncpg cursors.
+/// cursors and SQLAlchemy's stream_results over psycopg, the proxy's memory far below the rows'
+/// size (it holds a batch per shard, not the result); and asyncpg's cursors (protocol-level
+/// portals with a row limit, which the proxy still reads whole: not measured).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drivers_stream_server_side_cursors_over_several_shards() {
     let proxy = start();
@@ -180,18 +194,51 @@ async fn drivers_stream_server_side_cursors_over_several_shards() {
     .await;
     let rows = 100_000;
     c.simple_query(&format!(
-        "INSERT INTO drv_stream SELECT i, i % 7, repeat('x', 100) FROM generate_series(1, {rows}) i"
+        "INSERT INTO drv_stream SELECT i, i % 7, repeat('x', 400) FROM generate_series(1, {rows}) i"
     ))
     .await
     .expect("fill");
+    // The rows are about 40 MB: a proxy that held a result would grow by that much.
+    let before = rss_kb();
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_kb());
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            peak
+        })
+    };
     run_script(
         "server_cursors.py",
         vec![
             proxy.addr.to_string(),
             "drv_stream".to_string(),
             rows.to_string(),
+            "cursors".to_string(),
         ],
     )
     .await;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.await.unwrap();
+    run_script(
+        "server_cursors.py",
+        vec![
+            proxy.addr.to_string(),
+            "drv_stream".to_string(),
+            rows.to_string(),
+            "portals".to_string(),
+        ],
+    )
+    .await;
+    let grown_mb = peak.saturating_sub(before) / 1024;
+    eprintln!("the proxy grew by {grown_mb} MB while the cursors streamed");
+    assert!(
+        grown_mb < 25,
+        "the proxy grew by {grown_mb} MB while streaming ~40 MB of rows"
+    );
     exec(&c, "DROP TABLE drv_stream").await;
 }

@@ -2,8 +2,10 @@
 and without hold, psycopg2 named cursors, SQLAlchemy 2's stream_results with psycopg, and
 asyncpg cursors, each streaming a multi-shard ORDER BY of a sharded table.
 
-argv: the proxy's address (host:port), the table (id bigint PRIMARY KEY, grp int, pad text) and
-its row count. Every driver must get every row once, in the query's order.
+argv: the proxy's address (host:port), the table (id bigint PRIMARY KEY, grp int, pad text), its
+row count, and which drivers: `cursors` (the SQL cursors of psycopg 3, psycopg2 and SQLAlchemy)
+or `portals` (asyncpg's protocol-level portal with a row limit). Every driver must get every row
+once, in the query's order.
 """
 import asyncio
 import sys
@@ -85,13 +87,15 @@ async def asyncpg_cursor(dsn, table, n):
         await conn.close()
 
 
-def main(addr, table, n):
+def main(addr, table, n, which):
     n = int(n)
     dsn = f"postgresql://app:app@{addr}/app"
-    psycopg3(dsn, table, n)
-    psycopg2_named(dsn, table, n)
-    sqlalchemy_stream(f"postgresql+psycopg://app:app@{addr}/app", table, n)
-    asyncio.run(asyncpg_cursor(dsn, table, n))
+    if which == "cursors":
+        psycopg3(dsn, table, n)
+        psycopg2_named(dsn, table, n)
+        sqlalchemy_stream(f"postgresql+psycopg://app:app@{addr}/app", table, n)
+    else:
+        asyncio.run(asyncpg_cursor(dsn, table, n))
 
 
 if __name__ == "__main__":
