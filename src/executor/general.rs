@@ -122,6 +122,8 @@ pub async fn answer<H: Host>(
         copy_out: job.plan.copy_out,
         cursor: None,
         kept: None,
+        explain: None,
+        explained: Vec::new(),
     };
     let mut answered = Answered::Fallback;
     if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
@@ -159,12 +161,81 @@ pub async fn declare_cursor<H: Host>(
         copy_out: false,
         cursor: Some(declare),
         kept: None,
+        explain: None,
+        explained: Vec::new(),
     };
     let answered = path.combine_pulls(job).await?;
     Ok(match (answered, path.kept.take()) {
         (Answered::Declared, Some(conn)) => Ok(conn),
         (Answered::Combined(Combined::Failed { error, .. }), _) => Err(error),
         _ => Err(CombineError::Combine("the cursor was not declared".into()).error_frame()),
+    })
+}
+
+/// EXPLAIN ANALYZE of `job`'s read (`options`: the client's, ANALYZE among them): each
+/// table's pull explained on its shards, the rows loaded as for the read, the combining
+/// statement explained where it runs, with the proxy's time for each step. The lines under the
+/// proxy's own plan, or the ErrorResponse of a failure.
+pub async fn explain_analyze<H: Host>(
+    host: &mut H,
+    shared: Shared<'_>,
+    job: &CombineJob,
+    options: &str,
+) -> Result<Result<Vec<String>, Bytes>, H::Error> {
+    let mut path = GeneralPath {
+        host,
+        shared,
+        copy_out: false,
+        cursor: None,
+        kept: None,
+        explain: Some(options),
+        explained: Vec::new(),
+    };
+    let snapshot = shared.catalog.snapshot();
+    for pull in &job.plan.pulls {
+        let shards = match path.pull_sources(&snapshot, &pull.route) {
+            Ok(s) => s,
+            Err(error) => return Ok(Err(error)),
+        };
+        let names = shards
+            .iter()
+            .map(|&s| {
+                snapshot
+                    .shard(s)
+                    .map_or_else(|| s.to_string(), |s| s.name.clone())
+            })
+            .collect();
+        let explain = vec![format!("EXPLAIN ({options}) {}", pull.select); shards.len()];
+        let combine = Combine::Explain(gather::ExplainAnalyze {
+            head: vec![format!("  Rows into {}:", pull.temp)],
+            shards: names,
+            writes: false,
+            started: std::time::Instant::now(),
+        });
+        match run_on_shards(path.host, shared, &shards, Work::Simple(&explain), &combine).await? {
+            Combined::Failed { error, .. } => return Ok(Err(error)),
+            Combined::Rows(rows) => path.explained.extend(rows.rows.iter().filter_map(|r| {
+                gather::values(r)
+                    .first()
+                    .copied()
+                    .flatten()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })),
+        }
+    }
+    let started = std::time::Instant::now();
+    let answered = path.combine_pulls(job).await?;
+    let mut lines = std::mem::take(&mut path.explained);
+    lines.push(format!(
+        "  Proxy: rows loaded and combined in {:.3} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    ));
+    Ok(match answered {
+        Answered::Combined(Combined::Failed { error, .. }) => Err(error),
+        Answered::Combined(Combined::Rows(_)) => Ok(lines),
+        Answered::Streamed | Answered::Fallback | Answered::Declared => {
+            Err(CombineError::Combine("the read was not explained".into()).error_frame())
+        }
     })
 }
 
@@ -178,6 +249,9 @@ struct GeneralPath<'a, H: Host> {
     /// the combined rows, and the combining connection is kept in `kept`.
     cursor: Option<&'a str>,
     kept: Option<Pooled>,
+    /// EXPLAIN ANALYZE: the options; each step's plan and time are gathered in `explained`.
+    explain: Option<&'a str>,
+    explained: Vec<String>,
 }
 
 impl<H: Host> GeneralPath<'_, H> {
@@ -597,6 +671,31 @@ impl<H: Host> GeneralPath<'_, H> {
             shards: &[at],
             control: self.shared.control,
         };
+        if let Some(options) = self.explain {
+            let explain = [format!("EXPLAIN ({options}) {sql}")];
+            let origin = gather::Origin {
+                shards: &[at],
+                control: self.shared.control,
+            };
+            let (combined, _) =
+                gather::run_simple(&mut [conn], &explain, &Combine::Each, &origin).await?;
+            if let Combined::Rows(rows) = &combined {
+                let name = self
+                    .shared
+                    .catalog
+                    .snapshot()
+                    .shard(at)
+                    .map_or_else(|| at.to_string(), |s| s.name.clone());
+                self.explained.push(format!("  Combining on {name}:"));
+                for row in &rows.rows {
+                    if let Some(Some(line)) = gather::values(row).first() {
+                        self.explained
+                            .push(format!("    {}", String::from_utf8_lossy(line)));
+                    }
+                }
+            }
+            return Ok(Answered::Combined(combined));
+        }
         if let Some(declare) = self.cursor {
             return Ok(
                 match combiner::run(conn, &format!("{declare} {sql}")).await? {

@@ -68,6 +68,8 @@ pub(super) enum Dest {
     Script,
     /// A Bind of a DECLARE over recorded tables (held at its Parse): declared by the proxy.
     DeclareBind(Box<super::declare_bind::DeclareBind>),
+    /// EXPLAIN ANALYZE of a read the general path answers.
+    ExplainCombined(Box<super::explain::ExplainCombined>),
 }
 
 /// A Bind of a statement the proxy answers itself: its portal's name and the statement.
@@ -98,6 +100,7 @@ impl Dest {
                 | Dest::KeyUpdate(_)
                 | Dest::Sequence(_)
                 | Dest::Script
+                | Dest::ExplainCombined(_)
         )
     }
 

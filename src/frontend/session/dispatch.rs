@@ -284,6 +284,9 @@ impl Session {
             Dest::Sequence(answer) => {
                 return self.answer_sequence(*answer, frame).await.map(|()| None);
             }
+            Dest::ExplainCombined(e) => {
+                return self.run_explain_combined(*e, client).await.map(|()| None);
+            }
             Dest::DeclareBind(bound) => {
                 return self.declare_at_bind(*bound, client).await.map(|()| None);
             }

@@ -6,6 +6,7 @@ use super::dest::Dest;
 use super::{fan_out, Session, SessionError};
 use crate::catalog::{ShardId, Snapshot};
 use crate::executor::gather::{Combine, ExplainAnalyze};
+use crate::executor::general::CombineJob;
 use crate::frontend::pipeline::Pending;
 use crate::frontend::FrontendError;
 use crate::protocol::{self, ColumnType, ResultSet};
@@ -60,7 +61,7 @@ impl Session {
                     return Dest::Shard(ShardId(0));
                 }
                 if x.analyze {
-                    return refuse(analyze_refused);
+                    return analyze_combined(x, c, Vec::new(), snapshot, portal);
                 }
                 combine_lines(c, &[], snapshot)
             }
@@ -74,6 +75,9 @@ impl Session {
                     _ if describer.is_some() => return Dest::Shard(p.shards[0]),
                     other => other.into_shards(snapshot),
                 };
+                if let (true, Some(c)) = (x.analyze, &p.combine) {
+                    return analyze_combined(x, c, shards, snapshot, portal);
+                }
                 if x.analyze {
                     return match analyze_on_shards(x, p, &shards, snapshot, portal) {
                         Ok(multi) => Dest::Multi(Box::new(multi)),
@@ -135,6 +139,85 @@ impl Session {
             }
         }
         Ok(())
+    }
+}
+
+/// EXPLAIN ANALYZE of a read the general path answers: run by the executor
+/// ([`crate::executor::general::explain_analyze`]), under the proxy's plan.
+pub(super) struct ExplainCombined {
+    job: CombineJob,
+    options: String,
+    head: Vec<String>,
+}
+
+fn analyze_combined(
+    x: &ExplainPlan,
+    c: &std::sync::Arc<CombinePlan>,
+    shards: Vec<ShardId>,
+    snapshot: &Snapshot,
+    portal: Option<&[u8]>,
+) -> Dest {
+    let refuse = |why: &str| Dest::refuse(&FrontendError::NotAcrossShards(why.to_string()));
+    if portal.is_some() {
+        return refuse(
+            "EXPLAIN ANALYZE of a statement over several shards runs in a simple query only: \
+             send it as a simple query, or give the full sharding key",
+        );
+    }
+    if !x.text_format {
+        return refuse(
+            "EXPLAIN ANALYZE of a statement over several shards shows the shards' plans in \
+             FORMAT TEXT only: leave out FORMAT, or give the full sharding key",
+        );
+    }
+    // ANALYZE reads every table's rows (no partial aggregation): the plan says so.
+    let mut pulls = (**c).clone();
+    pulls.partial = None;
+    let head = combine_lines(&pulls, &shards, snapshot);
+    Dest::ExplainCombined(Box::new(ExplainCombined {
+        job: CombineJob {
+            plan: c.clone(),
+            bound: None,
+            shards,
+        },
+        options: x.options.clone(),
+        head,
+    }))
+}
+
+impl Session {
+    /// EXPLAIN ANALYZE on the general path: the proxy's plan, each pull's and the combining
+    /// statement's EXPLAIN ANALYZE, the proxy's times.
+    pub(super) async fn run_explain_combined(
+        &mut self,
+        e: ExplainCombined,
+        client: &mut (dyn crate::frontend::socket::ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        let ctx = self.ctx.clone();
+        let explained = crate::executor::general::explain_analyze(
+            &mut self.host(Some(client)),
+            super::host::shared(&ctx),
+            &e.job,
+            &e.options,
+        )
+        .await?;
+        self.release_parked_if_idle();
+        match explained {
+            Ok(lines) => {
+                let mut all = e.head;
+                all.extend(lines);
+                self.answer_explain(ExplainAnswer {
+                    lines: all,
+                    portal: None,
+                })
+            }
+            Err(error) => {
+                self.cout.extend_from_slice(&error);
+                let status = self.links.status();
+                protocol::ready_for_query(&mut self.cout, status);
+                Ok(())
+            }
+        }
     }
 }
 
