@@ -7,6 +7,13 @@
 //! The combining connection is not one of the session's: temporary tables would make the
 //! client's transaction one two-phase commit cannot prepare. It runs in a transaction of its
 //! own, with the client's settings set locally, and rolls back, which drops the tables.
+//!
+//! The combining statement is the client's read, or what is made of it: its `COPY … TO STDOUT`
+//! (passed on as it comes), a holdable cursor's DECLARE (committed, and the connection kept for
+//! the cursor, [`declare_cursor`]), or its EXPLAIN ANALYZE ([`explain_analyze`]). A Bind's
+//! messages are built in `bound`.
+
+mod bound;
 
 use crate::backend::pool::Pooled;
 use crate::backend::{BackendConn, BackendError};
@@ -16,10 +23,11 @@ use crate::executor::combiner::{self, CopyIn};
 use crate::executor::gather::{self, Combine, Combined};
 use crate::executor::host::{run_on_shards, Host, Shared, Work};
 use crate::model::ShardId;
-use crate::protocol::{Extended, TxStatus};
+use crate::protocol::TxStatus;
 use crate::router::plan::{CombinePlan, PartialPlan, Plan, StatementKind, PARTIAL_TABLE};
-use crate::router::route::{self as routing, BindParts, Params};
+use crate::router::route::{self as routing, Params};
 use crate::sql::quote::quote_literal;
+use bound::{combining_messages, combining_param_types, declare_messages};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
@@ -761,77 +769,6 @@ impl<H: Host> GeneralPath<'_, H> {
 
 fn declare_sql(select: &str) -> String {
     format!("DECLARE {CURSOR} BINARY NO SCROLL CURSOR FOR {select}")
-}
-
-/// Parse, Bind and Execute of the shards' DECLARE with the parameters it uses: their values
-/// from the client's Bind, their types as the combining step inferred them.
-fn declare_messages(
-    declare: &str,
-    partial: &PartialPlan,
-    param_oids: &[u32],
-    rest: &[u8],
-) -> Result<BytesMut, String> {
-    let values = routing::select_params(rest, &partial.params).map_err(|e| e.to_string())?;
-    // The DECLARE returns no rows: no result formats.
-    let result_formats = BindParts::read(rest)
-        .map_err(|e| e.to_string())?
-        .result_formats
-        .len();
-    let mut values = values[..values.len() - result_formats].to_vec();
-    values.extend_from_slice(&0i16.to_be_bytes());
-    let mut types = Vec::with_capacity(2 + 4 * partial.params.len());
-    types.extend_from_slice(&(partial.params.len() as i16).to_be_bytes());
-    for i in 0..partial.params.len() {
-        types.extend_from_slice(&param_oids.get(i).copied().unwrap_or(0).to_be_bytes());
-    }
-    let mut out = BytesMut::new();
-    Extended::new(&mut out)
-        .parse(b"", declare.as_bytes(), &types)
-        .bind(b"", &values)
-        .execute()
-        .sync();
-    Ok(out)
-}
-
-/// Parse's parameter types of the combining statement: the client's, and where it declared
-/// none, the type the partial statement's use of it gave — a parameter only the shards use is
-/// not in the combining statement, which must still take the client's whole Bind.
-fn combining_param_types(
-    client_types: &[u8],
-    rest: &[u8],
-    partial: &PartialPlan,
-    param_oids: &[u32],
-) -> Vec<u8> {
-    let count = BindParts::read(rest).map_or(0, |p| p.values.len());
-    let all: Vec<usize> = (0..count).collect();
-    let declared = routing::select_param_types(client_types, &all);
-    let mut out = Vec::with_capacity(2 + 4 * count);
-    out.extend_from_slice(&(count as i16).to_be_bytes());
-    for i in 0..count {
-        let at = 2 + 4 * i;
-        let mut oid = declared
-            .get(at..at + 4)
-            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-        if oid == 0 {
-            if let Some(k) = partial.params.iter().position(|&p| p == i) {
-                oid = param_oids.get(k).copied().unwrap_or(0);
-            }
-        }
-        out.extend_from_slice(&oid.to_be_bytes());
-    }
-    out
-}
-
-/// Parse, Bind (the client's), Describe portal, Execute and Sync of the combining statement.
-fn combining_messages(sql: &str, param_types: &[u8], rest: &[u8]) -> BytesMut {
-    let mut out = BytesMut::new();
-    Extended::new(&mut out)
-        .parse(b"", sql.as_bytes(), param_types)
-        .bind(b"", rest)
-        .describe_portal()
-        .execute()
-        .sync();
-    out
 }
 
 fn select() -> Combine {
