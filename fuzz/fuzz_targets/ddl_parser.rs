@@ -74,7 +74,11 @@ fn run_without_shards(recognised: ProxyDdl) {
                 let _ = validate_with_postgres_parser(&per_shard);
             }
         }
-        ProxyDdl::DropIndex { .. } => {}
+        // Run as written on the shards (the names the CONCURRENTLY recipe picks need them).
+        ProxyDdl::DropIndex { .. }
+        | ProxyDdl::CreateIndexConcurrently { .. }
+        | ProxyDdl::DropIndexConcurrently { .. }
+        | ProxyDdl::ReindexConcurrently { .. } => {}
         ProxyDdl::Refused(e) => report(&e),
     }
 }
