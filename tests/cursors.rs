@@ -192,12 +192,22 @@ async fn cursors_over_several_shards_fetch_as_one_postgres() {
     both(&c, &plain, "FETCH ALL groups").await;
     both(&c, &plain, "CLOSE ALL").await;
 
-    // What the proxy cannot merge a cursor over: refused, saying so.
-    c.batch_execute("BEGIN").await.unwrap();
-    let refused = "DECLARE s SCROLL CURSOR FOR SELECT id FROM cx_t ORDER BY id";
-    let e = c.simple_query(refused).await.expect_err(refused);
-    assert_eq!(code(&e), SqlState::FEATURE_NOT_SUPPORTED, "{refused}: {e}");
-    c.batch_execute("ROLLBACK").await.unwrap();
+    // SCROLL over a query the merge would stream: materialised on the combining shard too.
+    both(&c, &plain, "BEGIN").await;
+    both(
+        &c,
+        &plain,
+        "DECLARE s SCROLL CURSOR FOR SELECT id, v FROM {t} WHERE id > 250 ORDER BY v, id",
+    )
+    .await;
+    both(&c, &plain, "FETCH 10 s").await;
+    both(&c, &plain, "FETCH BACKWARD 4 s").await;
+    both(&c, &plain, "FETCH RELATIVE -2 s").await;
+    both(&c, &plain, "FETCH LAST s").await;
+    both(&c, &plain, "FETCH ABSOLUTE 3 s").await;
+    both(&c, &plain, "MOVE FORWARD ALL s").await;
+    both(&c, &plain, "FETCH PRIOR s").await;
+    both(&c, &plain, "ROLLBACK").await;
 
     c.batch_execute("DROP TABLE cx_t").await.unwrap();
     plain.batch_execute("DROP TABLE cx_t_ref").await.unwrap();

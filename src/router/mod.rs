@@ -227,6 +227,18 @@ impl PlanCache {
         Ok(plan)
     }
 
+    /// The general path of the single SELECT `sql` (not cached: a SCROLL cursor's, rare).
+    pub fn plan_combined(
+        &self,
+        sql: &str,
+        path: Option<&SearchPath>,
+        snapshot: &Snapshot,
+    ) -> Result<Option<Arc<plan::CombinePlan>>, TableId> {
+        let path = path.unwrap_or(&self.default_path);
+        let columns = ColumnsOf(self);
+        plan::combine_in(sql, snapshot, path.schemas(), &columns).map(|c| c.map(Arc::new))
+    }
+
     /// The plan of a simple query, shared with every query that differs from it in plain
     /// literals only where the plan does not depend on them; with the query's literals, which
     /// routing reads through [`plan::Operand::Literal`]. `memo` is the session's: a hit there

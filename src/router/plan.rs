@@ -351,6 +351,38 @@ pub fn plan_in(
     plan_scoped(sql, &scope, columns)
 }
 
+/// The general path of the single SELECT `sql` even where the streaming merge could answer
+/// it (a SCROLL cursor, which the proxy materialises on the combining shard). `None`: not a
+/// single SELECT over recorded tables the general path can combine.
+pub fn combine_in(
+    sql: &str,
+    snapshot: &Snapshot,
+    search_path: Option<&[String]>,
+    columns: &dyn ColumnSource,
+) -> Result<Option<CombinePlan>, TableId> {
+    let scope = Scope {
+        snapshot,
+        search_path,
+        cte_refs: Vec::new(),
+    };
+    let Ok(parsed) = pg_query::parse(sql, 0) else {
+        return Ok(None);
+    };
+    let raw = &parsed.protobuf.stmts;
+    let scope = scope.of_text(raw);
+    let [stmt] = raw.as_slice() else {
+        return Ok(None);
+    };
+    let Some(node) = stmt.stmt.as_deref() else {
+        return Ok(None);
+    };
+    match combine::plan_combine(sql, node, &scope, columns) {
+        Ok(c) if !c.pulls.is_empty() => Ok(Some(c)),
+        Ok(_) | Err(combine::NotCombinable::Refused(_)) => Ok(None),
+        Err(combine::NotCombinable::NeedColumns(t)) => Err(t),
+    }
+}
+
 /// [`plan_in`] in a scope already made (a statement planned inside another's plan).
 fn plan_scoped(sql: &str, snapshot: &Scope, columns: &dyn ColumnSource) -> Planned {
     let parsed = match pg_query::parse(sql, 0) {

@@ -237,10 +237,27 @@ impl Session {
             }
             _ => return Ok(Declared::Refused(not_merged())),
         };
-        if merged.is_some() {
-            if let Some(refusal) = merged_refusal(&d, self.links.status()) {
-                return Ok(Declared::Refused(refusal));
-            }
+        if merged.is_some() && d.scroll {
+            // Backward moves need the rows in one place: the general path materialises them.
+            return match self.combine_plan_of(&d.query).await {
+                Some(plan) => {
+                    let job = crate::executor::general::CombineJob {
+                        plan,
+                        bound: None,
+                        shards: shards.clone(),
+                    };
+                    self.declare_combined(d, &job, client).await
+                }
+                None => Ok(Declared::Refused(Refusal(
+                    SqlState::FEATURE_NOT_SUPPORTED,
+                    "a SCROLL cursor over several shards of this query is not supported: \
+                     declare it NO SCROLL (FETCH forward only), or give the full sharding key"
+                        .into(),
+                ))),
+            };
+        }
+        if merged.is_some() && !d.hold && !self.links.status().in_block() {
+            return Ok(Declared::Refused(no_block()));
         }
         // The cursors stay on the session's connections (WITH HOLD: beyond the block).
         if d.hold && !self.links.pinned {
@@ -283,6 +300,23 @@ impl Session {
             .by_name
             .insert(d.name, Entry { held, hold: d.hold });
         Ok(Declared::Done)
+    }
+
+    /// The general path of a cursor's query, its tables' columns fetched first where the
+    /// router needs them.
+    async fn combine_plan_of(
+        &mut self,
+        query: &str,
+    ) -> Option<std::sync::Arc<crate::router::plan::CombinePlan>> {
+        for _ in 0..32 {
+            let snapshot = self.ctx.catalog.snapshot();
+            let path = self.routing.search_path.as_deref();
+            match self.ctx.plans.plan_combined(query, path, &snapshot) {
+                Ok(plan) => return plan,
+                Err(table) => self.fetch_columns(table).await.ok()?,
+            }
+        }
+        None
     }
 
     /// A cursor over a query the general path answers: its rows combined on the combining
@@ -622,22 +656,6 @@ fn no_block() -> Refusal {
         SqlState::NO_ACTIVE_SQL_TRANSACTION,
         "DECLARE CURSOR can only be used in transaction blocks".into(),
     )
-}
-
-/// What a cursor over several shards cannot be, before anything is declared.
-fn merged_refusal(d: &Declare, status: TxStatus) -> Option<Refusal> {
-    if d.scroll {
-        return Some(Refusal(
-            SqlState::FEATURE_NOT_SUPPORTED,
-            "a SCROLL cursor over several shards is not supported yet: declare it NO SCROLL \
-             (FETCH forward only), or give the full sharding key"
-                .into(),
-        ));
-    }
-    if !d.hold && !status.in_block() {
-        return Some(no_block());
-    }
-    None
 }
 
 fn not_merged() -> Refusal {
