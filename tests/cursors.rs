@@ -78,6 +78,11 @@ async fn cursors_over_several_shards_fetch_as_one_postgres() {
         both_fail(&c, &plain, "FETCH PRIOR cur").await,
         SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
     );
+    // The refusal failed the block, as the error does on PostgreSQL.
+    assert_eq!(
+        both_fail(&c, &plain, "FETCH cur").await,
+        SqlState::IN_FAILED_SQL_TRANSACTION
+    );
     both(&c, &plain, "ROLLBACK").await;
 
     // LIMIT and OFFSET count over the merged rows.

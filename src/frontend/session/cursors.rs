@@ -180,8 +180,11 @@ impl Session {
         match outcome {
             Ok(Some(tag)) => protocol::command_complete(&mut self.cout, &tag),
             Ok(None) => {}
+            // Inside a block, the block fails with it, as on PostgreSQL.
             Err(Refusal(code, message)) => {
-                protocol::error_response(&mut self.cout, protocol::Severity::Error, &code, &message)
+                self.refuse_query(frame, &code, &message).await?;
+                self.settle_after_shards();
+                return Ok(true);
             }
         }
         let status = self.links.status();

@@ -62,11 +62,7 @@ impl Session {
         };
         let failure = match self.declare(d, text.as_bytes(), true, client).await? {
             Declared::NotOurs | Declared::Done => None,
-            Declared::Refused(Refusal(code, message)) => {
-                let mut error = BytesMut::new();
-                protocol::error_response(&mut error, protocol::Severity::Error, &code, &message);
-                Some(error.freeze())
-            }
+            Declared::Refused(refusal) => return self.fail_bind(refusal),
             Declared::Failed(error) => Some(error),
         };
         match failure {
@@ -96,6 +92,8 @@ impl Session {
         self.pipeline
             .push(Pending::composed(error.freeze()), &mut self.cout);
         self.batch.skip_until_sync = true;
+        // An open block fails at the batch's Sync, as with any refused message.
+        self.batch.fail_block_at_sync = Some(message);
         Ok(())
     }
 }
