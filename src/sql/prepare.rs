@@ -140,7 +140,12 @@ pub fn may_be(sql: &[u8]) -> bool {
 /// Whether a string of several statements may have one of these among them (cheap; false for
 /// one statement alone).
 pub fn may_contain(sql: &[u8]) -> bool {
-    memchr::memchr(b';', sql).is_some()
+    // Semicolons at the end only (drivers end a statement so): one statement.
+    let end = sql
+        .iter()
+        .rposition(|&c| !c.is_ascii_whitespace() && c != b';')
+        .map_or(0, |p| p + 1);
+    memchr::memchr(b';', &sql[..end]).is_some()
         && sql.windows(7).any(|w| {
             w.eq_ignore_ascii_case(b"execute")
                 || w.eq_ignore_ascii_case(b"prepare")
@@ -367,6 +372,8 @@ mod tests {
         );
         assert_eq!(read("PREPARE TRANSACTION 'x'").unwrap(), None);
         assert!(!may_be(b"prepare transaction 'x'"));
+        assert!(may_contain(b"SELECT 1; EXECUTE q(1)") && !may_contain(b"EXECUTE q(1);\n"));
+        assert!(!may_contain(b"SELECT abalance FROM t WHERE aid = 1;"));
         assert!(
             may_be(b"PREPARE q AS SELECT 1") && may_be(b"execute q") && may_be(b"DEALLOCATE q")
         );
