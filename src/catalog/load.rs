@@ -37,6 +37,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     let set_owner = load_partition_sets(&tx, &mut tables, &index).await?;
     load_chunks(&tx, &resolve, &mut tables, &index, &set_owner).await?;
     load_user_partitions(&tx, &tablespaces, &mut tables, &index).await?;
+    let views = super::view_store::load_views(&tx).await?;
     tx.commit().await?;
     Ok(Snapshot::new(
         version,
@@ -44,7 +45,8 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         tablespace_sets,
         tablespaces,
         tables,
-    ))
+    )
+    .with_views(views))
 }
 
 /// Partition set id → its table's id and its index there, so chunk rows find their set.

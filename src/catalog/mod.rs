@@ -9,6 +9,8 @@ pub mod model;
 mod schema;
 mod snapshot;
 mod store;
+pub mod view;
+mod view_store;
 mod watch;
 
 use std::future::Future;
@@ -32,6 +34,7 @@ pub use crate::model::{
 };
 pub use snapshot::Snapshot;
 pub use store::{release_abandoned_updates, UpdateHolder, NOTIFY_CHANNEL};
+pub use view::{NewView, View, ViewEntry};
 
 use crate::config::{Config, Endpoint};
 
@@ -281,6 +284,38 @@ impl Catalog {
         movement: RowMovement,
     ) -> Result<(), CatalogError> {
         store::set_row_movement(&mut *self.client().await?, id, movement).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Records a view in state CREATING; its id.
+    pub async fn create_view(&self, view: &NewView) -> Result<TableId, CatalogError> {
+        let id = view_store::create_view(&mut *self.client().await?, view).await?;
+        self.refresh().await;
+        Ok(id)
+    }
+
+    /// Makes a view's entry say what the shards now have, ACTIVE.
+    pub async fn finish_view(&self, id: TableId, view: &NewView) -> Result<(), CatalogError> {
+        view_store::finish_view(&mut *self.client().await?, id, view).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Sets views' state (CREATING while replaced, DROPPING while dropped).
+    pub async fn set_view_state(
+        &self,
+        views: &[TableId],
+        state: TableState,
+    ) -> Result<(), CatalogError> {
+        view_store::set_view_state(&mut *self.client().await?, views, state).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Removes views' entries.
+    pub async fn delete_views(&self, views: &[TableId]) -> Result<(), CatalogError> {
+        view_store::delete_views(&mut *self.client().await?, views).await?;
         self.refresh().await;
         Ok(())
     }

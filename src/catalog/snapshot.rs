@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::model::{Shard, Table, Tablespace, TablespaceSet};
+use super::view::{View, ViewEntry};
 use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId};
 
 #[derive(Debug, Clone, Default)]
@@ -22,6 +23,9 @@ pub struct Snapshot {
     nested_names: bool,
     /// Whether any table is an Oracle NoSQL table (whose rows may carry a time to live).
     nosql: bool,
+    /// Views over recorded tables, ordered by id.
+    views: Vec<View>,
+    view_names: HashMap<(String, String), usize>,
 }
 
 impl Snapshot {
@@ -59,7 +63,70 @@ impl Snapshot {
             tables,
             by_name,
             children,
+            views: Vec::new(),
+            view_names: HashMap::new(),
         }
+    }
+
+    /// The snapshot with these views, each made readable as a table of what it reads. A view
+    /// reads only tables and views made before it, so in id order every view it reads is
+    /// placed before it is.
+    pub fn with_views(mut self, mut entries: Vec<ViewEntry>) -> Snapshot {
+        entries.sort_by_key(|v| v.id);
+        for entry in entries {
+            let placed_like = entry.placed_like.and_then(|id| self.table(id)).cloned();
+            let as_table = View::as_table(&entry, placed_like.as_ref());
+            let shards = match entry.placed_like {
+                Some(id) => self.shards_of(id),
+                None => {
+                    let mut shards: Vec<ShardId> = self.shards.iter().map(|s| s.id).collect();
+                    for read in &entry.reads {
+                        let theirs = self.shards_of(*read);
+                        shards.retain(|s| theirs.contains(s));
+                    }
+                    shards
+                }
+            };
+            self.view_names
+                .insert((entry.schema.clone(), entry.name.clone()), self.views.len());
+            self.views.push(View {
+                entry,
+                as_table,
+                shards,
+            });
+        }
+        self
+    }
+
+    /// Every view, in creation order.
+    pub fn views(&self) -> &[View] {
+        &self.views
+    }
+
+    /// The view with this id.
+    pub fn view(&self, id: TableId) -> Option<&View> {
+        let i = self.views.binary_search_by_key(&id, |v| v.entry.id).ok()?;
+        Some(&self.views[i])
+    }
+
+    /// The view `schema.name`; both as the parser folded them.
+    pub fn view_by_name(&self, schema: &str, name: &str) -> Option<&View> {
+        self.view_names
+            .get(&(schema.to_string(), name.to_string()))
+            .map(|&i| &self.views[i])
+    }
+
+    /// Whether some view is planned through its definition: only then may a statement need
+    /// its views expanded.
+    pub fn has_expanded_views(&self) -> bool {
+        self.views.iter().any(View::is_expanded)
+    }
+
+    /// The table `schema.name` or, failing that, the view read as a table: what a name in a
+    /// query means to the router.
+    pub fn relation_by_name(&self, schema: &str, name: &str) -> Option<&Table> {
+        self.table_by_name(schema, name)
+            .or_else(|| self.view_by_name(schema, name).map(|v| &v.as_table))
     }
 
     /// Whether client SQL may name a table as `a.b.c` ([`crate::sql::nested_names`]).
@@ -120,9 +187,12 @@ impl Snapshot {
         &self.tables
     }
 
+    /// The table with this id, or the view read as a table.
     pub fn table(&self, id: TableId) -> Option<&Table> {
-        let i = self.tables.binary_search_by_key(&id, |t| t.id).ok()?;
-        Some(&self.tables[i])
+        match self.tables.binary_search_by_key(&id, |t| t.id) {
+            Ok(i) => Some(&self.tables[i]),
+            Err(_) => self.view(id).map(|v| &v.as_table),
+        }
     }
 
     /// The table `schema.name`; both as the parser folded them.
@@ -146,6 +216,7 @@ impl Snapshot {
     pub fn named_outside_public(&self, name: &str) -> Option<&Table> {
         self.tables
             .iter()
+            .chain(self.views.iter().map(|v| &v.as_table))
             .find(|t| t.name == name && t.schema != "public")
     }
 
@@ -155,6 +226,13 @@ impl Snapshot {
         search_path
             .iter()
             .find_map(|schema| self.table_by_name(schema, name))
+    }
+
+    /// [`Snapshot::resolve_table`] among tables and views read as tables.
+    pub fn resolve_relation(&self, search_path: &[String], name: &str) -> Option<&Table> {
+        search_path
+            .iter()
+            .find_map(|schema| self.relation_by_name(schema, name))
     }
 
     /// The root of `id`'s family (the table itself when it is a root).
@@ -231,6 +309,9 @@ impl Snapshot {
 
     /// Every shard that holds some of `id`, ascending: where DDL on it must go.
     pub fn shards_of(&self, id: TableId) -> Vec<ShardId> {
+        if let Some(view) = self.view(id) {
+            return view.shards.clone();
+        }
         let Some(table) = self.table(id) else {
             return Vec::new();
         };

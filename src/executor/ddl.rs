@@ -15,8 +15,8 @@ use tokio_postgres::error::SqlState;
 
 pub use super::recognise::recognise;
 
-use super::index_concurrently;
 use super::layout::{self, DEFAULT_SCHEMA};
+use super::{index_concurrently, view_ddl};
 use crate::catalog::{Catalog, CatalogError, Snapshot, Table, UpdateHolder};
 use crate::client_error::ClientError;
 use crate::config::Config;
@@ -70,6 +70,20 @@ pub enum ProxyDdl {
     DropIndexConcurrently { index: QualifiedName, sql: String },
     /// `REINDEX INDEX … CONCURRENTLY`: runs on its own wherever the index exists.
     ReindexConcurrently { index: QualifiedName, sql: String },
+    /// `CREATE [OR REPLACE] VIEW` reading recorded tables or views (`query`: its SELECT).
+    CreateView {
+        view: QualifiedName,
+        sql: String,
+        query: String,
+        replace: bool,
+    },
+    /// `DROP VIEW` of recorded views.
+    DropViews {
+        views: Vec<QualifiedName>,
+        cascade: bool,
+    },
+    /// `ALTER VIEW` (or ALTER TABLE) of a recorded view: runs on every shard holding it.
+    OnView { view: TableId, sql: String },
     /// Recognised as ours, and refused before anything ran.
     Refused(ExecError),
 }
@@ -86,6 +100,9 @@ impl ProxyDdl {
             | ProxyDdl::DropTables { .. }
             | ProxyDdl::OnTable { .. }
             | ProxyDdl::DropIndex { .. }
+            | ProxyDdl::CreateView { .. }
+            | ProxyDdl::DropViews { .. }
+            | ProxyDdl::OnView { .. }
             | ProxyDdl::Refused(_) => None,
         }
     }
@@ -157,11 +174,34 @@ pub enum ExecError {
     /// definition (DEFAULT, CHECK, …) PostgreSQL cannot read.
     #[error("{message} (in the PostgreSQL shardwire made of your statement: {statement})")]
     InvalidDefinition { statement: String, message: String },
+    #[error(
+        "cannot make temporary view \"{view}\" over recorded tables: a temporary view lives in \
+         one backend connection, and a query over it would read one shard's rows; create a \
+         view (CREATE VIEW) or query the tables"
+    )]
+    TemporaryView { view: String },
+    #[error("a query over this view would be refused: {0}")]
+    ViewRefused(crate::router::plan::Refusal),
+    #[error(
+        "CREATE OR REPLACE VIEW of a view over recorded tables must still read recorded tables \
+         or views: drop the view first, then create it"
+    )]
+    ViewReadsNothingRecorded,
+    #[error(
+        "view {view} reads tables that share no shard, so no shard can hold it: read those \
+         tables in a query instead"
+    )]
+    ViewWithoutShard { view: String },
+    #[error(
+        "CREATE OR REPLACE VIEW {view} would put the view on other shards than it is on (it \
+         reads other tables): drop it, then create it again"
+    )]
+    ViewMovesShards { view: String },
     #[error("the catalog and the proxy disagree: {0}")]
     CatalogMismatch(String),
-    /// PostgreSQL's text for an index name a relation of the table's schema has.
+    /// PostgreSQL's text for a name a relation of the schema has.
     #[error("relation \"{name}\" already exists")]
-    IndexExists { name: String },
+    RelationExists { name: String },
     #[error(
         "cannot drop partitioned index \"{index}\" concurrently: it is the index of a sharded \
          table, partitioned on every shard, and PostgreSQL drops a partitioned index only with \
@@ -205,7 +245,12 @@ impl ExecError {
             | ExecError::ConfiguredTablespace { .. }
             | ExecError::InvalidDefinition { .. }
             | ExecError::CatalogMismatch(_)
-            | ExecError::IndexExists { .. }
+            | ExecError::TemporaryView { .. }
+            | ExecError::ViewRefused(_)
+            | ExecError::ViewReadsNothingRecorded
+            | ExecError::ViewWithoutShard { .. }
+            | ExecError::ViewMovesShards { .. }
+            | ExecError::RelationExists { .. }
             | ExecError::PartitionedIndexConcurrently { .. }
             | ExecError::IndexNotValid { .. } => None,
         }
@@ -223,7 +268,12 @@ impl ClientError for ExecError {
             | ExecError::MixedDrop { .. }
             | ExecError::Ambiguous { .. }
             | ExecError::Unsupported { .. }
-            | ExecError::PartitionedIndexConcurrently { .. } => SqlState::FEATURE_NOT_SUPPORTED,
+            | ExecError::PartitionedIndexConcurrently { .. }
+            | ExecError::TemporaryView { .. }
+            | ExecError::ViewWithoutShard { .. }
+            | ExecError::ViewMovesShards { .. }
+            | ExecError::ViewReadsNothingRecorded => SqlState::FEATURE_NOT_SUPPORTED,
+            ExecError::ViewRefused(r) => r.sqlstate(),
             ExecError::NotSharded { .. } | ExecError::NotNoSql { .. } => {
                 SqlState::WRONG_OBJECT_TYPE
             }
@@ -235,7 +285,7 @@ impl ClientError for ExecError {
             ExecError::UnknownShard { .. } => SqlState::UNDEFINED_OBJECT,
             ExecError::InvalidDefinition { .. } => SqlState::SYNTAX_ERROR,
             ExecError::CatalogMismatch(_) => SqlState::DATA_CORRUPTED,
-            ExecError::IndexExists { .. } => SqlState::DUPLICATE_TABLE,
+            ExecError::RelationExists { .. } => SqlState::DUPLICATE_TABLE,
             ExecError::IndexNotValid { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
         }
     }
@@ -269,6 +319,16 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
         ProxyDdl::ReindexConcurrently { index, sql } => {
             index_concurrently::reindex(ctx, &index, &sql).await?
         }
+        ProxyDdl::CreateView {
+            view,
+            sql,
+            query,
+            replace,
+        } => view_ddl::create_view(ctx, &view, &sql, &query, replace).await?,
+        ProxyDdl::DropViews { views, cascade } => {
+            view_ddl::drop_views(ctx, &views, cascade).await?
+        }
+        ProxyDdl::OnView { view, sql } => view_ddl::alter_view(ctx, view, &sql).await?,
         ProxyDdl::Refused(e) => return Err(e),
     };
     Ok(tag.to_owned())
@@ -475,6 +535,8 @@ async fn on_table(
     let ran = run_on_shards(ctx, work).await;
     ctx.catalog.set_state(table.id, TableState::Active).await?;
     ran?;
+    // A renamed column changes how PostgreSQL writes the definitions of views over the table.
+    view_ddl::refresh_dependents(ctx, &[table.id]).await?;
     Ok(tag)
 }
 

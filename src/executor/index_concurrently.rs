@@ -118,7 +118,7 @@ async fn root_name(
                     tracing::info!(shard = %p.label, %name,
                         "index exists; IF NOT EXISTS skips this shard");
                 }
-                (false, false) => return Err(ExecError::IndexExists { name }),
+                (false, false) => return Err(ExecError::RelationExists { name }),
             }
         }
         *parts = keep;

@@ -3,6 +3,7 @@
 //! on the session's connections through [`host::Host`], without knowing the session
 //! (docs/architecture.md §6).
 
+pub mod columns;
 pub mod combiner;
 pub mod commit;
 pub mod copy;
@@ -25,3 +26,4 @@ mod recognise;
 pub mod script;
 pub mod split;
 pub mod ttl_purge;
+mod view_ddl;

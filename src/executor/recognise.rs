@@ -27,6 +27,11 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     const INDEX: u128 = keyword(b"index");
     const UNIQUE: u128 = keyword(b"unique");
     const REINDEX: u128 = keyword(b"reindex");
+    const VIEW: u128 = keyword(b"view");
+    const OR: u128 = keyword(b"or");
+    const TEMP: u128 = keyword(b"temp");
+    const TEMPORARY: u128 = keyword(b"temporary");
+    const RECURSIVE: u128 = keyword(b"recursive");
     let words = leading_keywords::<3>(sql);
     let text = std::str::from_utf8(sql).ok()?;
     if ddl::is_sharding_ddl(text) {
@@ -44,6 +49,8 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
             | [CREATE, INDEX, _]
             | [CREATE, UNIQUE, INDEX]
             | [REINDEX, _, _]
+            | [CREATE | DROP | ALTER, VIEW, _]
+            | [CREATE, OR | TEMP | TEMPORARY | RECURSIVE, _]
     );
     if !postgres_form || snapshot.tables().is_empty() {
         return None;
@@ -160,7 +167,7 @@ fn range_var_name(snapshot: &Snapshot, r: &RangeVar) -> Result<QualifiedName, Ex
 }
 
 /// The names a DROP lists, as written (schema empty when unqualified).
-fn dropped_names(objects: &[pg_query::Node]) -> Vec<(&str, &str)> {
+pub(super) fn dropped_names(objects: &[pg_query::Node]) -> Vec<(&str, &str)> {
     objects
         .iter()
         .filter_map(|o| match o.node.as_ref()? {
@@ -251,6 +258,9 @@ fn classify(node: &NodeEnum, text: &str, snapshot: &Snapshot) -> Option<ProxyDdl
                 Err(e) => return refused(e),
             }
         };
+    }
+    if let Some(view) = super::view_ddl::recognise_view(node, text, snapshot) {
+        return Some(view);
     }
     match node {
         NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectTable as i32 => {

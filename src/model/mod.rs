@@ -10,5 +10,5 @@ pub use ids::{ChunkId, ShardId, TableId, TablespaceSetId};
 pub use key_type::{KeyType, KeyTypeError, NumericTypmod};
 pub use table::{
     nosql_view_schema, BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod,
-    TableKind, TableState, Ttl, TtlUnit, ROWS_SCHEMA_SUFFIX,
+    TableKind, TableState, Ttl, TtlUnit, ViewShape, ROWS_SCHEMA_SUFFIX,
 };

@@ -54,6 +54,21 @@ catalog_enum!(
 );
 
 catalog_enum!(
+    /// How a view over recorded tables answers a query, decided from its definition when it is
+    /// created (the router's `view` module).
+    ViewShape {
+        /// Reads one family joined on its key (and duplicated tables): each shard's copy gives
+        /// that shard's rows, so the view is read like a table of the family.
+        Family = "family",
+        /// Reads duplicated tables only: every copy gives every row.
+        Duplicated = "duplicated",
+        /// Anything else (tables of several families, aggregates over the family, …): a query
+        /// over it is planned as the query over its definition.
+        Expanded = "expanded",
+    }
+);
+
+catalog_enum!(
     /// How a sharded table's rows map to shards.
     ShardingMethod {
         /// System-managed: PostgreSQL hash partitions (chunks) spread over a tablespace set.

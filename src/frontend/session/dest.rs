@@ -19,7 +19,6 @@ use crate::router::normalize::Literals;
 use crate::router::plan::{Plan, UtilityKind};
 use crate::router::route::{self as routing, Params, Route};
 use crate::sql::classify::{first_keyword, keyword};
-use crate::sql::quote::quote_ident;
 use crate::sql::signal::SignalCall;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
@@ -710,43 +709,9 @@ impl Session {
         ) else {
             return Err("the table is no longer in the catalog".into());
         };
-        let client = self
-            .ctx
-            .control
-            .shard(shard)
-            .pool
-            .get()
+        let columns = crate::executor::columns::fetch(&self.ctx.control, shard, &t.schema, &t.name)
             .await
             .map_err(|e| e.to_string())?;
-        let rows = client
-            .query(
-                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), \
-                        a.attgenerated <> '', \
-                        CASE WHEN a.attcollation <> t.typcollation THEN \
-                          quote_ident(n.nspname) || '.' || quote_ident(c.collname) END \
-                 FROM pg_catalog.pg_attribute a \
-                 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid \
-                 LEFT JOIN pg_catalog.pg_collation c ON c.oid = a.attcollation \
-                 LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.collnamespace \
-                 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
-                 ORDER BY a.attnum",
-                &[&format!(
-                    "{}.{}",
-                    quote_ident(&t.schema),
-                    quote_ident(&t.name)
-                )],
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let columns = rows
-            .iter()
-            .map(|r| crate::router::plan::ColumnDef {
-                name: r.get(0),
-                type_sql: r.get(1),
-                generated: r.get(2),
-                collation: r.get(3),
-            })
-            .collect();
         self.ctx
             .plans
             .set_columns(snapshot.version(), table, columns);

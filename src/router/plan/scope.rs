@@ -48,7 +48,7 @@ impl std::ops::Deref for Scope<'_> {
     }
 }
 
-/// The catalog's table for a name; an unqualified one is looked up along the session's
+/// The catalog's table (or view, read as a table) for a name; an unqualified one is looked up along the session's
 /// `search_path` when the proxy knows it, else in `public`. Only recorded tables are seen: a
 /// plain table of the same name earlier on the path would hide the recorded one from
 /// PostgreSQL, not from the router.
@@ -63,9 +63,9 @@ pub(super) fn resolve<'s>(snapshot: &'s Scope, r: &RangeVar) -> Option<&'s Table
 /// [`resolve`] of a name given as its parts (`schema` empty when unqualified).
 pub(super) fn resolve_name<'s>(snapshot: &'s Scope, schema: &str, name: &str) -> Option<&'s Table> {
     match (schema, snapshot.search_path) {
-        ("", Some(path)) => snapshot.resolve_table(path, name),
-        ("", None) => snapshot.table_by_name("public", name),
-        (schema, _) => snapshot.table_by_name(schema, name),
+        ("", Some(path)) => snapshot.resolve_relation(path, name),
+        ("", None) => snapshot.relation_by_name("public", name),
+        (schema, _) => snapshot.relation_by_name(schema, name),
     }
 }
 

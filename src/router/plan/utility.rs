@@ -105,7 +105,7 @@ pub(super) fn plan_utility(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
         }
         NodeEnum::CommentStmt(c) => {
             let table_at = match ObjectType::try_from(c.objtype).ok()? {
-                ObjectType::ObjectTable => 0,
+                ObjectType::ObjectTable | ObjectType::ObjectView => 0,
                 ObjectType::ObjectColumn
                 | ObjectType::ObjectTabconstraint
                 | ObjectType::ObjectTrigger
