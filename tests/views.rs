@@ -400,3 +400,112 @@ async fn views_are_renamed_replaced_and_dropped_everywhere() {
     }
     exec(&c, "DROP VIEW IF EXISTS vwl_w").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_materialized_view_holds_the_whole_answer_on_the_first_shard() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE mv_t (id bigint PRIMARY KEY, g int, v int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO;
+         INSERT INTO mv_t SELECT i, i % 5, i FROM generate_series(1, 500) i",
+    )
+    .await;
+    let made = c
+        .simple_query(
+            "CREATE MATERIALIZED VIEW mv_sums AS SELECT g, sum(v) AS total, count(*) AS n
+               FROM mv_t GROUP BY g",
+        )
+        .await
+        .unwrap();
+    assert_eq!(tag(&made), 5, "SELECT 5, as PostgreSQL tags it");
+    let expected = |extra: i64| -> Vec<Vec<Option<String>>> {
+        (0..5)
+            .map(|g| {
+                let total: i64 =
+                    (1..=500).filter(|i| i % 5 == g).sum::<i64>() + extra * (g == 0) as i64;
+                let n = 100 + (extra > 0 && g == 0) as i64;
+                vec![
+                    Some(g.to_string()),
+                    Some(total.to_string()),
+                    Some(n.to_string()),
+                ]
+            })
+            .collect()
+    };
+    let read = "SELECT g, total, n FROM mv_sums ORDER BY g";
+    assert_eq!(simple_rows(&c, read).await, expected(0));
+    // It is on the first shard only, holding every shard's rows.
+    assert_eq!(
+        simple_rows(&shards().connect(0).await, read).await,
+        expected(0)
+    );
+    for i in 1..SHARDS {
+        let on = shards().connect(i).await;
+        let row = on
+            .query_one("SELECT to_regclass('mv_sums') IS NULL", &[])
+            .await
+            .unwrap();
+        assert!(row.get::<_, bool>(0), "not on shard {i}");
+    }
+    // A new row shows after a refresh, concurrent once a unique index allows it.
+    exec(&c, "INSERT INTO mv_t VALUES (1000, 0, 7)").await;
+    assert_eq!(simple_rows(&c, read).await, expected(0));
+    let err = c
+        .simple_query("REFRESH MATERIALIZED VIEW CONCURRENTLY mv_sums")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+    exec(&c, "CREATE UNIQUE INDEX mv_sums_g ON mv_sums (g)").await;
+    exec(&c, "REFRESH MATERIALIZED VIEW CONCURRENTLY mv_sums").await;
+    assert_eq!(simple_rows(&c, read).await, expected(7));
+    // Joined with the sharded table it came from: the general path reads it where it is.
+    assert_eq!(
+        simple_rows(
+            &c,
+            "SELECT count(*) FROM mv_t t JOIN mv_sums s ON s.g = t.g WHERE s.n = 101"
+        )
+        .await,
+        vec![vec![Some("101".to_string())]]
+    );
+    // Inside a block the proxy refuses (the rows would be stored outside it).
+    exec(&c, "BEGIN").await;
+    let err = c
+        .simple_query("REFRESH MATERIALIZED VIEW mv_sums")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), SqlState::ACTIVE_SQL_TRANSACTION);
+    exec(&c, "ROLLBACK").await;
+    let err = c
+        .simple_query("SELECT 1; REFRESH MATERIALIZED VIEW mv_sums")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), SqlState::FEATURE_NOT_SUPPORTED);
+    // WITH NO DATA, then a refresh fills it.
+    exec(
+        &c,
+        "CREATE MATERIALIZED VIEW mv_ids AS SELECT id FROM mv_t WHERE v > 490 WITH NO DATA",
+    )
+    .await;
+    let err = c.simple_query("SELECT * FROM mv_ids").await.unwrap_err();
+    assert_eq!(code(&err), SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+    exec(&c, "REFRESH MATERIALIZED VIEW mv_ids").await;
+    assert_eq!(
+        simple_rows(&c, "SELECT count(*) FROM mv_ids").await,
+        vec![vec![Some("10".to_string())]]
+    );
+    exec(&c, "ALTER MATERIALIZED VIEW mv_ids RENAME TO mv_ids2").await;
+    exec(&c, "REFRESH MATERIALIZED VIEW mv_ids2").await;
+    exec(&c, "DROP MATERIALIZED VIEW mv_ids2, mv_sums").await;
+    let first = shards().connect(0).await;
+    let left = first
+        .query_one(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = 'shardwire_matview' OR c.relname IN ('mv_sums', 'mv_ids2')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(left.get::<_, i64>(0), 0, "nothing left on the first shard");
+}

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::model::{Shard, Table, Tablespace, TablespaceSet};
 use super::view::{View, ViewEntry};
-use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId};
+use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId, ViewShape};
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -77,6 +77,7 @@ impl Snapshot {
             let placed_like = entry.placed_like.and_then(|id| self.table(id)).cloned();
             let as_table = View::as_table(&entry, placed_like.as_ref());
             let shards = match entry.placed_like {
+                _ if entry.shape == ViewShape::Materialized => vec![super::view::MATVIEW_SHARD],
                 Some(id) => self.shards_of(id),
                 None => {
                     let mut shards: Vec<ShardId> = self.shards.iter().map(|s| s.id).collect();

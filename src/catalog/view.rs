@@ -7,6 +7,17 @@ use super::model::Table;
 use crate::model::{KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind};
 use crate::model::{TableState, ViewShape};
 
+/// Where materialized views are held: PostgreSQL statements that name no recorded table go to
+/// the first shard, so an index on a materialized view, `\d` and `pg_matviews` find it there.
+pub const MATVIEW_SHARD: ShardId = ShardId(0);
+/// The schema, on [`MATVIEW_SHARD`], of the tables materialized views are refreshed from.
+pub const MATVIEW_SCHEMA: &str = "shardwire_matview";
+
+/// The table a materialized view of catalog id `id` is refreshed from, quoted.
+pub fn staging_table(id: TableId) -> String {
+    format!("{MATVIEW_SCHEMA}.m{}", id.0)
+}
+
 /// A view's catalog entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewEntry {
@@ -62,6 +73,12 @@ impl View {
         self.entry.shape == ViewShape::Expanded
     }
 
+    /// The table a materialized view's refresh fills (its rows, which the materialized view on
+    /// the shard reads when PostgreSQL refreshes it), quoted.
+    pub fn staging_table(&self) -> String {
+        staging_table(self.entry.id)
+    }
+
     /// The table the router reads `entry` as; `placed_like` is its entry's table.
     pub(super) fn as_table(entry: &ViewEntry, placed_like: Option<&Table>) -> Table {
         let mut table = Table {
@@ -85,6 +102,10 @@ impl View {
             nosql: false,
             ttl: None,
         };
+        if entry.shape == ViewShape::Materialized {
+            table.kind = TableKind::Unsharded;
+            table.chunks = vec![MATVIEW_SHARD];
+        }
         if let (ViewShape::Family, Some(root)) = (entry.shape, placed_like) {
             // A key column the view does not show is named "", which no column reference
             // can name: conditions never pin it, and an INSERT through the view lacks it.

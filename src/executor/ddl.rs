@@ -77,10 +77,11 @@ pub enum ProxyDdl {
         query: String,
         replace: bool,
     },
-    /// `DROP VIEW` of recorded views.
+    /// `DROP [MATERIALIZED] VIEW` of recorded views.
     DropViews {
         views: Vec<QualifiedName>,
         cascade: bool,
+        materialized: bool,
     },
     /// `ALTER VIEW` (or ALTER TABLE) of a recorded view: runs on every shard holding it.
     OnView { view: TableId, sql: String },
@@ -325,9 +326,11 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
             query,
             replace,
         } => view_ddl::create_view(ctx, &view, &sql, &query, replace).await?,
-        ProxyDdl::DropViews { views, cascade } => {
-            view_ddl::drop_views(ctx, &views, cascade).await?
-        }
+        ProxyDdl::DropViews {
+            views,
+            cascade,
+            materialized,
+        } => view_ddl::drop_views(ctx, &views, cascade, materialized).await?,
         ProxyDdl::OnView { view, sql } => view_ddl::alter_view(ctx, view, &sql).await?,
         ProxyDdl::Refused(e) => return Err(e),
     };

@@ -32,6 +32,7 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
     const TEMP: u128 = keyword(b"temp");
     const TEMPORARY: u128 = keyword(b"temporary");
     const RECURSIVE: u128 = keyword(b"recursive");
+    const MATERIALIZED: u128 = keyword(b"materialized");
     let words = leading_keywords::<3>(sql);
     let text = std::str::from_utf8(sql).ok()?;
     if ddl::is_sharding_ddl(text) {
@@ -51,6 +52,7 @@ pub fn recognise(sql: &[u8], snapshot: &Snapshot) -> Option<ProxyDdl> {
             | [REINDEX, _, _]
             | [CREATE | DROP | ALTER, VIEW, _]
             | [CREATE, OR | TEMP | TEMPORARY | RECURSIVE, _]
+            | [DROP | ALTER, MATERIALIZED, VIEW]
     );
     if !postgres_form || snapshot.tables().is_empty() {
         return None;

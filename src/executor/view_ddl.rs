@@ -19,7 +19,7 @@ use super::ddl::{fresh_snapshot, DdlCtx, ExecError, ProxyDdl};
 use super::layout::DEFAULT_SCHEMA;
 use crate::catalog::{NewView, Snapshot, TableId, View};
 use crate::ddl::model::{QualifiedName, ShardStatements};
-use crate::model::{ShardId, TableState};
+use crate::model::{ShardId, TableState, ViewShape};
 use crate::router::plan::{classify, Classified, ColumnDef, ColumnSource, ViewPlan};
 
 /// The proxy's part in a view statement: `Some` when it makes, changes or drops a view over
@@ -51,7 +51,10 @@ pub(super) fn recognise_view(node: &NodeEnum, text: &str, snapshot: &Snapshot) -
                 replace: v.replace,
             })
         }
-        NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectView as i32 => {
+        NodeEnum::DropStmt(d)
+            if d.remove_type == ObjectType::ObjectView as i32
+                || d.remove_type == ObjectType::ObjectMatview as i32 =>
+        {
             let names = super::recognise::dropped_names(&d.objects);
             let views: Vec<QualifiedName> = names
                 .iter()
@@ -76,6 +79,7 @@ pub(super) fn recognise_view(node: &NodeEnum, text: &str, snapshot: &Snapshot) -
             Some(ProxyDdl::DropViews {
                 views,
                 cascade: d.behavior == pg_query::protobuf::DropBehavior::DropCascade as i32,
+                materialized: d.remove_type == ObjectType::ObjectMatview as i32,
             })
         }
         NodeEnum::AlterTableStmt(a) => on_view(a.relation.as_ref()?, text, snapshot),
@@ -300,9 +304,15 @@ async fn record_from_shards(
 }
 
 /// The views that read any of `changed`, directly or through other views, in creation order.
+/// A materialized view reads the proxy's table on its shard, not what it was made from: it
+/// depends on nothing PostgreSQL knows of, and its query is kept as written.
 fn dependents(snapshot: &Snapshot, changed: &[TableId]) -> Vec<TableId> {
     let mut found: Vec<TableId> = Vec::new();
-    for v in snapshot.views() {
+    for v in snapshot
+        .views()
+        .iter()
+        .filter(|v| v.entry.shape != ViewShape::Materialized)
+    {
         let reads_changed = v
             .entry
             .reads
@@ -354,7 +364,17 @@ pub(super) async fn alter_view(
         .collect();
     ctx.coordinator.run(work.into_iter().collect()).await?;
     let (schema, name) = new_name(sql, view);
-    record_from_shards(ctx, id, &QualifiedName::new(schema, name), view.shards[0]).await?;
+    if view.entry.shape == ViewShape::Materialized {
+        let renamed = NewView {
+            schema,
+            name,
+            ..entry_of(view)
+        };
+        ctx.catalog.finish_view(id, &renamed).await?;
+    } else {
+        let renamed = QualifiedName::new(schema, name);
+        record_from_shards(ctx, id, &renamed, view.shards[0]).await?;
+    }
     refresh_dependents(ctx, &[id]).await?;
     Ok("ALTER VIEW")
 }
@@ -384,6 +404,7 @@ fn new_name(sql: &str, view: &View) -> (String, String) {
     match node {
         Some(NodeEnum::RenameStmt(r))
             if r.rename_type == ObjectType::ObjectView as i32
+                || r.rename_type == ObjectType::ObjectMatview as i32
                 || r.rename_type == ObjectType::ObjectTable as i32 =>
         {
             (schema, r.newname.clone())
@@ -393,12 +414,14 @@ fn new_name(sql: &str, view: &View) -> (String, String) {
     }
 }
 
-/// `DROP VIEW`: every view named (and with CASCADE, every recorded view over them) is
-/// DROPPING, dropped on every shard at once, then removed from the catalog.
+/// `DROP [MATERIALIZED] VIEW`: every view named (and with CASCADE, every recorded view over
+/// them) is DROPPING, dropped on every shard at once (a materialized view with the table it
+/// is refreshed from), then removed from the catalog.
 pub(super) async fn drop_views(
     ctx: DdlCtx<'_>,
     names: &[QualifiedName],
     cascade: bool,
+    materialized: bool,
 ) -> Result<&'static str, ExecError> {
     let snapshot = fresh_snapshot(ctx).await?;
     let named: Vec<&View> = names
@@ -423,10 +446,21 @@ pub(super) async fn drop_views(
             .map(|v| QualifiedName::new(&v.entry.schema, &v.entry.name).to_string())
             .collect();
         let behaviour = if cascade { " CASCADE" } else { "" };
+        let kind = if materialized {
+            "MATERIALIZED VIEW"
+        } else {
+            "VIEW"
+        };
         statements.push(format!(
-            "DROP VIEW IF EXISTS {}{behaviour}",
+            "DROP {kind} IF EXISTS {}{behaviour}",
             here.join(", ")
         ));
+        for v in named
+            .iter()
+            .filter(|v| v.entry.shape == ViewShape::Materialized && v.shards.contains(shard))
+        {
+            statements.push(format!("DROP TABLE IF EXISTS {}", v.staging_table()));
+        }
     }
     ctx.catalog
         .set_view_state(&ids, TableState::Dropping)
@@ -444,5 +478,9 @@ pub(super) async fn drop_views(
         return Err(e.into());
     }
     ctx.catalog.delete_views(&gone).await?;
-    Ok("DROP VIEW")
+    Ok(if materialized {
+        "DROP MATERIALIZED VIEW"
+    } else {
+        "DROP VIEW"
+    })
 }

@@ -43,6 +43,7 @@ mod forward;
 mod host;
 mod insert_select;
 mod local;
+mod matview;
 mod movement;
 mod nested;
 mod per_shard;

@@ -65,6 +65,10 @@ catalog_enum!(
         /// Anything else (tables of several families, aggregates over the family, …): a query
         /// over it is planned as the query over its definition.
         Expanded = "expanded",
+        /// A materialized view: the whole answer, computed over every shard, held on the
+        /// first shard (where statements naming no recorded table go, so its indexes and
+        /// `\d` reach it there), over a table the proxy fills at each refresh.
+        Materialized = "materialized",
     }
 );
 

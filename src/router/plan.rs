@@ -49,7 +49,7 @@ pub use scope::Scope;
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
 pub use utility::{UtilityKind, UtilityPlan};
-pub use view::{classify, expand_views, Classified, ViewPlan};
+pub use view::{classify, expand_views, recorded_relations, Classified, ViewPlan};
 use walk::*;
 
 /// Where a value in the statement comes from.
@@ -501,7 +501,7 @@ fn plan_one(stmt: &Node, snapshot: &Scope, columns: &dyn ColumnSource) -> Planne
     if all.is_empty() {
         return Planned::Plan(Plan::Anywhere);
     }
-    if let Some(refused) = view_refusal(node, snapshot, &resolved) {
+    if let Some(refused) = view::view_refusal(node, snapshot, &resolved) {
         return Planned::Plan(refused);
     }
     if let Some(t) = resolved
@@ -606,45 +606,6 @@ fn missed_table(stmt: &Node, snapshot: &Scope, resolved: &[Option<&Table>]) -> O
             t.qualified_name()
         );
         return Some(Planned::Plan(unsupported(why)));
-    }
-    None
-}
-
-/// A view left in a statement after its expansion (an expanded view written to, or named
-/// where its definition cannot stand), or the sharding key updated through a view.
-fn view_refusal(node: &NodeEnum, snapshot: &Scope, resolved: &[Option<&Table>]) -> Option<Plan> {
-    let views = || {
-        resolved
-            .iter()
-            .flatten()
-            .filter_map(|t| snapshot.view(t.id))
-    };
-    if let Some(v) = views().find(|v| v.is_expanded()) {
-        return Some(unsupported(format!(
-            "view \"{}\" cannot be written to or named here through shardwire: its rows come \
-             from its definition over several shards (tables of several families, an aggregate, \
-             a limit, …), which the proxy answers only where the view is read; write to its \
-             tables instead",
-            v.qualified_name()
-        )));
-    }
-    if let NodeEnum::UpdateStmt(u) = node {
-        let target = u.relation.as_ref().and_then(|r| resolve(snapshot, r));
-        if let Some(v) = target.and_then(|t| snapshot.view(t.id)) {
-            let sets_key = u.target_list.iter().any(|n| match n.node.as_ref() {
-                Some(NodeEnum::ResTarget(r)) => {
-                    v.as_table.sharding_columns().any(|c| c.name == r.name)
-                }
-                _ => false,
-            });
-            if sets_key {
-                return Some(unsupported(format!(
-                    "an UPDATE of the sharding key through view \"{}\" is not supported: \
-                     update its table, whose rows shardwire moves between shards",
-                    v.qualified_name()
-                )));
-            }
-        }
     }
     None
 }

@@ -10,10 +10,13 @@ CREATE TABLE shardwire_catalog.view_entry (
     state text NOT NULL CHECK (state IN ('creating', 'active', 'dropping')),
     -- family: each shard's copy gives that shard's rows of one family (placed_like: its root);
     -- duplicated: every copy gives every row (placed_like: a duplicated table it reads);
-    -- expanded: a query over it is planned over its definition.
-    shape text NOT NULL CHECK (shape IN ('family', 'duplicated', 'expanded')),
+    -- expanded: a query over it is planned over its definition;
+    -- materialized: a materialized view on the first shard holding the whole answer, over a
+    -- table there that the proxy fills (schema shardwire_matview, named m<id>).
+    shape text NOT NULL CHECK (shape IN ('family', 'duplicated', 'expanded', 'materialized')),
     placed_like bigint REFERENCES shardwire_catalog.table_entry (id),
-    -- pg_get_viewdef on a shard under an empty search_path: every name qualified.
+    -- pg_get_viewdef on a shard under an empty search_path: every name qualified; for a
+    -- materialized view, its query as the client wrote it (names unqualified mean public).
     definition text NOT NULL,
     -- Per sharding-key column of the family root (then per partition-set column): the view's
     -- column holding it, NULL where the view does not show it.
@@ -22,5 +25,5 @@ CREATE TABLE shardwire_catalog.view_entry (
     reads bigint[] NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     UNIQUE (schema_name, view_name),
-    CHECK ((shape = 'expanded') = (placed_like IS NULL))
+    CHECK ((shape IN ('expanded', 'materialized')) = (placed_like IS NULL))
 );

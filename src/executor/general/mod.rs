@@ -10,10 +10,14 @@
 //!
 //! The combining statement is the client's read, or what is made of it: its `COPY … TO STDOUT`
 //! (passed on as it comes), a holdable cursor's DECLARE (committed, and the connection kept for
-//! the cursor, [`declare_cursor`]), or its EXPLAIN ANALYZE ([`explain_analyze`]). A Bind's
+//! the cursor, [`declare_cursor`]), statements that store the rows on the combining shard
+//! (committed, [`materialize`]), or its EXPLAIN ANALYZE ([`explain_analyze`]). A Bind's
 //! messages are built in `bound`.
 
 mod bound;
+mod entry;
+
+pub use entry::{answer, declare_cursor, explain_analyze, materialize, MATERIALIZED_ON};
 
 use crate::backend::pool::Pooled;
 use crate::backend::{BackendConn, BackendError};
@@ -106,8 +110,19 @@ enum Answered {
     Streamed,
     /// A partial's type rules partial aggregation out: read every row instead.
     Fallback,
-    /// A cursor was declared over the combined rows, and the combining connection kept.
+    /// The combining statement was made part of statements that keep its rows (a cursor,
+    /// a table): they ran, and the combining transaction is to commit.
     Declared,
+}
+
+/// Statements that keep the combined rows on the combining shard: `before` the combining
+/// statement, then `after` it, in one query string; the combining transaction commits.
+#[derive(Clone, Copy)]
+struct Keep<'a> {
+    before: &'a str,
+    after: &'a str,
+    /// The connection is kept for the caller (a cursor lives on it).
+    connection: bool,
 }
 
 /// What the shards and the combining step run.
@@ -116,146 +131,15 @@ enum Mode<'p> {
     Partial(&'p PartialPlan),
 }
 
-/// Answers `job` over the session `host`: its combined answer, or nothing when a simple
-/// query's rows were streamed to the client.
-pub async fn answer<H: Host>(
-    host: &mut H,
-    shared: Shared<'_>,
-    job: &CombineJob,
-) -> Result<Option<Combined>, H::Error> {
-    shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: job.plan.copy_out,
-        cursor: None,
-        kept: None,
-        explain: None,
-        explained: Vec::new(),
-    };
-    let mut answered = Answered::Fallback;
-    if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
-        answered = path
-            .combine(job, Mode::Partial(partial), &job.shards)
-            .await?;
-    }
-    if let Answered::Fallback = answered {
-        answered = path.combine_pulls(job).await?;
-    }
-    Ok(match answered {
-        Answered::Streamed => None,
-        Answered::Combined(c) => Some(c),
-        // No cursor was asked for.
-        Answered::Fallback | Answered::Declared => Some(failed(
-            CombineError::Combine("no way to combine the rows".into()).error_frame(),
-        )),
-    })
-}
-
-/// Declares a cursor over `job`'s combined rows on the combining connection (`declare`: the
-/// statement up to its query, `… WITH HOLD FOR`), which PostgreSQL materialises when the
-/// combining transaction commits; returns that connection, which holds the cursor from then on
-/// (`Ok(Err(frame))`: the ErrorResponse of a failure).
-pub async fn declare_cursor<H: Host>(
-    host: &mut H,
-    shared: Shared<'_>,
-    job: &CombineJob,
-    declare: &str,
-) -> Result<Result<Pooled, Bytes>, H::Error> {
-    shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: false,
-        cursor: Some(declare),
-        kept: None,
-        explain: None,
-        explained: Vec::new(),
-    };
-    let answered = path.combine_pulls(job).await?;
-    Ok(match (answered, path.kept.take()) {
-        (Answered::Declared, Some(conn)) => Ok(conn),
-        (Answered::Combined(Combined::Failed { error, .. }), _) => Err(error),
-        _ => Err(CombineError::Combine("the cursor was not declared".into()).error_frame()),
-    })
-}
-
-/// EXPLAIN ANALYZE of `job`'s read (`options`: the client's, ANALYZE among them): each
-/// table's pull explained on its shards, the rows loaded as for the read, the combining
-/// statement explained where it runs, with the proxy's time for each step. The lines under the
-/// proxy's own plan, or the ErrorResponse of a failure.
-pub async fn explain_analyze<H: Host>(
-    host: &mut H,
-    shared: Shared<'_>,
-    job: &CombineJob,
-    options: &str,
-) -> Result<Result<Vec<String>, Bytes>, H::Error> {
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: false,
-        cursor: None,
-        kept: None,
-        explain: Some(options),
-        explained: Vec::new(),
-    };
-    let snapshot = shared.catalog.snapshot();
-    for pull in &job.plan.pulls {
-        let shards = match path.pull_sources(&snapshot, &pull.route) {
-            Ok(s) => s,
-            Err(error) => return Ok(Err(error)),
-        };
-        let names = shards
-            .iter()
-            .map(|&s| {
-                snapshot
-                    .shard(s)
-                    .map_or_else(|| s.to_string(), |s| s.name.clone())
-            })
-            .collect();
-        let explain = vec![format!("EXPLAIN ({options}) {}", pull.select); shards.len()];
-        let combine = Combine::Explain(gather::ExplainAnalyze {
-            head: vec![format!("  Rows into {}:", pull.temp)],
-            shards: names,
-            writes: false,
-            started: std::time::Instant::now(),
-        });
-        match run_on_shards(path.host, shared, &shards, Work::Simple(&explain), &combine).await? {
-            Combined::Failed { error, .. } => return Ok(Err(error)),
-            Combined::Rows(rows) => path.explained.extend(rows.rows.iter().filter_map(|r| {
-                gather::values(r)
-                    .first()
-                    .copied()
-                    .flatten()
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            })),
-        }
-    }
-    let started = std::time::Instant::now();
-    let answered = path.combine_pulls(job).await?;
-    let mut lines = std::mem::take(&mut path.explained);
-    lines.push(format!(
-        "  Proxy: rows loaded and combined in {:.3} ms",
-        started.elapsed().as_secs_f64() * 1000.0
-    ));
-    Ok(match answered {
-        Answered::Combined(Combined::Failed { error, .. }) => Err(error),
-        Answered::Combined(Combined::Rows(_)) => Ok(lines),
-        Answered::Streamed | Answered::Fallback | Answered::Declared => {
-            Err(CombineError::Combine("the read was not explained".into()).error_frame())
-        }
-    })
-}
-
 /// One read on the general path, over the session `host`.
 struct GeneralPath<'a, H: Host> {
     host: &'a mut H,
     shared: Shared<'a>,
     /// The combining statement is a COPY TO STDOUT, its answer passed on as it comes.
     copy_out: bool,
-    /// `DECLARE name … CURSOR WITH HOLD FOR`: the combining statement declares a cursor over
-    /// the combined rows, and the combining connection is kept in `kept`.
-    cursor: Option<&'a str>,
+    /// The combining statement is made part of statements that keep its rows; a connection
+    /// kept for the caller is in `kept`.
+    keep: Option<Keep<'a>>,
     kept: Option<Pooled>,
     /// EXPLAIN ANALYZE: the options; each step's plan and time are gathered in `explained`.
     explain: Option<&'a str>,
@@ -374,10 +258,15 @@ impl<H: Host> GeneralPath<'_, H> {
         };
         self.host.cancel_reaches(Vec::new());
         if let Ok(Answered::Declared) = outcome {
-            // The commit materialises the cursor (the tables go with the transaction).
+            // The commit materialises a cursor (the tables go with the transaction).
             return match combiner::run(&mut combiner.conn, "COMMIT").await {
                 Ok(None) => {
-                    self.kept = Some(combiner);
+                    match self.keep {
+                        Some(Keep {
+                            connection: true, ..
+                        }) => self.kept = Some(combiner),
+                        _ => self.shared.pools.shard(at).release(combiner),
+                    }
                     Ok(Answered::Declared)
                 }
                 Ok(Some(error)) => {
@@ -704,9 +593,9 @@ impl<H: Host> GeneralPath<'_, H> {
             }
             return Ok(Answered::Combined(combined));
         }
-        if let Some(declare) = self.cursor {
+        if let Some(Keep { before, after, .. }) = self.keep {
             return Ok(
-                match combiner::run(conn, &format!("{declare} {sql}")).await? {
+                match combiner::run(conn, &format!("{before} {sql}{after}")).await? {
                     Some(error) => Answered::Combined(failed(error)),
                     None => Answered::Declared,
                 },

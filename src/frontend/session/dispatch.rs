@@ -40,6 +40,9 @@ impl Session {
         if self.before_routing(&frame, client).await? {
             return Ok(());
         }
+        if self.on_materialized_view(&frame, client).await? {
+            return Ok(());
+        }
         if self.on_sql_prepared(&frame, client).await? {
             return Ok(());
         }

@@ -355,6 +355,10 @@ fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
         NodeEnum::AlterTableStmt(a) => (a.relation.as_ref()?, "ALTER TABLE"),
         NodeEnum::RenameStmt(r) => (r.relation.as_ref()?, "ALTER TABLE"),
         NodeEnum::AlterObjectSchemaStmt(a) => (a.relation.as_ref()?, "ALTER TABLE"),
+        // The proxy stores a materialized view's rows before PostgreSQL refreshes it.
+        NodeEnum::RefreshMatViewStmt(r) if !r.skip_data => {
+            (r.relation.as_ref()?, "REFRESH MATERIALIZED VIEW")
+        }
         NodeEnum::DropStmt(d) if d.remove_type == ObjectType::ObjectTable as i32 => {
             let named = d.objects.iter().filter_map(|o| Name::of_list(o, 0));
             return named
@@ -373,7 +377,16 @@ fn proxy_ddl_among_others(node: &NodeEnum, snapshot: &Scope) -> Option<Plan> {
         }
         _ => return None,
     };
-    resolve(snapshot, relation).map(|t| send_alone(verb, t))
+    let table = resolve(snapshot, relation)?;
+    if let (NodeEnum::IndexStmt(_), Some(view)) = (node, snapshot.view(table.id)) {
+        // An index of a materialized view: PostgreSQL's on the view's shard.
+        return Some(Plan::Utility(Arc::new(UtilityPlan {
+            shards: view.shards.clone(),
+            kind: UtilityKind::Atomic,
+            elsewhere: None,
+        })));
+    }
+    Some(send_alone(verb, table))
 }
 
 /// A `CREATE TABLE` the sharding rules decide on when it is a statement of its own: one whose

@@ -12,9 +12,10 @@ use super::conditions::{top_level_uses, using_columns, Slots};
 use super::scope::{resolve, Scope};
 use super::walk::{collect_range_vars, walk};
 use super::{
-    plan_scoped, ColumnSource, Merge, Plan, Planned, Refusal, ShardAnswers, StatementKind,
+    plan_scoped, unsupported, ColumnSource, Merge, Plan, Planned, Refusal, ShardAnswers,
+    StatementKind,
 };
-use crate::catalog::{Snapshot, TableId, TableKind};
+use crate::catalog::{Snapshot, Table, TableId, TableKind};
 use crate::model::ViewShape;
 use pg_query::protobuf::{Node, RangeVar};
 use pg_query::NodeEnum;
@@ -163,10 +164,77 @@ pub fn classify(
     }
 }
 
+/// A view left in a statement after its expansion (an expanded view written to, or named
+/// where its definition cannot stand), or the sharding key updated through a view.
+pub(super) fn view_refusal(
+    node: &NodeEnum,
+    snapshot: &Scope,
+    resolved: &[Option<&Table>],
+) -> Option<Plan> {
+    let views = || {
+        resolved
+            .iter()
+            .flatten()
+            .filter_map(|t| snapshot.view(t.id))
+    };
+    if let Some(v) = views().find(|v| v.is_expanded()) {
+        return Some(unsupported(format!(
+            "view \"{}\" cannot be written to or named here through shardwire: its rows come \
+             from its definition over several shards (tables of several families, an aggregate, \
+             a limit, …), which the proxy answers only where the view is read; write to its \
+             tables instead",
+            v.qualified_name()
+        )));
+    }
+    if let NodeEnum::UpdateStmt(u) = node {
+        let target = u.relation.as_ref().and_then(|r| resolve(snapshot, r));
+        if let Some(v) = target.and_then(|t| snapshot.view(t.id)) {
+            let sets_key = u.target_list.iter().any(|n| match n.node.as_ref() {
+                Some(NodeEnum::ResTarget(r)) => {
+                    v.as_table.sharding_columns().any(|c| c.name == r.name)
+                }
+                _ => false,
+            });
+            if sets_key {
+                return Some(unsupported(format!(
+                    "an UPDATE of the sharding key through view \"{}\" is not supported: \
+                     update its table, whose rows shardwire moves between shards",
+                    v.qualified_name()
+                )));
+            }
+        }
+    }
+    None
+}
+
 /// Whether the shards' rows are the answer as they come: no order, no limit, no hidden
 /// columns.
 fn merges_nothing(m: &Merge) -> bool {
     m.order.is_empty() && m.hidden == 0 && !m.bounds_rows() && m.shard_sql.is_none()
+}
+
+/// The ids of the recorded tables and views a statement names (unqualified names in
+/// `public`), in order; empty when it names none or cannot be parsed.
+pub fn recorded_relations(sql: &str, snapshot: &Snapshot) -> Vec<TableId> {
+    let Ok(parsed) = pg_query::parse(sql, 0) else {
+        return Vec::new();
+    };
+    let scope = Scope {
+        snapshot,
+        search_path: None,
+        cte_refs: Vec::new(),
+    };
+    let scope = scope.of_text(&parsed.protobuf.stmts);
+    let mut out: Vec<TableId> = parsed
+        .protobuf
+        .stmts
+        .iter()
+        .filter_map(|r| r.stmt.as_deref())
+        .flat_map(|s| recorded_names(s, &scope))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The ids of the recorded tables and views `stmt` names.
