@@ -509,3 +509,93 @@ async fn a_materialized_view_holds_the_whole_answer_on_the_first_shard() {
         .unwrap();
     assert_eq!(left.get::<_, i64>(0), 0, "nothing left on the first shard");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_through_the_extended_protocol_cursors_copy_and_materialized_views() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE vx_t (id bigint PRIMARY KEY, g int, v int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO;
+         CREATE SHARDED TABLE vx_u (id bigint PRIMARY KEY, w int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO;
+         INSERT INTO vx_t SELECT i, i % 4, i FROM generate_series(1, 200) i;
+         INSERT INTO vx_u SELECT i, i * 2 FROM generate_series(1, 200) i;
+         CREATE VIEW vx_fam AS SELECT id, g, v FROM vx_t WHERE v > 10;
+         CREATE VIEW vx_sums AS SELECT g, sum(v) AS total FROM vx_t GROUP BY g;
+         CREATE VIEW vx_cross AS SELECT t.g, u.w FROM vx_t t JOIN vx_u u ON u.id = t.v + 1000 - 1000;
+         CREATE TABLE vx_plain_view_target (x int);
+         CREATE VIEW vx_plain AS SELECT x FROM vx_plain_view_target",
+    )
+    .await;
+    // The extended protocol, with parameters, over a view planned through its definition.
+    let rows = c
+        .query("SELECT total::text FROM vx_sums WHERE g = $1", &[&2i32])
+        .await
+        .unwrap();
+    let want: i64 = (1..=200).filter(|i| i % 4 == 2).sum();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, String>(0), want.to_string());
+    let rows = c
+        .query("SELECT count(*) FROM vx_cross WHERE g = $1", &[&1i32])
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i64>(0), 50);
+    // A cursor over each shape.
+    exec(&c, "BEGIN").await;
+    exec(&c, "DECLARE a CURSOR FOR SELECT id FROM vx_fam ORDER BY id").await;
+    let first = simple_rows(&c, "FETCH 3 FROM a").await;
+    assert_eq!(
+        first,
+        vec![
+            vec![Some("11".to_string())],
+            vec![Some("12".to_string())],
+            vec![Some("13".to_string())]
+        ]
+    );
+    exec(
+        &c,
+        "DECLARE b CURSOR FOR SELECT g, total FROM vx_sums ORDER BY g",
+    )
+    .await;
+    assert_eq!(simple_rows(&c, "FETCH ALL FROM b").await.len(), 4);
+    exec(&c, "COMMIT").await;
+    // COPY of a query over an expanded view.
+    let stream = c
+        .copy_out("COPY (SELECT g, total FROM vx_sums ORDER BY g) TO STDOUT")
+        .await
+        .unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(stream).await.unwrap();
+    let text: String = chunks
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    let want: String = (0..4)
+        .map(|g| format!("{g}\t{}\n", (1..=200).filter(|i| i % 4 == g).sum::<i64>()))
+        .collect();
+    assert_eq!(text, want);
+    // A materialized view over a family view and over an expanded one.
+    exec(
+        &c,
+        "CREATE MATERIALIZED VIEW vx_m AS SELECT s.g, s.total, count(f.id) AS n
+           FROM vx_sums s JOIN vx_fam f ON f.g = s.g GROUP BY s.g, s.total",
+    )
+    .await;
+    assert_eq!(
+        simple_rows(&c, "SELECT sum(n) FROM vx_m").await,
+        vec![vec![Some("190".to_string())]]
+    );
+    // IF EXISTS drops a recorded view and the first shard's plain one together.
+    exec(&c, "DROP MATERIALIZED VIEW vx_m").await;
+    exec(&c, "DROP VIEW IF EXISTS vx_cross, vx_plain, vx_nothing").await;
+    let first = shards().connect(0).await;
+    let left = first
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname IN ('vx_cross', 'vx_plain')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(left.get::<_, i64>(0), 0);
+}

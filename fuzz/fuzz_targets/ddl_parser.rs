@@ -79,6 +79,8 @@ fn run_without_shards(recognised: ProxyDdl) {
         | ProxyDdl::CreateIndexConcurrently { .. }
         | ProxyDdl::DropIndexConcurrently { .. }
         | ProxyDdl::ReindexConcurrently { .. } => {}
+        // Decided from a shard's copy of the view (its definition as PostgreSQL keeps it).
+        ProxyDdl::CreateView { .. } | ProxyDdl::DropViews { .. } | ProxyDdl::OnView { .. } => {}
         ProxyDdl::Refused(e) => report(&e),
     }
 }

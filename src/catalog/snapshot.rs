@@ -26,6 +26,8 @@ pub struct Snapshot {
     /// Views over recorded tables, ordered by id.
     views: Vec<View>,
     view_names: HashMap<(String, String), usize>,
+    /// Whether some view is planned through its definition.
+    expanded_views: bool,
 }
 
 impl Snapshot {
@@ -65,6 +67,7 @@ impl Snapshot {
             children,
             views: Vec::new(),
             view_names: HashMap::new(),
+            expanded_views: false,
         }
     }
 
@@ -96,6 +99,7 @@ impl Snapshot {
                 shards,
             });
         }
+        self.expanded_views = self.views.iter().any(View::is_expanded);
         self
     }
 
@@ -120,7 +124,7 @@ impl Snapshot {
     /// Whether some view is planned through its definition: only then may a statement need
     /// its views expanded.
     pub fn has_expanded_views(&self) -> bool {
-        self.views.iter().any(View::is_expanded)
+        self.expanded_views
     }
 
     /// The table `schema.name` or, failing that, the view read as a table: what a name in a

@@ -82,6 +82,8 @@ pub enum ProxyDdl {
         views: Vec<QualifiedName>,
         cascade: bool,
         materialized: bool,
+        /// Named too, under IF EXISTS: dropped on the first shard where they exist.
+        unrecorded: Vec<QualifiedName>,
     },
     /// `ALTER VIEW` (or ALTER TABLE) of a recorded view: runs on every shard holding it.
     OnView { view: TableId, sql: String },
@@ -330,7 +332,8 @@ pub async fn execute(ctx: DdlCtx<'_>, ddl: ProxyDdl) -> Result<String, ExecError
             views,
             cascade,
             materialized,
-        } => view_ddl::drop_views(ctx, &views, cascade, materialized).await?,
+            unrecorded,
+        } => view_ddl::drop_views(ctx, &views, cascade, materialized, &unrecorded).await?,
         ProxyDdl::OnView { view, sql } => view_ddl::alter_view(ctx, view, &sql).await?,
         ProxyDdl::Refused(e) => return Err(e),
     };

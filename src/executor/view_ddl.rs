@@ -64,22 +64,22 @@ pub(super) fn recognise_view(node: &NodeEnum, text: &str, snapshot: &Snapshot) -
             if views.is_empty() {
                 return None;
             }
-            if views.len() < names.len() && !d.missing_ok {
-                let others = names
-                    .iter()
-                    .map(|(s, n)| QualifiedName::new(schema_of(s), *n))
-                    .filter(|n| !views.contains(n))
-                    .map(|n| n.to_string())
-                    .collect();
+            let others: Vec<QualifiedName> = names
+                .iter()
+                .map(|(s, n)| QualifiedName::new(schema_of(s), *n))
+                .filter(|n| !views.contains(n))
+                .collect();
+            if !others.is_empty() && !d.missing_ok {
                 return Some(ProxyDdl::Refused(ExecError::MixedDrop {
                     held: views.iter().map(ToString::to_string).collect(),
-                    others,
+                    others: others.iter().map(ToString::to_string).collect(),
                 }));
             }
             Some(ProxyDdl::DropViews {
                 views,
                 cascade: d.behavior == pg_query::protobuf::DropBehavior::DropCascade as i32,
                 materialized: d.remove_type == ObjectType::ObjectMatview as i32,
+                unrecorded: others,
             })
         }
         NodeEnum::AlterTableStmt(a) => on_view(a.relation.as_ref()?, text, snapshot),
@@ -422,6 +422,7 @@ pub(super) async fn drop_views(
     names: &[QualifiedName],
     cascade: bool,
     materialized: bool,
+    unrecorded: &[QualifiedName],
 ) -> Result<&'static str, ExecError> {
     let snapshot = fresh_snapshot(ctx).await?;
     let named: Vec<&View> = names
@@ -461,6 +462,21 @@ pub(super) async fn drop_views(
         {
             statements.push(format!("DROP TABLE IF EXISTS {}", v.staging_table()));
         }
+    }
+    if !unrecorded.is_empty() {
+        // Under IF EXISTS, views the catalog does not hold are dropped where they would be:
+        // on the first shard.
+        let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
+        work.entry(ShardId(0)).or_default().push(format!(
+            "DROP {} IF EXISTS {}{}",
+            if materialized {
+                "MATERIALIZED VIEW"
+            } else {
+                "VIEW"
+            },
+            names.join(", "),
+            if cascade { " CASCADE" } else { "" }
+        ));
     }
     ctx.catalog
         .set_view_state(&ids, TableState::Dropping)

@@ -13,7 +13,7 @@ use crate::frontend::socket::ClientSocket;
 use crate::frontend::statements;
 use crate::model::ViewShape;
 use crate::protocol::{self, Frame, TxStatus};
-use crate::router::plan::recorded_relations;
+use crate::router::plan::{expand_views, recorded_relations};
 use crate::router::SearchPath;
 use crate::sql::classify::{keyword, leading_keywords};
 use crate::sql::quote::quote_ident;
@@ -248,6 +248,8 @@ impl Session {
         let path = SearchPath::unknown();
         for _ in 0..32 {
             let snapshot = self.ctx.catalog.snapshot();
+            let expanded = expand_views(query, &snapshot, None);
+            let query = expanded.as_deref().unwrap_or(query);
             match self.ctx.plans.plan_combined(query, Some(&path), &snapshot) {
                 Ok(plan) => {
                     return plan.map(|plan| CombineJob {

@@ -264,7 +264,7 @@ pub fn expand_views(
     snapshot: &Snapshot,
     search_path: Option<&[String]>,
 ) -> Option<String> {
-    if !snapshot.has_expanded_views() {
+    if !snapshot.has_expanded_views() || !may_name_expanded_view(sql, snapshot) {
         return None;
     }
     let mut current: Option<String> = None;
@@ -277,6 +277,23 @@ pub fn expand_views(
         }
     }
     current
+}
+
+/// Whether `sql` holds an expanded view's name anywhere (ASCII case ignored): without one it
+/// cannot name such a view, and is not parsed.
+fn may_name_expanded_view(sql: &str, snapshot: &Snapshot) -> bool {
+    let text = sql.as_bytes();
+    snapshot
+        .views()
+        .iter()
+        .filter(|v| v.is_expanded())
+        .any(|v| {
+            let name = v.entry.name.as_bytes();
+            !name.is_empty()
+                && text
+                    .windows(name.len())
+                    .any(|w| w.eq_ignore_ascii_case(name))
+        })
 }
 
 fn expand_once(sql: &str, snapshot: &Snapshot, search_path: Option<&[String]>) -> Option<String> {
