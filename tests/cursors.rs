@@ -217,3 +217,87 @@ async fn cursors_over_several_shards_fetch_as_one_postgres() {
     c.batch_execute("DROP TABLE cx_t").await.unwrap();
     plain.batch_execute("DROP TABLE cx_t_ref").await.unwrap();
 }
+
+/// Protocol-level portals read a few rows per Execute inside a block (pgjdbc's fetch size,
+/// asyncpg's cursors): the rows come in order across Executes and Syncs, also when another
+/// statement on the same shards comes between them, when a second portal is bound, and when
+/// the block ends before the portal is spent; a shard failing late fails the block at the
+/// Execute that reaches it. Each is also run on a plain copy of the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_limited_portals_over_several_shards_read_as_one_postgres() {
+    let proxy = start();
+    let mut c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE lp_t (id bigint PRIMARY KEY, v int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO;
+         INSERT INTO lp_t SELECT i, i % 10 FROM generate_series(1, 5000) i",
+    )
+    .await;
+    let mut plain = common::shards().connect(0).await;
+    plain
+        .batch_execute(
+            "DROP TABLE IF EXISTS lp_t_ref;
+             CREATE TABLE lp_t_ref (id bigint PRIMARY KEY, v int);
+             INSERT INTO lp_t_ref SELECT i, i % 10 FROM generate_series(1, 5000) i",
+        )
+        .await
+        .unwrap();
+    for (client, table) in [(&mut c, "lp_t"), (&mut plain, "lp_t_ref")] {
+        let tx = client.transaction().await.unwrap();
+        let query = format!("SELECT id, v FROM {table} WHERE id > $1 ORDER BY v, id DESC");
+        let portal = tx.bind(query.as_str(), &[&100i64]).await.unwrap();
+        let mut got: Vec<(i64, i32)> = Vec::new();
+        let mut batches = 0;
+        loop {
+            let rows = tx.query_portal(&portal, 333).await.unwrap();
+            batches += 1;
+            got.extend(rows.iter().map(|r| (r.get(0), r.get(1))));
+            if batches == 3 {
+                // Another statement on the same shards between two Executes.
+                let n: i64 = tx
+                    .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+                    .await
+                    .unwrap()
+                    .get(0);
+                assert_eq!(n, 5000);
+            }
+            if rows.len() < 333 {
+                break;
+            }
+        }
+        let mut want: Vec<(i64, i32)> = (101..=5000).map(|i| (i, (i % 10) as i32)).collect();
+        want.sort_by_key(|&(id, v)| (v, -id));
+        assert_eq!(got, want, "{table}");
+        // A second portal, and the block ends before it is spent.
+        let second = tx
+            .bind(format!("SELECT id FROM {table} ORDER BY id").as_str(), &[])
+            .await
+            .unwrap();
+        let first = tx.query_portal(&second, 10).await.unwrap();
+        assert_eq!(first.len(), 10);
+        assert_eq!(first[9].get::<_, i64>(0), 10);
+        tx.commit().await.unwrap();
+        // A shard failing late: the block fails where the rows reach it.
+        let tx = client.transaction().await.unwrap();
+        let failing = format!("SELECT id, 1 / (id - 4000) FROM {table} ORDER BY id");
+        let portal = tx.bind(failing.as_str(), &[]).await.unwrap();
+        let mut error = None;
+        for _ in 0..40 {
+            match tx.query_portal(&portal, 200).await {
+                Ok(rows) if rows.is_empty() => break,
+                Ok(_) => {}
+                Err(e) => {
+                    error = Some(code(&e));
+                    break;
+                }
+            }
+        }
+        assert_eq!(error, Some(SqlState::DIVISION_BY_ZERO), "{table}");
+        let err = tx.query_one("SELECT 1", &[]).await.unwrap_err();
+        assert_eq!(code(&err), SqlState::IN_FAILED_SQL_TRANSACTION, "{table}");
+        tx.rollback().await.unwrap();
+        let one: i32 = client.query_one("SELECT 1", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    }
+}

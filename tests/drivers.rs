@@ -51,6 +51,29 @@ async fn run_script(script: &'static str, args: Vec<String>) {
     eprint!("{stdout}");
 }
 
+/// Runs tests/drivers/`source` (one Java file) with Debian's pgjdbc on the class path
+/// (scripts/drivers-java installs both), failing the test if it fails.
+async fn run_java(source: &'static str, args: Vec<String>) {
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("java")
+            .args(["-cp", "/usr/share/java/postgresql.jar"])
+            .arg(repo().join("tests/drivers").join(source))
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("run {source}: {e} (scripts/drivers-java installs Java)"))
+    })
+    .await
+    .expect("java thread");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{source} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    eprint!("{stdout}");
+}
+
 fn url(proxy: &common::TestProxy, scheme: &str) -> String {
     format!("{scheme}://{APP}:{APP}@{}/{APP}", proxy.addr)
 }
@@ -179,9 +202,11 @@ fn rss_kb() -> u64 {
 
 /// Server-side cursors of real drivers stream a multi-shard ORDER BY through the proxy, each
 /// row once and in order: psycopg 3 named cursors (with and without hold), psycopg2 named
-/// cursors and SQLAlchemy's stream_results over psycopg, the proxy's memory far below the rows'
+/// cursors, SQLAlchemy's stream_results over psycopg and Django's QuerySet.iterator() over a
+/// model whose table is sharded, the proxy's memory far below the rows'
 /// size (it holds a batch per shard, not the result); and asyncpg's cursors (protocol-level
-/// portals with a row limit, which the proxy still reads whole: not measured).
+/// portals with a row limit, read from the shards as the cursor's fetches ask) and pgjdbc's
+/// setFetchSize inside a transaction (the same, through named portals), measured the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drivers_stream_server_side_cursors_over_several_shards() {
     let proxy = start();
@@ -199,46 +224,38 @@ async fn drivers_stream_server_side_cursors_over_several_shards() {
     .await
     .expect("fill");
     // The rows are about 40 MB: a proxy that held a result would grow by that much.
-    let before = rss_kb();
-    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let sampler = {
-        let sampling = sampling.clone();
-        tokio::spawn(async move {
-            let mut peak = 0;
-            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss_kb());
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            peak
-        })
-    };
-    run_script(
-        "server_cursors.py",
-        vec![
+    for drivers in ["cursors", "django", "portals", "pgjdbc"] {
+        let before = rss_kb();
+        let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let sampler = {
+            let sampling = sampling.clone();
+            tokio::spawn(async move {
+                let mut peak = 0;
+                while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(rss_kb());
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                peak
+            })
+        };
+        let args = vec![
             proxy.addr.to_string(),
             "drv_stream".to_string(),
             rows.to_string(),
-            "cursors".to_string(),
-        ],
-    )
-    .await;
-    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.await.unwrap();
-    run_script(
-        "server_cursors.py",
-        vec![
-            proxy.addr.to_string(),
-            "drv_stream".to_string(),
-            rows.to_string(),
-            "portals".to_string(),
-        ],
-    )
-    .await;
-    let grown_mb = peak.saturating_sub(before) / 1024;
-    eprintln!("the proxy grew by {grown_mb} MB while the cursors streamed");
-    assert!(
-        grown_mb < 25,
-        "the proxy grew by {grown_mb} MB while streaming ~40 MB of rows"
-    );
+            drivers.to_string(),
+        ];
+        match drivers {
+            "pgjdbc" => run_java("FetchSize.java", args).await,
+            _ => run_script("server_cursors.py", args).await,
+        }
+        sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.await.unwrap();
+        let grown_mb = peak.saturating_sub(before) / 1024;
+        eprintln!("the proxy grew by {grown_mb} MB while the {drivers} streamed");
+        assert!(
+            grown_mb < 25,
+            "the proxy grew by {grown_mb} MB while {drivers} streamed ~40 MB of rows"
+        );
+    }
     exec(&c, "DROP TABLE drv_stream").await;
 }

@@ -4,14 +4,13 @@
 //! FETCH and MOVE need rows, merged in ORDER BY order ([`gather::cursor::Merging`]).
 
 use crate::executor::gather::cursor::{Merging, Progress};
-use crate::executor::gather::{self, Combine, Combined, Sink};
+use crate::executor::gather::{self, own_error, Combine, Combined, Sink};
 use crate::executor::host::{run_on_shards, Host, Shared, Work};
 use crate::model::ShardId;
 use crate::protocol;
 use crate::router::plan::Merge;
 use crate::sql::quote::quote_ident;
 use bytes::{Bytes, BytesMut};
-use tokio_postgres::error::SqlState;
 
 /// Rows read from each shard's cursor per round trip.
 const BATCH: usize = 1_000;
@@ -243,16 +242,4 @@ impl ShardCursor {
             Combined::Rows(_) => Ok(None),
         }
     }
-}
-
-/// The proxy's own ErrorResponse for what it cannot merge.
-fn own_error(message: &str) -> Bytes {
-    let mut error = BytesMut::new();
-    protocol::error_response(
-        &mut error,
-        protocol::Severity::Error,
-        &SqlState::FEATURE_NOT_SUPPORTED,
-        message,
-    );
-    error.freeze()
 }

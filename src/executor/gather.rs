@@ -13,9 +13,11 @@ use crate::backend::{BackendConn, BackendError};
 use crate::protocol;
 use crate::protocol::TxStatus;
 use crate::router::plan::{Merge, StatementKind};
+use tokio_postgres::error::SqlState;
 
 pub mod cursor;
 pub(crate) mod frames;
+pub mod live;
 pub(crate) mod order;
 mod replies;
 mod stream;
@@ -98,6 +100,18 @@ impl ExplainAnalyze {
 pub struct Origin<'a> {
     pub shards: &'a [crate::catalog::ShardId],
     pub control: &'a crate::txn::ControlPools,
+}
+
+/// The proxy's own ErrorResponse for rows it cannot merge.
+pub(crate) fn own_error(message: &str) -> Bytes {
+    let mut error = BytesMut::new();
+    protocol::error_response(
+        &mut error,
+        protocol::Severity::Error,
+        &SqlState::FEATURE_NOT_SUPPORTED,
+        message,
+    );
+    error.freeze()
 }
 
 /// Text sorts by bytes in the proxy's merge: right for collations that order by code point.

@@ -4,8 +4,9 @@ asyncpg cursors, each streaming a multi-shard ORDER BY of a sharded table.
 
 argv: the proxy's address (host:port), the table (id bigint PRIMARY KEY, grp int, pad text), its
 row count, and which drivers: `cursors` (the SQL cursors of psycopg 3, psycopg2 and SQLAlchemy)
-or `portals` (asyncpg's protocol-level portal with a row limit). Every driver must get every row
-once, in the query's order.
+`portals` (asyncpg's protocol-level portal with a row limit) or `django` (QuerySet.iterator()
+over a model whose table is the sharded one, through Django's server-side cursors). Every
+driver must get every row once, in the query's order.
 """
 import asyncio
 import sys
@@ -87,6 +88,43 @@ async def asyncpg_cursor(dsn, table, n):
         await conn.close()
 
 
+def django_iterator(addr, table, n):
+    import django
+    from django.conf import settings
+
+    host, port = addr.rsplit(":", 1)
+    settings.configure(
+        DATABASES={
+            "default": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": "app",
+                "USER": "app",
+                "PASSWORD": "app",
+                "HOST": host,
+                "PORT": port,
+            }
+        },
+        INSTALLED_APPS=[],
+        USE_TZ=True,
+    )
+    django.setup()
+    from django.db import models
+
+    class Streamed(models.Model):
+        id = models.BigIntegerField(primary_key=True)
+        grp = models.IntegerField()
+        pad = models.TextField()
+
+        class Meta:
+            app_label = "drivers"
+            db_table = table
+            managed = False
+
+    rows = Streamed.objects.filter(id__gt=10).order_by("grp", "-id")
+    got = [(r.id, r.grp) for r in rows.iterator(chunk_size=1000)]
+    check("Django QuerySet.iterator()", got, n)
+
+
 def main(addr, table, n, which):
     n = int(n)
     dsn = f"postgresql://app:app@{addr}/app"
@@ -94,6 +132,8 @@ def main(addr, table, n, which):
         psycopg3(dsn, table, n)
         psycopg2_named(dsn, table, n)
         sqlalchemy_stream(f"postgresql+psycopg://app:app@{addr}/app", table, n)
+    elif which == "django":
+        django_iterator(addr, table, n)
     else:
         asyncio.run(asyncpg_cursor(dsn, table, n))
 

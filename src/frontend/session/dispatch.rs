@@ -101,9 +101,15 @@ impl Session {
         }
         if let Some(name) = self.portals.on_shards() {
             if !reads_portal(frame, name)? {
-                // The portal's connections must be free for what comes now.
+                let name = name.to_vec();
+                // The portal's connections must be free for what comes now: its rows are read
+                // (and dropped, when the transaction ends), or the Sync ends the batch while
+                // its Executes go on in the block.
                 if frame.tag == b'S' && self.links.status() != TxStatus::InBlock {
-                    let name = name.to_vec();
+                    self.drop_portal(&name).await?;
+                } else if frame.tag == b'S' && self.keeps_portal_past_sync(&name).await? {
+                    return Ok(true);
+                } else if self.block_end_text(frame).is_some() {
                     self.drop_portal(&name).await?;
                 } else {
                     self.buffer_portal().await?;
@@ -402,6 +408,28 @@ impl Session {
         }
         protocol::ready_for_query(&mut out, self.links.current_status());
         Some(out)
+    }
+}
+
+impl Session {
+    /// At the client's Sync inside a block, a multi-shard portal whose rows the merge reads as
+    /// the client's Executes ask stays open on its shards (as a portal outlives a Sync in a
+    /// block on PostgreSQL): the other connections end the batch, and the proxy answers the
+    /// Sync. Whether it did.
+    async fn keeps_portal_past_sync(&mut self, name: &[u8]) -> Result<bool, SessionError> {
+        if self.links.current.is_some() || self.batch.skip_until_sync {
+            return Ok(false);
+        }
+        if !self.portals.make_live(name) {
+            return Ok(false);
+        }
+        let Some(shards) = self.portals.owe_sync(name) else {
+            return Ok(false);
+        };
+        self.sync_parked_except(&shards).await?;
+        let status = self.links.status();
+        protocol::ready_for_query(&mut self.cout, status);
+        Ok(true)
     }
 }
 

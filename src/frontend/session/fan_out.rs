@@ -8,6 +8,7 @@ use super::per_shard::MultiPortal;
 use super::{Session, SessionError};
 use crate::catalog::ShardId;
 use crate::executor::fan_out::{self, Multi};
+use crate::executor::gather::live::{LiveRows, Taken};
 use crate::executor::gather::{self, Combine};
 use crate::frontend::pipeline::Pending;
 use crate::frontend::socket::ClientSocket;
@@ -34,13 +35,24 @@ enum PortalRows {
         combine: Combine,
         description: Option<(bytes::Bytes, usize)>,
     },
+    /// Still on the shards, merged as far as row-limited Executes read them, inside a block
+    /// (where a portal outlives the client's Sync; the proxy answers those Syncs itself while
+    /// the shards' Executes still run, `sync_owed`).
+    Live {
+        shards: Vec<ShardId>,
+        rows: Box<LiveRows>,
+        sync_owed: bool,
+    },
 }
 
 impl Portal {
     /// Whether the portal's rows are still on its shards' connections, which then can take no
     /// other statement until they are read.
     fn on_shards(&self) -> bool {
-        matches!(self.rows, PortalRows::OnShards { .. })
+        matches!(
+            self.rows,
+            PortalRows::OnShards { .. } | PortalRows::Live { .. }
+        )
     }
 
     /// Whether an Execute may pass the rows on as they arrive: a split INSERT's RETURNING rows
@@ -107,6 +119,50 @@ impl Portals {
 
     fn get_mut(&mut self, name: &[u8]) -> Option<&mut Portal> {
         self.0.iter_mut().find(|p| *p.name == *name)
+    }
+
+    /// Makes portal `name` one whose rows are merged as row-limited Executes read them, if
+    /// its rows are a union of its shards' (merged in order) still unread; whether it is one.
+    pub(super) fn make_live(&mut self, name: &[u8]) -> bool {
+        let Some(portal) = self.get_mut(name) else {
+            return false;
+        };
+        if matches!(portal.rows, PortalRows::Live { .. }) {
+            return true;
+        }
+        if !portal.streams() {
+            return false;
+        }
+        let rows = std::mem::replace(&mut portal.rows, PortalRows::Buffered(Default::default()));
+        let PortalRows::OnShards {
+            shards,
+            combine: Combine::Union { merge, .. },
+            description,
+        } = rows
+        else {
+            portal.rows = rows;
+            return false;
+        };
+        let live = LiveRows::new(merge, description, shards.len());
+        portal.rows = PortalRows::Live {
+            shards,
+            rows: Box::new(live),
+            sync_owed: false,
+        };
+        true
+    }
+
+    /// A live portal's shards, its Sync now owed to them (the proxy answers the client's).
+    pub(super) fn owe_sync(&mut self, name: &[u8]) -> Option<Vec<ShardId>> {
+        match &mut self.get_mut(name)?.rows {
+            PortalRows::Live {
+                shards, sync_owed, ..
+            } => {
+                *sync_owed = true;
+                Some(shards.clone())
+            }
+            _ => None,
+        }
     }
 }
 
@@ -299,13 +355,48 @@ impl Session {
         let Some(portal) = self.portals.take(&name) else {
             return Ok(());
         };
-        let PortalRows::OnShards {
-            shards,
-            combine,
-            description,
-        } = portal.rows
-        else {
-            return Ok(());
+        let (shards, combine, description) = match portal.rows {
+            PortalRows::OnShards {
+                shards,
+                combine,
+                description,
+            } => (shards, combine, description),
+            PortalRows::Live {
+                shards,
+                mut rows,
+                sync_owed,
+            } => {
+                let mut buffered = gather::Rows {
+                    description: rows.description(),
+                    tag: Some("SELECT 0".into()),
+                    ..Default::default()
+                };
+                let taken = self
+                    .take_live(
+                        &shards,
+                        &mut rows,
+                        None,
+                        &mut buffered.notices,
+                        &mut |row| buffered.rows.push_back(row),
+                    )
+                    .await?;
+                self.settle_live(&shards, sync_owed).await?;
+                match taken {
+                    Taken::Failed(error) => {
+                        let mut reply = std::mem::take(&mut buffered.notices);
+                        reply.extend_from_slice(&error);
+                        self.pipeline
+                            .push(Pending::composed(reply.freeze()), &mut self.cout);
+                        self.batch.skip_until_sync = true;
+                    }
+                    Taken::Finished | Taken::Suspended => self.portals.put(Portal {
+                        name: portal.name,
+                        rows: PortalRows::Buffered(buffered),
+                    }),
+                }
+                return Ok(());
+            }
+            PortalRows::Buffered(_) => return Ok(()),
         };
         let order = self.links.parked.positions(&shards);
         let origin = gather::Origin {
@@ -353,6 +444,7 @@ impl Session {
                         ..
                     }) => Some(gather::client_description(d, combine)),
                     Some(PortalRows::Buffered(rows)) => rows.description.clone(),
+                    Some(PortalRows::Live { rows, .. }) => rows.description(),
                     _ => None,
                 };
                 match description {
@@ -367,6 +459,11 @@ impl Session {
                 if self.portals.get_mut(&name).is_some_and(|p| p.on_shards()) {
                     if max <= 0 && self.portals.get_mut(&name).is_some_and(|p| p.streams()) {
                         return self.stream_portal(&name, client).await;
+                    }
+                    // In a block the portal outlives the batch: its rows are read as the
+                    // client's Executes ask for them.
+                    if self.links.status() == TxStatus::InBlock && self.portals.make_live(&name) {
+                        return self.execute_live(&name, max, client).await;
                     }
                     self.buffer_portal().await?;
                 }
@@ -454,8 +551,21 @@ impl Session {
         let Some(portal) = self.portals.take(name) else {
             return Ok(());
         };
-        let PortalRows::OnShards { shards, .. } = portal.rows else {
-            return Ok(());
+        let shards = match portal.rows {
+            PortalRows::OnShards { shards, .. } => shards,
+            PortalRows::Live {
+                shards,
+                mut rows,
+                sync_owed,
+            } => {
+                let order = self.links.parked.positions(&shards);
+                let mut conns = self.links.parked.conns_at(&order);
+                let skipped = rows.skip_rest(&mut conns).await;
+                drop(conns);
+                self.after_multi(&order, skipped.map_err(gather::StreamError::Backend))?;
+                return self.settle_live(&shards, sync_owed).await;
+            }
+            PortalRows::Buffered(_) => return Ok(()),
         };
         let order = self.links.parked.positions(&shards);
         let mut conns = self.links.parked.conns_at(&order);
@@ -470,6 +580,134 @@ impl Session {
         self.after_multi(&order, result.map_err(gather::StreamError::Backend))
     }
 }
+
+impl Session {
+    /// An Execute of a live portal: up to `max` rows (all for 0), written to the client as the
+    /// merge passes them, then PortalSuspended, or the completion once every row is out.
+    async fn execute_live(
+        &mut self,
+        name: &[u8],
+        max: i32,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        let Some(Portal {
+            name,
+            rows:
+                PortalRows::Live {
+                    shards,
+                    mut rows,
+                    sync_owed,
+                },
+        }) = self.portals.take(name)
+        else {
+            return Ok(());
+        };
+        // Every answer owed before this one has been written: the rows go straight out.
+        self.drain_current().await?;
+        let mut sent = 0u64;
+        let taken = loop {
+            let want = match u64::try_from(max) {
+                Ok(max) if max > 0 => max - sent,
+                _ => LIVE_CHUNK,
+            };
+            let mut out = BytesMut::new();
+            let mut notices = BytesMut::new();
+            let mut taken = 0u64;
+            let step = self
+                .take_live(&shards, &mut rows, Some(want), &mut notices, &mut |row| {
+                    taken += 1;
+                    out.extend_from_slice(&row)
+                })
+                .await?;
+            sent += taken;
+            self.cout.extend_from_slice(&notices);
+            self.cout.extend_from_slice(&out);
+            let mut sink = ClientSink {
+                cout: &mut self.cout,
+                client: Some(&mut *client),
+                eager: !self.under_way.script,
+            };
+            gather::Sink::written(&mut sink)
+                .await
+                .map_err(SessionError::Client)?;
+            match step {
+                Taken::Suspended if max <= 0 => continue,
+                other => break other,
+            }
+        };
+        match taken {
+            Taken::Suspended => {
+                self.cout.extend_from_slice(&protocol::empty_message(b's'));
+                self.portals.put(Portal {
+                    name,
+                    rows: PortalRows::Live {
+                        shards,
+                        rows,
+                        sync_owed,
+                    },
+                });
+            }
+            Taken::Finished => {
+                protocol::command_complete(&mut self.cout, &format!("SELECT {sent}"));
+                self.settle_live(&shards, sync_owed).await?;
+                // Executed again, a spent portal returns no more rows.
+                self.portals.put(Portal {
+                    name,
+                    rows: PortalRows::Buffered(gather::Rows {
+                        tag: Some("SELECT 0".into()),
+                        ..Default::default()
+                    }),
+                });
+            }
+            Taken::Failed(error) => {
+                self.cout.extend_from_slice(&error);
+                self.settle_live(&shards, sync_owed).await?;
+                self.batch.skip_until_sync = true;
+            }
+        }
+        self.batch.deferred_parse_len = 0;
+        Ok(())
+    }
+
+    /// Up to `n` rows of a live portal (`None`: all), from its shards' parked connections.
+    async fn take_live(
+        &mut self,
+        shards: &[ShardId],
+        rows: &mut LiveRows,
+        n: Option<u64>,
+        notices: &mut BytesMut,
+        emit: &mut (dyn FnMut(bytes::Bytes) + Send),
+    ) -> Result<Taken, SessionError> {
+        let order = self.links.parked.positions(shards);
+        let origin = gather::Origin {
+            shards,
+            control: &self.ctx.control,
+        };
+        let mut conns = self.links.parked.conns_at(&order);
+        let mut taken = 0;
+        let result = rows
+            .take(&mut conns, &origin, n, &mut taken, notices, emit)
+            .await;
+        drop(conns);
+        self.after_multi(&order, result.map_err(gather::StreamError::Backend))
+    }
+
+    /// Once a live portal's Executes have ended on its shards: the Syncs the proxy answered
+    /// for them reach them now, so their batch ends as the client's did.
+    async fn settle_live(
+        &mut self,
+        shards: &[ShardId],
+        sync_owed: bool,
+    ) -> Result<(), SessionError> {
+        if sync_owed {
+            self.sync_parked_only(shards).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Rows an Execute without a row limit of a live portal passes on between writes.
+const LIVE_CHUNK: u64 = 10_000;
 
 /// A spent portal's tag: its command's, counting no rows.
 fn spent_tag(tag: &str) -> String {

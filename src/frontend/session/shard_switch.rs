@@ -274,7 +274,36 @@ impl Session {
     /// Sync or, with [`AtSync::Hold`], held open in a block (BEGIN turns an implicit
     /// transaction into a block with what it did so far; a part that failed skips it).
     pub(super) async fn sync_parked_then(&mut self, at_sync: AtSync) -> Result<(), SessionError> {
-        if !self.links.parked.iter().any(|p| p.unsynced) {
+        self.sync_parked_where(at_sync, &|_| true).await
+    }
+
+    /// Ends the batch on the parked connections to `shards` only (a live portal's, whose
+    /// Syncs the proxy answered while their Executes ran).
+    pub(super) async fn sync_parked_only(
+        &mut self,
+        shards: &[ShardId],
+    ) -> Result<(), SessionError> {
+        self.sync_parked_where(AtSync::Commit, &|s| shards.contains(&s))
+            .await
+    }
+
+    /// [`Session::sync_parked`] but for the connections to `shards` (a live portal's, whose
+    /// Executes still run: they take the Sync once it has ended).
+    pub(super) async fn sync_parked_except(
+        &mut self,
+        shards: &[ShardId],
+    ) -> Result<(), SessionError> {
+        self.sync_parked_where(AtSync::Commit, &|s| !shards.contains(&s))
+            .await
+    }
+
+    async fn sync_parked_where(
+        &mut self,
+        at_sync: AtSync,
+        wanted: &(dyn Fn(ShardId) -> bool + Sync),
+    ) -> Result<(), SessionError> {
+        let due = |p: &crate::executor::participants::ShardLink| p.unsynced && wanted(p.shard());
+        if !self.links.parked.iter().any(due) {
             return Ok(());
         }
         self.drain_current().await?;
@@ -285,7 +314,7 @@ impl Session {
         let mut held = BytesMut::new();
         Extended::new(&mut held).unnamed(b"BEGIN").sync();
         for i in 0..self.links.parked.len() {
-            if !self.links.parked[i].unsynced {
+            if !due(&self.links.parked[i]) {
                 continue;
             }
             let hold = at_sync == AtSync::Hold && self.links.parked[i].batch_sent;
