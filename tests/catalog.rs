@@ -131,7 +131,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     );
 
     let db = catalog_db("cat_migrate").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5"]);
+    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5", "6"]);
     let tables = column(
         &db,
         "SELECT table_name::text FROM information_schema.tables
@@ -150,6 +150,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
         "tablespace_set_shard",
         "txn_decision",
         "user_partition",
+        "view_entry",
     ] {
         assert!(
             tables.iter().any(|t| t == expected),
@@ -182,7 +183,7 @@ async fn proxies_starting_at_once_migrate_once() {
         result.expect("every concurrent open succeeds");
     }
     let db = catalog_db("cat_concurrent").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5"]);
+    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5", "6"]);
     assert_eq!(
         column(
             &db,

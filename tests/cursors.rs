@@ -301,3 +301,51 @@ async fn row_limited_portals_over_several_shards_read_as_one_postgres() {
         assert_eq!(one, 1);
     }
 }
+
+/// DISCARD ALL closes a WITH HOLD cursor over several shards, as it closes one on PostgreSQL;
+/// in a block PostgreSQL refuses it and the cursor stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_all_closes_the_cursors_the_proxy_follows() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    exec(
+        &c,
+        "CREATE SHARDED TABLE dc_t (id bigint PRIMARY KEY, v int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO;
+         INSERT INTO dc_t SELECT i, i % 3 FROM generate_series(1, 100) i",
+    )
+    .await;
+    let plain = common::shards().connect(0).await;
+    plain
+        .batch_execute(
+            "DROP TABLE IF EXISTS dc_t_ref;
+             CREATE TABLE dc_t_ref (id bigint PRIMARY KEY, v int);
+             INSERT INTO dc_t_ref SELECT i, i % 3 FROM generate_series(1, 100) i",
+        )
+        .await
+        .unwrap();
+    for (client, table) in [(&c, "dc_t"), (&plain, "dc_t_ref")] {
+        exec(
+            client,
+            &format!("DECLARE h CURSOR WITH HOLD FOR SELECT id FROM {table} ORDER BY v, id"),
+        )
+        .await;
+        assert_eq!(
+            simple_rows(client, "FETCH 2 FROM h").await.len(),
+            2,
+            "{table}"
+        );
+        exec(client, "BEGIN").await;
+        let err = client.simple_query("DISCARD ALL").await.unwrap_err();
+        assert_eq!(code(&err), SqlState::ACTIVE_SQL_TRANSACTION, "{table}");
+        exec(client, "ROLLBACK").await;
+        assert_eq!(
+            simple_rows(client, "FETCH 2 FROM h").await.len(),
+            2,
+            "{table}"
+        );
+        exec(client, "DISCARD ALL").await;
+        let err = client.simple_query("FETCH 2 FROM h").await.unwrap_err();
+        assert_eq!(code(&err), SqlState::INVALID_CURSOR_NAME, "{table}");
+    }
+}

@@ -97,6 +97,13 @@ fn statement_effect(stmt: &[u8], effect: &mut SessionEffect) {
     effect.pins |= pins;
 }
 
+/// Whether `sql` is `DISCARD ALL` (which closes every cursor, besides what `session_effect`
+/// says of it).
+pub fn is_discard_all(sql: &[u8]) -> bool {
+    const ALL: u128 = keyword(b"all");
+    leading_keywords::<2>(sql) == [DISCARD, ALL]
+}
+
 /// Whether a statement's first word may be one of those `statement_effect` looks for. Most are
 /// not (SELECT, INSERT, UPDATE, …), which the first three letters tell without reading the word.
 fn may_affect_session(stmt: &[u8]) -> bool {

@@ -619,6 +619,21 @@ impl Session {
         &mut self,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Result<Option<String>, Refusal>, SessionError> {
+        Ok(Ok(match self.close_everywhere(client).await? {
+            Some(error) => {
+                self.cout.extend_from_slice(&error);
+                None
+            }
+            None => Some("CLOSE CURSOR ALL".into()),
+        }))
+    }
+
+    /// Closes every cursor the proxy follows, on every shard the session holds a connection
+    /// to; a shard's ErrorResponse if one refused.
+    async fn close_everywhere(
+        &mut self,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<Option<Bytes>, SessionError> {
         let mut shards: Vec<ShardId> = self.links.iter().map(|l| l.shard()).collect();
         for entry in self.cursors.by_name.values() {
             match &entry.held {
@@ -632,7 +647,7 @@ impl Session {
         shards.dedup();
         self.end_all_cursors();
         if shards.is_empty() {
-            return Ok(Ok(Some("CLOSE CURSOR ALL".into())));
+            return Ok(None);
         }
         let ctx = self.ctx.clone();
         let close = vec!["CLOSE ALL".to_string(); shards.len()];
@@ -645,12 +660,30 @@ impl Session {
         )
         .await?;
         Ok(match closed {
-            crate::executor::gather::Combined::Failed { error, .. } => {
-                self.cout.extend_from_slice(&error);
-                Ok(None)
-            }
-            crate::executor::gather::Combined::Rows(_) => Ok(Some("CLOSE CURSOR ALL".into())),
+            crate::executor::gather::Combined::Failed { error, .. } => Some(error),
+            crate::executor::gather::Combined::Rows(_) => None,
         })
+    }
+
+    /// Before a DISCARD ALL outside a block (which closes every cursor on PostgreSQL): the
+    /// cursors the proxy follows are closed on their shards and forgotten, then the DISCARD
+    /// goes its usual way. Inside a block PostgreSQL refuses it, and they stay.
+    pub(super) async fn before_discard_all(
+        &mut self,
+        frame: &Frame<&[u8]>,
+        client: &mut (dyn ClientSocket + Send),
+    ) -> Result<(), SessionError> {
+        if frame.tag != b'Q' || self.cursors.is_empty() || self.links.status() != TxStatus::Idle {
+            return Ok(());
+        }
+        let sql = statements::query_text(frame)?;
+        if !crate::sql::classify::is_discard_all(sql) {
+            return Ok(());
+        }
+        if let Some(error) = self.close_everywhere(client).await? {
+            tracing::warn!(parent: &self.span, error = ?error, "CLOSE ALL before DISCARD ALL failed");
+        }
+        Ok(())
     }
 }
 

@@ -46,6 +46,7 @@ impl Session {
         if self.on_sql_prepared(&frame, client).await? {
             return Ok(());
         }
+        self.before_discard_all(&frame, client).await?;
         if self.on_cursor_statement(&frame, client).await? {
             return Ok(());
         }
