@@ -284,3 +284,39 @@ pub fn message(e: &tokio_postgres::Error) -> String {
     e.as_db_error()
         .map_or(e.to_string(), |d| d.message().to_string())
 }
+
+/// Inserts 40 rows (id, name, number) into `table` and checks every shard got some.
+pub async fn fill(client: &Client, table: &str) {
+    let rows: Vec<String> = (1..=40).map(|i| format!("({i}, 'n{i}', {i})")).collect();
+    client
+        .simple_query(&format!("INSERT INTO {table} VALUES {}", rows.join(", ")))
+        .await
+        .expect("insert");
+    assert!(
+        counts(table).await.iter().all(|&n| n > 0),
+        "rows on every shard"
+    );
+}
+
+/// One value per shard, asked of each shard directly.
+pub async fn on_each_shard(sql: &str) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for i in 0..SHARDS {
+        let c = shards().connect(i).await;
+        let rows = c
+            .simple_query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql} on shard {i}: {e}"));
+        out.push(
+            rows.into_iter()
+                .find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        Some(r.get(0).map(str::to_string))
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{sql} on shard {i}: no row")),
+        );
+    }
+    out
+}
