@@ -62,30 +62,27 @@ pub(super) async fn finish_view(
     id: TableId,
     v: &NewView,
 ) -> Result<(), CatalogError> {
-    let tx = client.transaction().await?;
-    let updated = tx
-        .execute(
-            "UPDATE shardwire_catalog.view_entry SET state = 'active', schema_name = $2,
-                 view_name = $3, shape = $4, placed_like = $5, definition = $6,
-                 key_columns = $7, reads = $8
-             WHERE id = $1",
-            &[
-                &id.0,
-                &v.schema,
-                &v.name,
-                &v.shape.as_str(),
-                &v.placed_like.map(|t| t.0),
-                &v.definition,
-                &v.key_columns,
-                &ids(&v.reads),
-            ],
-        )
-        .await?;
+    let updated = write(
+        client,
+        "UPDATE shardwire_catalog.view_entry SET state = 'active', schema_name = $2,
+             view_name = $3, shape = $4, placed_like = $5, definition = $6,
+             key_columns = $7, reads = $8
+         WHERE id = $1",
+        &[
+            &id.0,
+            &v.schema,
+            &v.name,
+            &v.shape.as_str(),
+            &v.placed_like.map(|t| t.0),
+            &v.definition,
+            &v.key_columns,
+            &ids(&v.reads),
+        ],
+    )
+    .await?;
     if updated == 0 {
         return Err(CatalogError::NoSuchTable(id));
     }
-    bump_version(&tx).await?;
-    tx.commit().await?;
     Ok(())
 }
 
@@ -96,15 +93,13 @@ pub(super) async fn set_view_state(
     views: &[TableId],
     state: TableState,
 ) -> Result<(), CatalogError> {
-    let tx = client.transaction().await?;
-    tx.execute(
+    write(
+        client,
         "UPDATE shardwire_catalog.view_entry SET state = $2 WHERE id = ANY($1)",
         &[&ids(views), &state.as_str()],
     )
-    .await?;
-    bump_version(&tx).await?;
-    tx.commit().await?;
-    Ok(())
+    .await
+    .map(drop)
 }
 
 /// Removes views' entries.
@@ -112,15 +107,26 @@ pub(super) async fn delete_views(
     client: &mut Client,
     views: &[TableId],
 ) -> Result<(), CatalogError> {
-    let tx = client.transaction().await?;
-    tx.execute(
+    write(
+        client,
         "DELETE FROM shardwire_catalog.view_entry WHERE id = ANY($1)",
         &[&ids(views)],
     )
-    .await?;
+    .await
+    .map(drop)
+}
+
+/// One statement as a catalog write (the version bumped with it); the rows it changed.
+async fn write(
+    client: &mut Client,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<u64, CatalogError> {
+    let tx = client.transaction().await?;
+    let changed = tx.execute(sql, params).await?;
     bump_version(&tx).await?;
     tx.commit().await?;
-    Ok(())
+    Ok(changed)
 }
 
 /// Every view's entry, in the loading transaction.

@@ -19,15 +19,8 @@ pub async fn answer<H: Host>(
     job: &CombineJob,
 ) -> Result<Option<Combined>, H::Error> {
     shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: job.plan.copy_out,
-        keep: None,
-        kept: None,
-        explain: None,
-        explained: Vec::new(),
-    };
+    let mut path = GeneralPath::new(host, shared);
+    path.copy_out = job.plan.copy_out;
     let mut answered = Answered::Fallback;
     if let (Some(partial), false) = (&job.plan.partial, job.shards.is_empty()) {
         answered = path
@@ -58,19 +51,12 @@ pub async fn declare_cursor<H: Host>(
     declare: &str,
 ) -> Result<Result<Pooled, Bytes>, H::Error> {
     shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: false,
-        keep: Some(Keep {
-            before: declare,
-            after: "",
-            connection: true,
-        }),
-        kept: None,
-        explain: None,
-        explained: Vec::new(),
-    };
+    let mut path = GeneralPath::new(host, shared);
+    path.keep = Some(Keep {
+        before: declare,
+        after: "",
+        connection: true,
+    });
     let answered = path.combine_pulls(job).await?;
     Ok(match (answered, path.kept.take()) {
         (Answered::Declared, Some(conn)) => Ok(conn),
@@ -90,19 +76,12 @@ pub async fn materialize<H: Host>(
     after: &str,
 ) -> Result<Result<(), Bytes>, H::Error> {
     shared.metrics.routed_multi.increment(1);
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: false,
-        keep: Some(Keep {
-            before,
-            after,
-            connection: false,
-        }),
-        kept: None,
-        explain: None,
-        explained: Vec::new(),
-    };
+    let mut path = GeneralPath::new(host, shared);
+    path.keep = Some(Keep {
+        before,
+        after,
+        connection: false,
+    });
     Ok(match path.combine_pulls(job).await? {
         Answered::Declared => Ok(()),
         Answered::Combined(Combined::Failed { error, .. }) => Err(error),
@@ -125,15 +104,8 @@ pub async fn explain_analyze<H: Host>(
     job: &CombineJob,
     options: &str,
 ) -> Result<Result<Vec<String>, Bytes>, H::Error> {
-    let mut path = GeneralPath {
-        host,
-        shared,
-        copy_out: false,
-        keep: None,
-        kept: None,
-        explain: Some(options),
-        explained: Vec::new(),
-    };
+    let mut path = GeneralPath::new(host, shared);
+    path.explain = Some(options);
     let snapshot = shared.catalog.snapshot();
     for pull in &job.plan.pulls {
         let shards = match path.pull_sources(&snapshot, &pull.route) {

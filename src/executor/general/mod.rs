@@ -146,7 +146,20 @@ struct GeneralPath<'a, H: Host> {
     explained: Vec<String>,
 }
 
-impl<H: Host> GeneralPath<'_, H> {
+impl<'a, H: Host> GeneralPath<'a, H> {
+    /// A read whose combining statement answers the client (the callers set another ending).
+    fn new(host: &'a mut H, shared: Shared<'a>) -> GeneralPath<'a, H> {
+        GeneralPath {
+            host,
+            shared,
+            copy_out: false,
+            keep: None,
+            kept: None,
+            explain: None,
+            explained: Vec::new(),
+        }
+    }
+
     /// Every table's rows read whole into the combining step.
     async fn combine_pulls(&mut self, job: &CombineJob) -> Result<Answered, H::Error> {
         let plan = &*job.plan;
