@@ -349,3 +349,57 @@ async fn discard_all_closes_the_cursors_the_proxy_follows() {
         assert_eq!(code(&err), SqlState::INVALID_CURSOR_NAME, "{table}");
     }
 }
+
+/// `pg_cursors` read through the proxy lists every cursor of the session as one PostgreSQL
+/// lists them, wherever the proxy keeps them: merged over several shards, held on a combining
+/// connection (SCROLL, an aggregate), or declared on the one shard its key names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_cursors_lists_every_cursor_of_the_session() {
+    let proxy = start();
+    let c = proxy.connect().await;
+    let plain = twin_tables(&c, "pc_t").await;
+    let both = |sql: &'static str| {
+        let (c, plain) = (&c, &plain);
+        async move {
+            let through = run(c, &sql.replace("{t}", "pc_t")).await;
+            let reference = run(plain, &sql.replace("{t}", "pc_t_ref")).await;
+            assert_eq!(through, reference, "{sql}");
+            through
+        }
+    };
+    both("DECLARE held NO SCROLL CURSOR WITH HOLD FOR SELECT id FROM {t} ORDER BY v, id").await;
+    both("BEGIN").await;
+    both("DECLARE merged NO SCROLL CURSOR FOR SELECT id FROM {t} ORDER BY v, id").await;
+    both("DECLARE scrolled SCROLL CURSOR FOR SELECT id FROM {t} ORDER BY id").await;
+    both("DECLARE keyed NO SCROLL CURSOR FOR SELECT * FROM {t} WHERE id = 5").await;
+    both("DECLARE counted BINARY NO SCROLL CURSOR FOR SELECT grp, count(*) FROM {t} GROUP BY grp")
+        .await;
+    both("FETCH 3 FROM scrolled").await;
+    let (listed, _) = both(
+        "SELECT name, replace(statement, '{t}', 'T'), is_holdable, is_binary, is_scrollable, \
+                creation_time > clock_timestamp() - interval '1 minute' \
+           FROM pg_cursors ORDER BY name",
+    )
+    .await;
+    let names: Vec<_> = listed.iter().map(|r| r[0].as_deref().unwrap()).collect();
+    assert_eq!(names, ["counted", "held", "keyed", "merged", "scrolled"]);
+    // Qualified, aliased, filtered, in a subquery: read as PostgreSQL's view.
+    both(
+        "SELECT c.name FROM pg_catalog.pg_cursors AS c WHERE c.is_scrollable \
+          AND c.name IN (SELECT name FROM pg_cursors WHERE NOT is_holdable) ORDER BY 1",
+    )
+    .await;
+    both("CLOSE scrolled").await;
+    both("SELECT count(*) FROM pg_cursors").await;
+    both("COMMIT").await;
+    let (rows, _) = both("SELECT name, is_holdable FROM pg_cursors").await;
+    assert_eq!(rows, [[Some("held".to_string()), Some("t".to_string())]]);
+    both(
+        "SELECT pg_typeof(name), pg_typeof(statement), pg_typeof(is_holdable), \
+                pg_typeof(is_binary), pg_typeof(is_scrollable), pg_typeof(creation_time) \
+           FROM pg_cursors",
+    )
+    .await;
+    both("CLOSE held").await;
+    both("SELECT * FROM pg_cursors").await;
+}

@@ -8,6 +8,7 @@ pub mod combiner;
 pub mod commit;
 pub mod copy;
 pub mod cursor;
+pub mod cursor_list;
 pub mod ddl;
 pub mod fan_out;
 pub mod gather;

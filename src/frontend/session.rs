@@ -33,6 +33,7 @@ mod checkout;
 mod combining;
 mod commit;
 mod copy;
+mod cursor_list;
 mod cursors;
 mod declare_bind;
 mod dest;

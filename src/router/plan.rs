@@ -49,7 +49,9 @@ pub use scope::Scope;
 use select::*;
 pub use sequence::{serial_sequence_name, SequenceCall, SequenceFunction};
 pub use utility::{UtilityKind, UtilityPlan};
-pub use view::{classify, expand_views, recorded_relations, Classified, ViewPlan};
+pub use view::{
+    classify, expand_views, recorded_relations, replace_catalog_view, Classified, ViewPlan,
+};
 use walk::*;
 
 /// Where a value in the statement comes from.

@@ -49,6 +49,19 @@ def psycopg3(dsn, table, n):
                     break
                 got.extend((r[0], r[1]) for r in batch)
         check("psycopg 3 named cursor WITH HOLD", got, n)
+    # A SCROLL cursor is held on a combining connection; pg_cursors, read through the extended
+    # protocol with a parameter, lists it there.
+    with psycopg.connect(dsn) as conn:
+        with conn.cursor(name="pg3_scroll", scrollable=True) as cur:
+            cur.execute(QUERY.format(t=table), (10,))
+            first = cur.fetchone()
+            listed = conn.execute(
+                "SELECT name, is_scrollable FROM pg_cursors WHERE name = %s", ("pg3_scroll",)
+            ).fetchall()
+            assert listed == [("pg3_scroll", True)], listed
+            cur.scroll(0, mode="absolute")
+            assert cur.fetchone() == first
+        print("psycopg 3 SCROLL cursor listed in pg_cursors")
 
 
 def psycopg2_named(dsn, table, n):

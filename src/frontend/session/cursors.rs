@@ -10,6 +10,7 @@ use super::{Session, SessionError};
 use crate::backend::pool::Pooled;
 use crate::catalog::ShardId;
 use crate::executor::cursor::{self as shard_cursor, Fetch, ShardCursor};
+use crate::executor::cursor_list::ListedCursor;
 use crate::executor::gather::{Combine, Combined};
 use crate::executor::host::Host;
 use crate::executor::host::{run_on_shards, Work};
@@ -39,6 +40,8 @@ struct Entry {
     held: Held,
     /// WITH HOLD: it outlives the transaction block.
     hold: bool,
+    /// The DECLARE as the client sent it, which `pg_cursors` shows.
+    statement: String,
 }
 
 /// The session's cursors over recorded tables, by name.
@@ -79,6 +82,39 @@ impl Cursors {
                 Held::OnShard(_) | Held::Merged(_) => None,
             })
             .collect()
+    }
+}
+
+impl Cursors {
+    /// The connections the session keeps for cursors over combined rows.
+    pub fn combining_conns(&mut self) -> Vec<(ShardId, &mut crate::backend::BackendConn)> {
+        self.by_name
+            .values_mut()
+            .filter_map(|e| match &mut e.held {
+                Held::Combined(conn) => Some((conn.shard, &mut *conn.conn)),
+                Held::OnShard(_) | Held::Merged(_) => None,
+            })
+            .collect()
+    }
+
+    /// The cursors listed on the session's connections as the client declared them: one row
+    /// per name (a merged cursor is on each of its shards), and a cursor over combined rows with
+    /// the client's statement and holdability, not the proxy's holdable cursor on the
+    /// combining connection.
+    pub fn as_declared(&self, listed: Vec<ListedCursor>) -> Vec<ListedCursor> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(listed.len());
+        for mut c in listed {
+            if !seen.insert(c.name.clone()) {
+                continue;
+            }
+            if let Some(entry) = self.by_name.get(&c.name) {
+                c.statement.clone_from(&entry.statement);
+                c.holdable = entry.hold;
+            }
+            out.push(c);
+        }
+        out
     }
 }
 
@@ -232,8 +268,10 @@ impl Session {
                 } => (multi.shards, Some((multi.sql, merge))),
                 _ => return Ok(Declared::Refused(not_merged())),
             },
-            Dest::Combining(job) => return self.declare_combined(d, &job, client).await,
-            Dest::Aggregate(job) => return self.declare_combined(d, &job.fallback, client).await,
+            Dest::Combining(job) => return self.declare_combined(d, sql, &job, client).await,
+            Dest::Aggregate(job) => {
+                return self.declare_combined(d, sql, &job.fallback, client).await
+            }
             Dest::Refuse(refusal) => {
                 let (code, message) = *refusal;
                 return Ok(Declared::Refused(Refusal(code, message)));
@@ -249,7 +287,7 @@ impl Session {
                         bound: None,
                         shards: shards.clone(),
                     };
-                    self.declare_combined(d, &job, client).await
+                    self.declare_combined(d, sql, &job, client).await
                 }
                 None => Ok(Declared::Refused(Refusal(
                     SqlState::FEATURE_NOT_SUPPORTED,
@@ -299,9 +337,14 @@ impl Session {
                 }
             }
         };
-        self.cursors
-            .by_name
-            .insert(d.name, Entry { held, hold: d.hold });
+        self.cursors.by_name.insert(
+            d.name,
+            Entry {
+                held,
+                hold: d.hold,
+                statement: String::from_utf8_lossy(sql).into_owned(),
+            },
+        );
         Ok(Declared::Done)
     }
 
@@ -327,6 +370,7 @@ impl Session {
     async fn declare_combined(
         &mut self,
         d: Declare,
+        sql: &[u8],
         job: &crate::executor::general::CombineJob,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<Declared, SessionError> {
@@ -358,6 +402,7 @@ impl Session {
                     Entry {
                         held: Held::Combined(Box::new(conn)),
                         hold: d.hold,
+                        statement: String::from_utf8_lossy(sql).into_owned(),
                     },
                 );
                 Ok(Declared::Done)
@@ -379,6 +424,7 @@ impl Session {
         let Some(Entry {
             held: Held::Combined(mut conn),
             hold,
+            statement,
         }) = self.cursors.by_name.remove(name)
         else {
             return Ok(Ok(None));
@@ -398,6 +444,7 @@ impl Session {
                     Entry {
                         held: Held::Combined(conn),
                         hold,
+                        statement,
                     },
                 );
             }
@@ -509,6 +556,7 @@ impl Session {
         let Entry {
             held: Held::Merged(mut c),
             hold,
+            statement,
         } = entry
         else {
             self.cursors.by_name.insert(name.to_string(), entry);
@@ -528,6 +576,7 @@ impl Session {
             Entry {
                 held: Held::Merged(c),
                 hold,
+                statement,
             },
         );
         let answer = match described {
@@ -554,6 +603,7 @@ impl Session {
         let Some(Entry {
             held: Held::Merged(mut c),
             hold,
+            statement,
         }) = self.cursors.by_name.remove(name)
         else {
             return Ok(Ok(None));
@@ -593,6 +643,7 @@ impl Session {
             Entry {
                 held: Held::Merged(c),
                 hold,
+                statement,
             },
         );
         Ok(outcome)

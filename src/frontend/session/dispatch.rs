@@ -32,6 +32,8 @@ impl Session {
         let as_sent = frame.raw;
         let rewritten = self.with_nested_names(&frame)?;
         let frame = rewritten.as_deref().map_or(frame, Frame::borrowed);
+        let listed = self.with_cursor_list(&frame, client).await?;
+        let frame = listed.as_deref().map_or(frame, Frame::borrowed);
         let with_ttl = match self.with_row_ttl(&frame).await? {
             Ok(rewritten) => rewritten,
             Err((code, message)) => return self.refuse_query(&frame, &code, &message).await,

@@ -71,7 +71,10 @@ impl Session {
         literals: Option<&mut Option<Literals<'q>>>,
         effect: Option<SessionEffect>,
     ) -> Result<bool, SessionError> {
-        if self.with_nested_names(frame)?.is_some() || self.may_set_row_ttl(frame) {
+        if self.with_nested_names(frame)?.is_some()
+            || self.may_set_row_ttl(frame)
+            || self.may_read_cursor_list(frame)
+        {
             return Ok(false);
         }
         // The shards' types may have changed: the general path reads them first.

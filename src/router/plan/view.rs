@@ -297,6 +297,52 @@ fn may_name_expanded_view(sql: &str, snapshot: &Snapshot) -> bool {
 }
 
 fn expand_once(sql: &str, snapshot: &Snapshot, search_path: Option<&[String]>) -> Option<String> {
+    splice_reads(sql, snapshot, search_path, |scope, r| {
+        let table = resolve(scope, r)?;
+        let view = snapshot.view(table.id).filter(|v| v.is_expanded())?;
+        let body = view
+            .entry
+            .definition
+            .trim()
+            .trim_end_matches(';')
+            .trim_end();
+        Some((body.to_string(), view.entry.name.clone()))
+    })
+}
+
+/// `sql` with every read of PostgreSQL's own view `pg_catalog.<name>` (so qualified, or
+/// unqualified: PostgreSQL searches pg_catalog first) replaced by `query`, a query with that
+/// view's columns; `None` when it reads none.
+pub fn replace_catalog_view(
+    sql: &str,
+    snapshot: &Snapshot,
+    name: &str,
+    query: &str,
+) -> Option<String> {
+    let named = sql
+        .as_bytes()
+        .windows(name.len())
+        .any(|w| w.eq_ignore_ascii_case(name.as_bytes()));
+    if !named {
+        return None;
+    }
+    splice_reads(sql, snapshot, None, |scope, r| {
+        let catalog = r.schemaname.is_empty() || r.schemaname == "pg_catalog";
+        let is_cte = r.schemaname.is_empty() && scope.is_cte_ref(r.location);
+        (r.catalogname.is_empty() && catalog && !is_cte && r.relname == name)
+            .then(|| (query.to_string(), name.to_string()))
+    })
+}
+
+/// `sql` with each relation that rows are read from and that `replace` gives a query and a
+/// name for replaced by that query as a subquery (named so unless the client gave an alias);
+/// `None` when `replace` gives none.
+fn splice_reads(
+    sql: &str,
+    snapshot: &Snapshot,
+    search_path: Option<&[String]>,
+    mut replace: impl FnMut(&Scope, &RangeVar) -> Option<(String, String)>,
+) -> Option<String> {
     let parsed = pg_query::parse(sql, 0).ok()?;
     let scope = Scope {
         snapshot,
@@ -311,26 +357,14 @@ fn expand_once(sql: &str, snapshot: &Snapshot, search_path: Option<&[String]>) -
             continue;
         };
         for r in read_references(stmt) {
-            let Some(table) = resolve(&scope, r) else {
-                continue;
-            };
-            let Some(view) = snapshot.view(table.id).filter(|v| v.is_expanded()) else {
+            let Some((body, name)) = replace(&scope, r) else {
                 continue;
             };
             let start = usize::try_from(r.location).ok()?;
             let end = name_end(sql, start)?;
-            let body = view
-                .entry
-                .definition
-                .trim()
-                .trim_end_matches(';')
-                .trim_end();
             let replacement = match r.alias {
                 Some(_) => format!("({body})"),
-                None => format!(
-                    "({body}) AS {}",
-                    crate::sql::quote::quote_ident(&view.entry.name)
-                ),
+                None => format!("({body}) AS {}", crate::sql::quote::quote_ident(&name)),
             };
             splices.push((start, end, replacement));
         }
