@@ -1,15 +1,17 @@
 //! Statements the proxy answers itself (docs/architecture.md §1): SHOW SHARDS, SHOW SHARDED TABLES,
-//! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION — as ordinary result sets.
-//! `crate::sql::admin` recognises them.
+//! SHOW CHUNKS [FOR table], SHOW POOLS, SHOW TRANSACTIONS, SHOW VERSION, SHOW MOVES — as ordinary
+//! result sets — and the growth statements MOVE CHUNK and CHECK PLACEMENT (run by
+//! [`crate::growth`]). `crate::sql::admin` recognises them.
 
 use crate::backend::Pools;
-use crate::catalog::{Catalog, RowMovement, ShardId, Snapshot, Table};
+use crate::catalog::{Catalog, CatalogError, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
+use crate::growth::{check_placement, move_chunk, Growth, GrowthError, MoveRequest};
 use crate::protocol::{ColumnType, ResultSet};
 use crate::txn::lease::{self, LeaseRecord};
 use crate::txn::{decision_log, ControlPools, Coordinator, Gid, Incarnation};
 
-pub use crate::sql::admin::{parse, AdminCommand};
+pub use crate::sql::admin::{parse, parse_growth, AdminCommand};
 
 /// A table as listings show it: unqualified in `public`, `schema.name` elsewhere.
 fn display_name(table: &Table) -> String {
@@ -76,12 +78,10 @@ fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
         ("chunk", Int8),
         ("shard", Text),
     ]);
-    let wanted = |t: &Table| match table {
-        None => true,
-        Some(name) => match name.split_once('.') {
-            Some((schema, name)) => t.schema == schema && t.name == name,
-            None => t.schema == "public" && t.name == name,
-        },
+    let wanted = |t: &Table| {
+        table
+            .map(schema_and_name)
+            .is_none_or(|(schema, name)| t.schema == schema && t.name == name)
     };
     let shard_name = |id: ShardId| snapshot.shard(id).map(|s| s.name.clone());
     for t in snapshot.tables().iter().filter(|t| wanted(t)) {
@@ -167,6 +167,9 @@ pub fn answer(
         AdminCommand::ShowShardedTables => sharded_tables(&catalog.snapshot()),
         AdminCommand::ShowChunks { table } => chunks(&catalog.snapshot(), table.as_deref()),
         AdminCommand::ShowTransactions => transactions_columns(),
+        AdminCommand::ShowMoves => moves_columns(),
+        AdminCommand::CheckPlacement { .. } => placement_columns(),
+        AdminCommand::MoveChunk { .. } => ResultSet::new(&[]),
     };
     let tag = format!("SHOW {}", rs.rows.len());
     (rs, tag)
@@ -326,4 +329,121 @@ pub async fn transactions(
     }
     let tag = format!("SHOW {}", rs.rows.len());
     (rs, tag)
+}
+
+/// `schema.name` or `name` (in `public`), as SHOW CHUNKS FOR and the growth statements take it.
+fn schema_and_name(table: &str) -> (&str, &str) {
+    table.split_once('.').unwrap_or(("public", table))
+}
+
+fn moves_columns() -> ResultSet {
+    use ColumnType::{Int8, Text};
+    ResultSet::new(&[
+        ("id", Int8),
+        ("table", Text),
+        ("chunk", Int8),
+        ("source", Text),
+        ("target", Text),
+        ("state", Text),
+        ("rows", Int8),
+        ("bytes", Int8),
+        ("started", Text),
+        ("finished", Text),
+        ("pause_ms", Int8),
+        ("error", Text),
+    ])
+}
+
+/// SHOW MOVES: every recorded move, oldest first.
+pub async fn moves(catalog: &Catalog) -> Result<(ResultSet, String), CatalogError> {
+    let snapshot = catalog.snapshot();
+    let mut rs = moves_columns();
+    for m in catalog.moves().await? {
+        rs.push(vec![
+            Some(m.id.to_string()),
+            Some(
+                snapshot
+                    .table(m.table)
+                    .map_or_else(|| m.table.to_string(), display_name),
+            ),
+            Some(m.chunk.to_string()),
+            Some(m.source),
+            Some(m.target),
+            Some(m.state.as_str().to_owned()),
+            Some(m.rows.to_string()),
+            Some(m.bytes.to_string()),
+            Some(m.started),
+            m.finished,
+            m.pause_ms.map(|p| p.to_string()),
+            m.error,
+        ]);
+    }
+    let tag = format!("SHOW {}", rs.rows.len());
+    Ok((rs, tag))
+}
+
+fn placement_columns() -> ResultSet {
+    use ColumnType::{Int8, Text};
+    ResultSet::new(&[
+        ("table", Text),
+        ("shard", Text),
+        ("chunk", Int8),
+        ("rows", Int8),
+        ("misplaced", Int8),
+    ])
+}
+
+/// What a growth statement answers: rows with their tag, or a tag alone.
+pub enum GrowthAnswer {
+    Rows(ResultSet, String),
+    Done(String),
+}
+
+/// Runs MOVE CHUNK or CHECK PLACEMENT; `None` for any other statement.
+pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswer, GrowthError>> {
+    Some(match cmd {
+        AdminCommand::MoveChunk {
+            chunk,
+            table,
+            shard,
+        } => {
+            let (schema, name) = schema_and_name(table);
+            let request = MoveRequest {
+                schema: schema.to_owned(),
+                table: name.to_owned(),
+                chunk: *chunk,
+                target: shard.clone(),
+            };
+            let g = g.clone();
+            match tokio::spawn(async move { move_chunk(&g, &request).await }).await {
+                Ok(moved) => moved.map(|_| GrowthAnswer::Done("MOVE CHUNK".into())),
+                Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                Err(_) => Err(GrowthError::Interrupted),
+            }
+        }
+        AdminCommand::CheckPlacement { table } => {
+            let table = table.as_deref().map(schema_and_name);
+            check_placement(g, table).await.map(|found| {
+                let mut rs = placement_columns();
+                for row in found {
+                    rs.push(vec![
+                        Some(row.table),
+                        Some(row.shard),
+                        row.chunk.map(|k| k.to_string()),
+                        Some(row.rows.to_string()),
+                        Some(row.misplaced.to_string()),
+                    ]);
+                }
+                let tag = format!("CHECK PLACEMENT {}", rs.rows.len());
+                GrowthAnswer::Rows(rs, tag)
+            })
+        }
+        AdminCommand::ShowShards
+        | AdminCommand::ShowShardedTables
+        | AdminCommand::ShowChunks { .. }
+        | AdminCommand::ShowPools
+        | AdminCommand::ShowTransactions
+        | AdminCommand::ShowVersion
+        | AdminCommand::ShowMoves => return None,
+    })
 }

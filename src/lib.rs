@@ -42,13 +42,15 @@
 //!    path, two-phase commit, COPY splitting, TTL purge.
 //! 9. [`movement`]: the statements that move rows whose sharding key an UPDATE changed, with
 //!    their family's rows, to the shard that owns the new key.
-//! 10. [`admin`]: the SHOW statements the proxy answers itself.
-//! 11. [`frontend`]: client startup, TLS and authentication (pgwire), what sessions share
+//! 10. [`growth`]: growing online: a chunk moved to another shard by logical replication, the
+//!     cutover's hold on statements, the placement check.
+//! 11. [`admin`]: the SHOW statements and growth statements the proxy answers itself.
+//! 12. [`frontend`]: client startup, TLS and authentication (pgwire), what sessions share
 //!     ([`frontend::context::ServerCtx`]), then the session loop over raw frames: transaction
 //!     pooling, statement-name mapping, cancel; its sockets are read through tokio's readiness
 //!     flags without tokio's per-poll cost (`frontend::socket`); on one thread all sessions run
 //!     in one task (`frontend::driver`).
-//! 12. [`server`]: the accept loop, `run(listener, shutdown, deps)`, its runtime and logging.
+//! 13. [`server`]: the accept loop, `run(listener, shutdown, deps)`, its runtime and logging.
 //!
 //! Tools on top: [`pgcluster`] (local PostgreSQL clusters for `shardwire dev` and the tests) and
 //! [`dev`] (the `shardwire dev` command).
@@ -63,6 +65,7 @@ pub mod dev;
 pub mod executor;
 pub mod failpoint;
 pub mod frontend;
+pub mod growth;
 pub mod metrics;
 pub mod model;
 pub mod movement;

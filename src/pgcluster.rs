@@ -281,6 +281,8 @@ impl LocalCluster {
         // Multi-shard writes use two-phase commit.
         let _ = writeln!(conf, "max_prepared_transactions = 64");
         let _ = writeln!(conf, "max_connections = 300");
+        // Chunk moves copy a chunk by logical replication from its source shard.
+        let _ = writeln!(conf, "wal_level = logical");
         let encryption = match self.options.auth {
             HostAuth::Md5 { .. } => "md5",
             HostAuth::Trust | HostAuth::Scram { .. } => "scram-sha-256",

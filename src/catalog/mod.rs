@@ -6,6 +6,7 @@
 pub mod keys;
 mod load;
 pub mod model;
+mod moves;
 mod schema;
 mod snapshot;
 mod store;
@@ -29,9 +30,10 @@ pub use model::{
 // These live in the leaf `model`; re-exported because files being edited concurrently (the
 // frontend, the router's planner, admin) still name them through the catalog.
 pub use crate::model::{
-    BoundValue, ChunkId, KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId,
-    TableKind, TableState, TablespaceSetId,
+    BoundValue, ChunkId, KeyColumn, MoveId, MoveState, PartitionBound, RowMovement, ShardId,
+    ShardingMethod, TableId, TableKind, TableState, TablespaceSetId,
 };
+pub use moves::MoveRecord;
 pub use snapshot::Snapshot;
 pub use store::{release_abandoned_updates, UpdateHolder, NOTIFY_CHANNEL};
 pub use view::{NewView, View, ViewEntry};
@@ -104,6 +106,11 @@ pub enum CatalogError {
     },
     #[error("invalid catalog entry: {0}")]
     InvalidEntry(String),
+    #[error(
+        "chunk {chunk} of table {table} is already moving: wait for it (SHOW MOVES), or CANCEL \
+         MOVE it"
+    )]
+    MoveInProgress { table: TableId, chunk: ChunkId },
 }
 
 impl CatalogError {
@@ -127,6 +134,7 @@ impl CatalogError {
             | CatalogError::HasChildren { .. } => SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
             CatalogError::InvalidTransition { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             CatalogError::InvalidEntry(_) => SqlState::INVALID_TABLE_DEFINITION,
+            CatalogError::MoveInProgress { .. } => SqlState::OBJECT_IN_USE,
         }
     }
 }
@@ -390,6 +398,58 @@ impl Catalog {
 
     /// Makes a committed write visible here at once. A failed reload does not undo the write,
     /// so it is not the caller's error; the watcher retries.
+    /// Records a move of `chunk` of family `table` from `source` to `target`, PLANNED.
+    pub async fn plan_move(
+        &self,
+        table: TableId,
+        chunk: ChunkId,
+        source: ShardId,
+        target: ShardId,
+    ) -> Result<MoveId, CatalogError> {
+        let name = |s: ShardId| {
+            self.shard_names
+                .get(s.index())
+                .ok_or(CatalogError::UnknownShard(s))
+        };
+        let client = self.client().await?;
+        moves::plan(&client, table, chunk, name(source)?, name(target)?).await
+    }
+
+    /// Records the step a move is about to take, or how it ended.
+    pub async fn set_move_state(
+        &self,
+        id: MoveId,
+        state: MoveState,
+        error: Option<&str>,
+    ) -> Result<(), CatalogError> {
+        moves::set_state(&*self.client().await?, id, state, error).await
+    }
+
+    pub async fn set_move_progress(
+        &self,
+        id: MoveId,
+        rows: i64,
+        bytes: i64,
+    ) -> Result<(), CatalogError> {
+        moves::set_progress(&*self.client().await?, id, rows, bytes).await
+    }
+
+    /// Gives a CUTTING_OVER move's chunk to its target in the chunk map (a new version, loaded
+    /// here before this returns) and records the move CLEANING_UP.
+    pub async fn hand_over_chunk(&self, id: MoveId, pause_ms: i64) -> Result<(), CatalogError> {
+        moves::hand_over(&mut *self.client().await?, id, pause_ms).await?;
+        self.reload().await.map(drop)
+    }
+
+    /// Every recorded move, oldest first.
+    pub async fn moves(&self) -> Result<Vec<MoveRecord>, CatalogError> {
+        moves::list(&*self.client().await?).await
+    }
+
+    pub async fn move_record(&self, id: MoveId) -> Result<Option<MoveRecord>, CatalogError> {
+        moves::get(&*self.client().await?, id).await
+    }
+
     async fn refresh(&self) {
         if let Err(e) = self.reload().await {
             tracing::warn!(error = %e, "catalog written but not reloaded; the watcher will retry");

@@ -42,6 +42,38 @@ pub struct Config {
     pub ttl: TtlConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
+    #[serde(default)]
+    pub moves: MovesConfig,
+}
+
+/// Chunk moves (MOVE CHUNK, REBALANCE).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MovesConfig {
+    /// The longest a cutover may hold statements on the moving chunk; past it the cutover
+    /// backs off (nothing changed) and tries again, so no client statement fails for it.
+    #[serde(default = "default_cutover_pause_ms")]
+    pub cutover_pause_ms: u64,
+    /// How many times a cutover is tried before the move gives up (and is rolled back).
+    #[serde(default = "default_cutover_attempts")]
+    pub cutover_attempts: u32,
+}
+
+fn default_cutover_pause_ms() -> u64 {
+    2_000
+}
+
+fn default_cutover_attempts() -> u32 {
+    20
+}
+
+impl Default for MovesConfig {
+    fn default() -> Self {
+        MovesConfig {
+            cutover_pause_ms: default_cutover_pause_ms(),
+            cutover_attempts: default_cutover_attempts(),
+        }
+    }
 }
 
 /// What one client may take of the proxy. A timeout of 0 is off.
@@ -376,6 +408,27 @@ impl fmt::Display for Endpoint {
 }
 
 impl Endpoint {
+    /// A libpq connection string for this endpoint, as one shard uses to reach another (a
+    /// subscription of a chunk move). It holds the password: never log it.
+    pub fn conninfo(&self) -> String {
+        fn value(v: &str) -> String {
+            format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
+        }
+        let mut parts = vec![
+            format!("host={}", value(&self.host)),
+            format!("port={}", self.port),
+            format!("user={}", value(&self.user)),
+            format!("dbname={}", value(&self.dbname)),
+        ];
+        if let Some(password) = &self.password {
+            parts.push(format!("password={}", value(password)));
+        }
+        if let Some(tls) = &self.tls {
+            parts.push(format!("sslmode={}", tls.mode().as_str()));
+        }
+        parts.join(" ")
+    }
+
     /// A tokio-postgres configuration for control-plane work on this endpoint.
     pub fn pg_config(&self) -> tokio_postgres::Config {
         let mut c = tokio_postgres::Config::new();

@@ -68,6 +68,8 @@ pub struct ServerCtx {
     pub keys: crate::catalog::keys::KeyBlocks,
     /// Where crash tests stop or kill the proxy (nothing without the `failpoints` feature).
     pub failpoints: FailPoints,
+    /// Held while a chunk move's cutover runs: sessions wait before their next frame.
+    pub fence: Arc<crate::growth::Fence>,
     recovery: Arc<Recovery>,
     lease: Arc<Lease>,
 }
@@ -186,6 +188,15 @@ impl ServerCtx {
         }
     }
 
+    pub fn growth(&self) -> crate::growth::Growth {
+        crate::growth::Growth {
+            catalog: self.catalog.clone(),
+            control: self.control.clone(),
+            config: self.config.clone(),
+            fence: self.fence.clone(),
+        }
+    }
+
     fn assemble(
         config: Arc<Config>,
         catalog: Arc<Catalog>,
@@ -216,6 +227,7 @@ impl ServerCtx {
             plans: crate::router::PlanCache::new(config.proxy.plan_cache_size),
             keys: Default::default(),
             failpoints,
+            fence: Default::default(),
             config,
         })
     }

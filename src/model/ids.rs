@@ -49,3 +49,14 @@ impl fmt::Display for TablespaceSetId {
         write!(f, "{}", self.0)
     }
 }
+
+/// A chunk move (its row id in `shardwire_catalog.chunk_move`), as SHOW MOVES and CANCEL MOVE
+/// name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MoveId(pub i64);
+
+impl fmt::Display for MoveId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

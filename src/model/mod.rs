@@ -6,9 +6,9 @@ pub mod ids;
 pub mod key_type;
 pub mod table;
 
-pub use ids::{ChunkId, ShardId, TableId, TablespaceSetId};
+pub use ids::{ChunkId, MoveId, ShardId, TableId, TablespaceSetId};
 pub use key_type::{KeyType, KeyTypeError, NumericTypmod};
 pub use table::{
-    nosql_view_schema, BoundValue, KeyColumn, PartitionBound, RowMovement, ShardingMethod,
-    TableKind, TableState, Ttl, TtlUnit, ViewShape, ROWS_SCHEMA_SUFFIX,
+    nosql_view_schema, BoundValue, KeyColumn, MoveState, PartitionBound, RowMovement,
+    ShardingMethod, TableKind, TableState, Ttl, TtlUnit, ViewShape, ROWS_SCHEMA_SUFFIX,
 };

@@ -73,6 +73,30 @@ catalog_enum!(
 );
 
 catalog_enum!(
+    /// Where a chunk move stands (`SHOW MOVES`). A move is recorded in a state before the step
+    /// the state names is taken.
+    MoveState {
+        /// Recorded, nothing made yet.
+        Planned = "planned",
+        /// The chunk's tables made on the target, its rows copied by logical replication.
+        Copying = "copying",
+        /// Copied; the target applies the writes made since.
+        CatchingUp = "catching_up",
+        /// Statements on the chunk held while the target takes it over.
+        CuttingOver = "cutting_over",
+        /// The target owns the chunk; replication objects are being removed.
+        CleaningUp = "cleaning_up",
+        Done = "done",
+        /// Stopped by an error before the cutover, everything it made removed.
+        Failed = "failed",
+        /// Stopped (its proxy died, say) and undone by another step.
+        RolledBack = "rolled_back",
+        /// CANCEL MOVE stopped it before the cutover.
+        Canceled = "canceled",
+    }
+);
+
+catalog_enum!(
     /// How a sharded table's rows map to shards.
     ShardingMethod {
         /// System-managed: PostgreSQL hash partitions (chunks) spread over a tablespace set.

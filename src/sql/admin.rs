@@ -8,10 +8,23 @@ use crate::sql::classify::{is_blank, keyword, leading_words_and_rest};
 pub enum AdminCommand {
     ShowShards,
     ShowShardedTables,
-    ShowChunks { table: Option<String> },
+    ShowChunks {
+        table: Option<String>,
+    },
     ShowPools,
     ShowTransactions,
     ShowVersion,
+    ShowMoves,
+    /// `CHECK PLACEMENT [FOR table]`.
+    CheckPlacement {
+        table: Option<String>,
+    },
+    /// `MOVE CHUNK n FOR table TO SHARD s`.
+    MoveChunk {
+        chunk: u32,
+        table: String,
+        shard: String,
+    },
 }
 
 /// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
@@ -25,6 +38,7 @@ pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
     const POOLS: u128 = keyword(b"pools");
     const TRANSACTIONS: u128 = keyword(b"transactions");
     const VERSION: u128 = keyword(b"version");
+    const MOVES: u128 = keyword(b"moves");
     let (words, rest) = leading_words_and_rest::<3>(sql);
     let [show, w1, w2] = words.map(keyword);
     if show != SHOW {
@@ -43,8 +57,64 @@ pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
         [POOLS, _] if alone => Some(AdminCommand::ShowPools),
         [TRANSACTIONS, _] if alone => Some(AdminCommand::ShowTransactions),
         [VERSION, _] if alone => Some(AdminCommand::ShowVersion),
+        [MOVES, _] if alone => Some(AdminCommand::ShowMoves),
         _ => None,
     }
+}
+
+/// Recognises a growth statement that changes or checks placement (`MOVE CHUNK`, `CHECK
+/// PLACEMENT`); anything else, a cursor's MOVE included, is `None`.
+pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
+    let text = std::str::from_utf8(sql).ok()?.trim();
+    let text = text.strip_suffix(';').unwrap_or(text);
+    let words = words(text)?;
+    let word = |i: usize| words.get(i).map(String::as_str);
+    let is = |i: usize, k: &str| word(i).is_some_and(|w| w.eq_ignore_ascii_case(k));
+    if is(0, "check") && is(1, "placement") {
+        return match words.len() {
+            2 => Some(AdminCommand::CheckPlacement { table: None }),
+            4 if is(2, "for") => Some(AdminCommand::CheckPlacement {
+                table: Some(identifier(word(3)?)),
+            }),
+            _ => None,
+        };
+    }
+    if is(0, "move") && is(1, "chunk") && is(3, "for") && is(5, "to") && is(6, "shard") {
+        return (words.len() == 8).then_some(AdminCommand::MoveChunk {
+            chunk: word(2)?.parse().ok()?,
+            table: identifier(word(4)?),
+            shard: identifier(word(7)?),
+        });
+    }
+    None
+}
+
+/// The statement's words, split at blanks outside double quotes.
+fn words(text: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    for c in text.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                current.push(c);
+            }
+            c if c.is_whitespace() && !quoted => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if quoted {
+        return None;
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    Some(out)
 }
 
 /// The table of `SHOW CHUNKS FOR table`: one name with no whitespace in it (`t`, `s.t`,

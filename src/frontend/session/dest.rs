@@ -417,6 +417,7 @@ impl Session {
         let mut bound_signal = None;
         let is_local = match local_kind(text) {
             Some(LocalKind::Show) => admin::parse(text).is_some(),
+            Some(LocalKind::Growth) => admin::parse_growth(text).is_some(),
             Some(LocalKind::Ddl) => ddl::recognise(text, &self.ctx.catalog.snapshot()).is_some(),
             Some(LocalKind::Signal) => match &parsed {
                 ClientFrame::Bind { rest, .. } => {

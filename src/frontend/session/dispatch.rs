@@ -27,6 +27,10 @@ impl Session {
         frame: Frame<&[u8]>,
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
+        // Held while a chunk move's cutover runs; then routed by the catalog it left.
+        if self.ctx.fence.is_closed() {
+            self.ctx.fence.wait_open().await;
+        }
         // A string of statements for several shards is cut from the client's own text: each
         // statement is then rewritten as it would be alone.
         let as_sent = frame.raw;
@@ -377,12 +381,24 @@ impl Session {
         if kind == LocalKind::Signal {
             return self.answer_signal(sql);
         }
+        if kind == LocalKind::Growth {
+            return self.answer_growth(sql).await;
+        }
         if kind == LocalKind::Show {
             let cmd = admin::parse(sql)?;
             let (rs, tag) = match cmd {
                 admin::AdminCommand::ShowTransactions => {
                     admin::transactions(&self.ctx.control, &self.ctx.coordinator).await
                 }
+                admin::AdminCommand::ShowMoves => match admin::moves(&self.ctx.catalog).await {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        let text = e.to_string();
+                        protocol::error_response(&mut out, Severity::Error, &e.sqlstate(), &text);
+                        protocol::ready_for_query(&mut out, self.links.current_status());
+                        return Some(out);
+                    }
+                },
                 other => {
                     admin::answer(&other, &self.ctx.catalog, &self.ctx.pools, &self.ctx.config)
                 }
@@ -415,6 +431,29 @@ impl Session {
 }
 
 impl Session {
+    /// MOVE CHUNK or CHECK PLACEMENT, run by the growth layer; `None` for anything else (a
+    /// cursor's MOVE). A move changes placement, so it runs outside a transaction block, as
+    /// sharding DDL does.
+    async fn answer_growth(&mut self, sql: &[u8]) -> Option<BytesMut> {
+        let cmd = admin::parse_growth(sql)?;
+        let mut out = BytesMut::new();
+        if matches!(cmd, admin::AdminCommand::MoveChunk { .. })
+            && self.links.current_status().in_block()
+        {
+            out.extend_from_slice(
+                &FrontendError::ConcurrentlyInTransaction("MOVE CHUNK").error_frame(),
+            );
+        } else {
+            match admin::growth(&cmd, &self.ctx.growth()).await? {
+                Ok(admin::GrowthAnswer::Rows(rs, tag)) => rs.encode(&tag, &mut out),
+                Ok(admin::GrowthAnswer::Done(tag)) => protocol::command_complete(&mut out, &tag),
+                Err(e) => out.extend_from_slice(&e.error_frame()),
+            }
+        }
+        protocol::ready_for_query(&mut out, self.links.current_status());
+        Some(out)
+    }
+
     /// At the client's Sync inside a block, a multi-shard portal whose rows the merge reads as
     /// the client's Executes ask stays open on its shards (as a portal outlives a Sync in a
     /// block on PostgreSQL): the other connections end the batch, and the proxy answers the

@@ -6,6 +6,7 @@ use super::host::ClientSink;
 use super::local::{local_kind, LocalKind};
 use super::per_shard::MultiPortal;
 use super::{Session, SessionError};
+use crate::admin;
 use crate::catalog::ShardId;
 use crate::executor::fan_out::{self, Multi};
 use crate::executor::gather::live::{LiveRows, Taken};
@@ -248,6 +249,17 @@ impl Session {
             Some(LocalKind::Signal) => self
                 .proxy_signal(sql)
                 .map(|(call, _)| super::signal::description(&call.result_name)),
+            // Described from its columns: describing must not move or read anything.
+            Some(LocalKind::Growth) => admin::parse_growth(sql)
+                .map(|cmd| {
+                    admin::answer(&cmd, &self.ctx.catalog, &self.ctx.pools, &self.ctx.config)
+                })
+                .filter(|(rs, _)| !rs.columns.is_empty())
+                .and_then(|(rs, tag)| {
+                    let mut encoded = BytesMut::new();
+                    rs.encode(&tag, &mut encoded);
+                    rows_of_reply(&encoded).ok().and_then(|r| r.description)
+                }),
             Some(LocalKind::Ddl) | None => None,
         };
         match description {

@@ -15,6 +15,8 @@ pub(super) enum LocalKind {
     /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
     /// or a shard process's.
     Signal,
+    /// `MOVE CHUNK …`, `CHECK PLACEMENT …` (or a cursor's MOVE).
+    Growth,
 }
 
 /// A simple query the proxy may answer itself, with its text.
@@ -32,7 +34,9 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     // Most queries are none of these, which their first four letters tell.
     if !may_start_with(
         sql,
-        &[*b"show", *b"crea", *b"drop", *b"alte", *b"sele", *b"rein"],
+        &[
+            *b"show", *b"crea", *b"drop", *b"alte", *b"sele", *b"rein", *b"move", *b"chec",
+        ],
     ) {
         return None;
     }
@@ -42,10 +46,13 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const ALTER: u128 = keyword(b"alter");
     const SELECT: u128 = keyword(b"select");
     const REINDEX: u128 = keyword(b"reindex");
+    const MOVE: u128 = keyword(b"move");
+    const CHECK: u128 = keyword(b"check");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
         CREATE | DROP | ALTER | REINDEX => Some(LocalKind::Ddl),
         SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
+        MOVE | CHECK => Some(LocalKind::Growth),
         _ => None,
     }
 }

@@ -1,0 +1,189 @@
+//! The catalog's record of chunk moves (`chunk_move`): each move is written before each of its
+//! steps, and the chunk map changes in the same transaction that records the cutover, so the
+//! record and the map never disagree about who owns a chunk.
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Row};
+
+use super::store::bump_version;
+use super::CatalogError;
+use crate::model::{ChunkId, MoveId, MoveState, TableId};
+
+/// One move as recorded. Shards are by name, as the catalog keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveRecord {
+    pub id: MoveId,
+    pub table: TableId,
+    pub chunk: ChunkId,
+    pub source: String,
+    pub target: String,
+    pub state: MoveState,
+    pub rows: i64,
+    pub bytes: i64,
+    pub pause_ms: Option<i64>,
+    pub error: Option<String>,
+    /// ISO 8601 text in UTC.
+    pub started: String,
+    pub finished: Option<String>,
+}
+
+impl MoveState {
+    /// Whether the move has ended one way or another.
+    pub fn is_finished(self) -> bool {
+        match self {
+            MoveState::Done | MoveState::Failed | MoveState::RolledBack | MoveState::Canceled => {
+                true
+            }
+            MoveState::Planned
+            | MoveState::Copying
+            | MoveState::CatchingUp
+            | MoveState::CuttingOver
+            | MoveState::CleaningUp => false,
+        }
+    }
+}
+
+/// Records a move of `chunk` of family `table` in state PLANNED; refused while another move of
+/// that chunk is unfinished.
+pub(super) async fn plan(
+    client: &Client,
+    table: TableId,
+    chunk: ChunkId,
+    source: &str,
+    target: &str,
+) -> Result<MoveId, CatalogError> {
+    let chunk_no = chunk.0 as i32;
+    let row = client
+        .query_one(
+            "INSERT INTO shardwire_catalog.chunk_move (table_id, chunk_no, source, target, state)
+             VALUES ($1, $2, $3, $4, 'planned') RETURNING id",
+            &[&table.0, &chunk_no, &source, &target],
+        )
+        .await
+        .map_err(|e| match e.code() {
+            Some(&SqlState::UNIQUE_VIOLATION) => CatalogError::MoveInProgress { table, chunk },
+            _ => CatalogError::Query(e),
+        })?;
+    Ok(MoveId(row.get(0)))
+}
+
+/// Records that the move is about to take the step `state` names (or has ended so, with
+/// `error` saying why when it failed).
+pub(super) async fn set_state(
+    client: &Client,
+    id: MoveId,
+    state: MoveState,
+    error: Option<&str>,
+) -> Result<(), CatalogError> {
+    client
+        .execute(
+            "UPDATE shardwire_catalog.chunk_move
+                SET state = $2, error = coalesce($3, error),
+                    finished = CASE WHEN $4 THEN now() END
+              WHERE id = $1",
+            &[&id.0, &state.as_str(), &error, &state.is_finished()],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Records how much the move has copied.
+pub(super) async fn set_progress(
+    client: &Client,
+    id: MoveId,
+    rows: i64,
+    bytes: i64,
+) -> Result<(), CatalogError> {
+    client
+        .execute(
+            "UPDATE shardwire_catalog.chunk_move SET rows = $2, bytes = $3 WHERE id = $1",
+            &[&id.0, &rows, &bytes],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The cutover's catalog step, in one transaction: the chunk map gives the chunk to the
+/// target (a new catalog version, which every proxy loads) and the move is CLEANING_UP, with
+/// the pause statements on the chunk saw.
+pub(super) async fn hand_over(
+    client: &mut Client,
+    id: MoveId,
+    pause_ms: i64,
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    let changed = tx
+        .execute(
+            "UPDATE shardwire_catalog.chunk c SET shard = m.target
+               FROM shardwire_catalog.chunk_move m
+              WHERE m.id = $1 AND m.state = 'cutting_over'
+                AND c.table_id = m.table_id AND c.partition_set_id IS NULL
+                AND c.chunk_no = m.chunk_no AND c.shard = m.source",
+            &[&id.0],
+        )
+        .await?;
+    if changed != 1 {
+        return Err(CatalogError::Corrupt(format!(
+            "move {id}: the chunk is no longer on the move's source shard"
+        )));
+    }
+    tx.execute(
+        "UPDATE shardwire_catalog.chunk_move SET state = 'cleaning_up', pause_ms = $2
+          WHERE id = $1",
+        &[&id.0, &pause_ms],
+    )
+    .await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+fn record(row: &Row) -> Result<MoveRecord, CatalogError> {
+    let state: String = row.get("state");
+    let chunk: i32 = row.get("chunk_no");
+    Ok(MoveRecord {
+        id: MoveId(row.get("id")),
+        table: TableId(row.get("table_id")),
+        chunk: ChunkId(chunk as u32),
+        source: row.get("source"),
+        target: row.get("target"),
+        state: MoveState::from_code(&state)
+            .ok_or_else(|| CatalogError::Corrupt(format!("unknown move state {state:?}")))?,
+        rows: row.get("rows"),
+        bytes: row.get("bytes"),
+        pause_ms: row.get("pause_ms"),
+        error: row.get("error"),
+        started: row.get("started"),
+        finished: row.get("finished"),
+    })
+}
+
+const COLUMNS: &str = "id, table_id, chunk_no, source, target, state, rows, bytes, pause_ms, \
+     error, to_char(started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS started, \
+     to_char(finished AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS finished";
+
+/// Every recorded move, oldest first.
+pub(super) async fn list(client: &Client) -> Result<Vec<MoveRecord>, CatalogError> {
+    client
+        .query(
+            &format!("SELECT {COLUMNS} FROM shardwire_catalog.chunk_move ORDER BY id"),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(record)
+        .collect()
+}
+
+/// One move, if recorded.
+pub(super) async fn get(client: &Client, id: MoveId) -> Result<Option<MoveRecord>, CatalogError> {
+    client
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM shardwire_catalog.chunk_move WHERE id = $1"),
+            &[&id.0],
+        )
+        .await?
+        .as_ref()
+        .map(record)
+        .transpose()
+}

@@ -1,0 +1,138 @@
+//! Growing a sharded database while clients use it: a chunk of a family moved to another
+//! shard by PostgreSQL's logical replication (`chunk_move`, with the publication and
+//! subscription in `replication`), statements held while the chunk changes hands (`fence`),
+//! and the operator's proof of placement (`placement`). The statements are DESIGN.md §2
+//! "Growth"; what a move does step by step is in docs/operations.md.
+
+mod chunk_move;
+mod fence;
+mod placement;
+mod replication;
+
+pub use chunk_move::{move_chunk, MoveRequest, Moved};
+pub use fence::Fence;
+pub use placement::{check_placement, PlacementRow};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::config::Config;
+use crate::txn::control::ConnectError;
+use crate::txn::ControlPools;
+
+/// What a move or a placement check needs of the proxy. Owned, so a move runs on a task of
+/// its own: a client that goes away mid-move must not drop it between two steps.
+#[derive(Clone)]
+pub struct Growth {
+    pub catalog: Arc<Catalog>,
+    pub control: Arc<ControlPools>,
+    pub config: Arc<Config>,
+    pub fence: Arc<Fence>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GrowthError {
+    #[error("table {0} is not in the catalog")]
+    NoSuchTable(String),
+    #[error("{0}")]
+    NotMovable(String),
+    #[error("table {table} has chunks 0 to {last}; there is no chunk {chunk}")]
+    NoSuchChunk {
+        table: String,
+        chunk: u32,
+        last: u32,
+    },
+    #[error("shard \"{0}\" is not in the configuration")]
+    NoSuchShard(String),
+    #[error("chunk {chunk} of {table} is already on shard \"{shard}\"")]
+    AlreadyThere {
+        table: String,
+        chunk: u32,
+        shard: String,
+    },
+    #[error(
+        "shard \"{shard}\" is not in tablespace set \"{set}\" of {table}: add it first with \
+         ALTER TABLESPACE SET {set} ADD SHARD {shard}"
+    )]
+    NotInSet {
+        table: String,
+        shard: String,
+        set: String,
+    },
+    #[error(
+        "shard \"{shard}\" has wal_level = {level}; a chunk move copies its rows by logical \
+         replication: set wal_level = logical in that shard's postgresql.conf and restart it"
+    )]
+    WalLevel { shard: String, level: String },
+    #[error("shard \"{shard}\": {}", crate::client_error::with_causes(source))]
+    Shard {
+        shard: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("shard \"{shard}\": {source}")]
+    Connect {
+        shard: String,
+        #[source]
+        source: ConnectError,
+    },
+    #[error("the copy of chunk {chunk} to shard \"{shard}\" failed there; its log says why")]
+    CopyFailed { chunk: u32, shard: String },
+    #[error(
+        "move {id}: the target's copy of the chunk has {target} rows where the source has \
+         {source_rows}; nothing was changed"
+    )]
+    CopyMismatch {
+        id: crate::model::MoveId,
+        source_rows: i64,
+        target: i64,
+    },
+    #[error(
+        "the cutover of chunk {chunk} could not hold its statements within {pause:?} in \
+         {attempts} attempts (long transactions on the chunk); nothing was changed: try again \
+         when they are done, or raise [moves] cutover_pause_ms"
+    )]
+    CutoverGaveUp {
+        chunk: u32,
+        pause: Duration,
+        attempts: u32,
+    },
+    #[error("the proxy shut down during the move: SHOW MOVES says how far it came")]
+    Interrupted,
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+impl crate::client_error::ClientError for GrowthError {
+    fn client_message(&self) -> String {
+        self.to_string()
+    }
+
+    fn sqlstate(&self) -> SqlState {
+        match self {
+            GrowthError::NoSuchTable(_) => SqlState::UNDEFINED_TABLE,
+            GrowthError::NotMovable(_) => SqlState::WRONG_OBJECT_TYPE,
+            GrowthError::NoSuchChunk { .. } | GrowthError::AlreadyThere { .. } => {
+                SqlState::INVALID_PARAMETER_VALUE
+            }
+            GrowthError::NoSuchShard(_) => SqlState::UNDEFINED_OBJECT,
+            GrowthError::NotInSet { .. } | GrowthError::WalLevel { .. } => {
+                SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
+            }
+            GrowthError::Shard { source, .. } => source
+                .code()
+                .cloned()
+                .unwrap_or(SqlState::CONNECTION_FAILURE),
+            GrowthError::Connect { .. } => SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+            GrowthError::CopyFailed { .. } | GrowthError::CopyMismatch { .. } => {
+                SqlState::SYSTEM_ERROR
+            }
+            GrowthError::CutoverGaveUp { .. } => SqlState::LOCK_NOT_AVAILABLE,
+            GrowthError::Interrupted => SqlState::ADMIN_SHUTDOWN,
+            GrowthError::Catalog(e) => e.sqlstate(),
+        }
+    }
+}

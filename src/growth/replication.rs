@@ -1,0 +1,159 @@
+//! The logical replication of a chunk move: a publication of exactly the chunk's partitions
+//! on the source, a subscription with `copy_data` on the target (its slot on the source has
+//! the subscription's name), and the tests of how far the target has come.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use crate::model::MoveId;
+use crate::sql::quote::{quote_ident, quote_literal};
+
+/// How often the target's progress is asked while the copy runs.
+const COPY_POLL: Duration = Duration::from_millis(100);
+
+/// The names a move gives its publication, subscription and replication slot.
+pub(super) struct Names {
+    pub publication: String,
+    pub subscription: String,
+}
+
+impl Names {
+    pub fn of(id: MoveId) -> Names {
+        Names {
+            publication: format!("shardwire_move_{id}"),
+            subscription: format!("shardwire_move_{id}"),
+        }
+    }
+}
+
+/// Publishes `parts` (quoted, qualified) on the source.
+pub(super) async fn publish(
+    source: &Client,
+    names: &Names,
+    parts: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    source
+        .batch_execute(&format!(
+            "CREATE PUBLICATION {} FOR TABLE {}",
+            quote_ident(&names.publication),
+            parts.join(", ")
+        ))
+        .await
+}
+
+/// Subscribes the target to the source's publication, copying the rows there first. Creating
+/// the slot waits for the source's open transactions to end, as PostgreSQL's does.
+pub(super) async fn subscribe(
+    target: &Client,
+    names: &Names,
+    source_conninfo: &str,
+) -> Result<(), tokio_postgres::Error> {
+    target
+        .batch_execute(&format!(
+            "CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH (copy_data = true, synchronous_commit = on)",
+            quote_ident(&names.subscription),
+            quote_literal(source_conninfo),
+            quote_ident(&names.publication),
+        ))
+        .await
+}
+
+/// How the target's initial copy ended.
+pub(super) enum Synced {
+    Ready,
+    /// The target logged an error copying a table.
+    Failed,
+}
+
+/// Waits until the target has copied each of `tables` tables and applies changes to them.
+pub(super) async fn wait_synced(
+    target: &Client,
+    names: &Names,
+    tables: usize,
+) -> Result<Synced, tokio_postgres::Error> {
+    loop {
+        let row = target
+            .query_one(
+                "SELECT count(*) FILTER (WHERE r.srsubstate = 'r'),
+                        coalesce(max(st.sync_error_count), 0)
+                   FROM pg_catalog.pg_subscription s
+                   LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
+                   LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid
+                  WHERE s.subname = $1",
+                &[&names.subscription],
+            )
+            .await?;
+        let ready: i64 = row.get(0);
+        let errors: i64 = row.get(1);
+        if errors > 0 {
+            return Ok(Synced::Failed);
+        }
+        if ready as usize >= tables {
+            return Ok(Synced::Ready);
+        }
+        tokio::time::sleep(COPY_POLL).await;
+    }
+}
+
+/// Whether the target has confirmed every change up to `lsn` (text) of the source.
+pub(super) async fn caught_up(
+    source: &Client,
+    names: &Names,
+    lsn: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    let row = source
+        .query_opt(
+            "SELECT confirmed_flush_lsn >= $2::text::pg_lsn FROM pg_catalog.pg_replication_slots
+              WHERE slot_name = $1",
+            &[&names.subscription, &lsn],
+        )
+        .await?;
+    Ok(row.and_then(|r| r.get::<_, Option<bool>>(0)) == Some(true))
+}
+
+pub(super) async fn set_enabled(
+    target: &Client,
+    names: &Names,
+    enabled: bool,
+) -> Result<(), tokio_postgres::Error> {
+    target
+        .batch_execute(&format!(
+            "ALTER SUBSCRIPTION {} {}",
+            quote_ident(&names.subscription),
+            if enabled { "ENABLE" } else { "DISABLE" }
+        ))
+        .await
+}
+
+/// Drops the subscription (and with it its slot on the source), if it is there.
+pub(super) async fn unsubscribe(
+    target: &Client,
+    names: &Names,
+) -> Result<(), tokio_postgres::Error> {
+    target
+        .batch_execute(&format!(
+            "DROP SUBSCRIPTION IF EXISTS {}",
+            quote_ident(&names.subscription)
+        ))
+        .await
+}
+
+/// Drops the publication and any slot of the move left on the source (a subscription dropped
+/// while the source was down leaves its slot, which would keep WAL forever).
+pub(super) async fn unpublish(source: &Client, names: &Names) -> Result<(), tokio_postgres::Error> {
+    source
+        .batch_execute(&format!(
+            "DROP PUBLICATION IF EXISTS {}",
+            quote_ident(&names.publication)
+        ))
+        .await?;
+    source
+        .execute(
+            "SELECT pg_catalog.pg_drop_replication_slot(slot_name)
+               FROM pg_catalog.pg_replication_slots WHERE slot_name = $1 AND NOT active",
+            &[&names.subscription],
+        )
+        .await?;
+    Ok(())
+}

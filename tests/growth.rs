@@ -1,0 +1,378 @@
+//! Growing online: MOVE CHUNK moves a family's chunk to another shard by logical replication
+//! while clients write to it, SHOW MOVES records it, CHECK PLACEMENT proves where every row is.
+//! Placement is checked on the shards themselves.
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::TestProxy;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, SimpleQueryMessage};
+
+async fn rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+async fn one(client: &Client, sql: &str) -> String {
+    rows(client, sql).await[0][0].clone().expect("a value")
+}
+
+/// The configured name of shard `i` (the harness names them s1, s2, …).
+fn name(i: usize) -> String {
+    format!("s{}", i + 1)
+}
+
+async fn each(client: &Client, statements: &[&str]) {
+    for sql in statements {
+        client
+            .batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+}
+
+fn code(e: &tokio_postgres::Error) -> SqlState {
+    e.code()
+        .cloned()
+        .unwrap_or_else(|| panic!("no SQLSTATE: {e:?}"))
+}
+
+/// The shard index of each chunk of `table`, by SHOW CHUNKS.
+async fn chunk_map(proxy: &Client, table: &str) -> Vec<usize> {
+    rows(proxy, &format!("SHOW CHUNKS FOR {table}"))
+        .await
+        .iter()
+        .map(|r| {
+            let shard = r[3].as_deref().unwrap();
+            shard.trim_start_matches('s').parse::<usize>().unwrap() - 1
+        })
+        .collect()
+}
+
+/// Nothing of a move's replication is left on any shard.
+async fn no_replication_left() {
+    for i in 0..common::shards().clusters.len() {
+        let shard = common::shards().connect(i).await;
+        let left = one(
+            &shard,
+            "SELECT (SELECT count(*) FROM pg_replication_slots)
+                  + (SELECT count(*) FROM pg_publication)
+                  + (SELECT count(*) FROM pg_subscription)
+                  + (SELECT count(*) FROM pg_prepared_xacts)",
+        )
+        .await;
+        assert_eq!(left, "0", "replication objects left on shard {i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_moves_with_its_family_while_clients_write() {
+    let proxy = TestProxy::start();
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE SHARDED TABLE gm_c (id bigint PRIMARY KEY, v int NOT NULL)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+            "CREATE SHARDED TABLE gm_l (id bigint NOT NULL, line int NOT NULL, note text,
+               PRIMARY KEY (id, line),
+               CONSTRAINT gm_l_fk FOREIGN KEY (id) REFERENCES gm_c (id))
+               PARTITION BY REFERENCE (gm_l_fk)",
+            "INSERT INTO gm_c SELECT i, 0 FROM generate_series(1, 3000) i",
+            "INSERT INTO gm_l SELECT i, 1, 'first' FROM generate_series(1, 3000) i",
+        ],
+    )
+    .await;
+    let before = chunk_map(&c, "gm_c").await;
+    let source = before[1];
+    let target = 1 - source;
+    let in_chunk = one(
+        &common::shards().connect(source).await,
+        "SELECT count(*) FROM gm_c_c1",
+    )
+    .await;
+    assert_ne!(in_chunk, "0");
+
+    // Clients keep writing through the move, most of it to the moving chunk: new rows with
+    // keys in chunk 1 and in others, and updates of chunk 1's old rows.
+    let modulus = before.len();
+    let keyed = |from: i64, to: i64, chunk: usize| {
+        format!(
+            "SELECT i FROM generate_series({from}::bigint, {to}) i \
+              WHERE satisfies_hash_partition('gm_c'::regclass, {modulus}, {chunk}, i)"
+        )
+    };
+    let ids = |rows: Vec<Vec<Option<String>>>| -> Vec<i64> {
+        rows.iter()
+            .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+            .collect()
+    };
+    let shard = common::shards().connect(source).await;
+    let old_in_chunk = ids(rows(&shard, &keyed(1, 3000, 1)).await);
+    let new_in_chunk = ids(rows(&shard, &keyed(100_000, 400_000, 1)).await);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3usize)
+        .map(|w| {
+            let stop = stop.clone();
+            let addr = proxy.conn_string();
+            let old: Vec<i64> = old_in_chunk.iter().copied().skip(w).step_by(3).collect();
+            let new: Vec<i64> = new_in_chunk.iter().copied().skip(w).step_by(3).collect();
+            tokio::spawn(async move {
+                let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(conn);
+                let (mut inserted, mut updated) = (Vec::new(), 0usize);
+                // Keys outside chunk 1 too: 500_000 and up, apart from the list.
+                let mut elsewhere = 500_000 + 100_000 * w as i64;
+                for (n, id) in new.iter().enumerate() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let id = if n % 4 == 3 {
+                        elsewhere += 1;
+                        elsewhere
+                    } else {
+                        *id
+                    };
+                    client
+                        .batch_execute(&format!(
+                            "INSERT INTO gm_c VALUES ({id}, 1); \
+                             INSERT INTO gm_l VALUES ({id}, 1, 'new')"
+                        ))
+                        .await
+                        .unwrap_or_else(|e| panic!("writer {w}: insert {id}: {e:?}"));
+                    inserted.push(id);
+                    let old_id = old[n % old.len()];
+                    let changed = client
+                        .execute("UPDATE gm_c SET v = v + 1 WHERE id = $1", &[&old_id])
+                        .await
+                        .unwrap_or_else(|e| panic!("writer {w}: update {old_id}: {e:?}"));
+                    assert_eq!(changed, 1, "writer {w}: update {old_id}");
+                    updated += 1;
+                }
+                (inserted, updated)
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let moved = c
+        .simple_query(&format!("MOVE CHUNK 1 FOR gm_c TO SHARD {}", name(target)))
+        .await
+        .expect("MOVE CHUNK");
+    assert!(matches!(
+        moved.last(),
+        Some(SimpleQueryMessage::CommandComplete(_))
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut acked, mut updates_acked) = (Vec::new(), 0);
+    for w in writers {
+        let (inserted, updated) = w.await.expect("writer");
+        acked.extend(inserted);
+        updates_acked += updated;
+    }
+
+    // The chunk map says the target, and the shards agree: chunk 1 of both tables is a
+    // partition there and gone from the source.
+    let after = chunk_map(&c, "gm_c").await;
+    assert_eq!(after[1], target);
+    assert_eq!(after[0], before[0]);
+    let on_target = common::shards().connect(target).await;
+    let on_source = common::shards().connect(source).await;
+    for part in ["gm_c_c1", "gm_l_c1"] {
+        let attached =
+            format!("SELECT count(*) FROM pg_inherits WHERE inhrelid = to_regclass('{part}')");
+        assert_eq!(
+            one(&on_target, &attached).await,
+            "1",
+            "{part} on the target"
+        );
+        assert_eq!(
+            one(&on_source, &format!("SELECT to_regclass('{part}') IS NULL")).await,
+            "t",
+            "{part} left on the source"
+        );
+    }
+    // Indexes and the family's foreign key hold on the moved partitions.
+    assert_eq!(
+        one(
+            &on_target,
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = 'gm_l_c1'::regclass AND contype = 'f'"
+        )
+        .await,
+        "1"
+    );
+    assert_eq!(
+        one(
+            &on_target,
+            "SELECT count(*) FROM pg_index WHERE indrelid = 'gm_c_c1'::regclass AND indisprimary"
+        )
+        .await,
+        "1"
+    );
+
+    // Every acknowledged write is there, once.
+    let total = one(&c, "SELECT count(*) FROM gm_c").await;
+    assert_eq!(total, (3000 + acked.len()).to_string());
+    let lines = one(&c, "SELECT count(*) FROM gm_l").await;
+    assert_eq!(lines, total);
+    let new_rows = one(&c, "SELECT count(*) FROM gm_c WHERE id > 3000 AND v = 1").await;
+    assert_eq!(new_rows, acked.len().to_string());
+    let orphans = one(
+        &c,
+        "SELECT count(*) FROM gm_l l LEFT JOIN gm_c c USING (id) WHERE c.id IS NULL",
+    )
+    .await;
+    assert_eq!(orphans, "0");
+    // Each update of an old row added one: their sum is the number of updates made.
+    let updates = one(&c, "SELECT sum(v) FROM gm_c WHERE id <= 3000").await;
+    assert_eq!(updates, updates_acked.to_string());
+    // A keyed read of a moved row finds it on the target.
+    let in_moved = one(&on_target, "SELECT min(id) FROM gm_c_c1").await;
+    let read = format!("SELECT v FROM gm_c WHERE id = {in_moved}");
+    assert_eq!(one(&c, &read).await, one(&on_target, &read).await);
+
+    // CHECK PLACEMENT proves it: every row once, none misplaced.
+    let placement = rows(&c, "CHECK PLACEMENT FOR gm_c").await;
+    let counted: i64 = placement
+        .iter()
+        .map(|r| r[3].as_deref().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(counted.to_string(), total);
+    assert!(placement.iter().all(|r| r[4].as_deref() == Some("0")));
+    assert!(placement
+        .iter()
+        .any(|r| r[1].as_deref() == Some(&name(target)[..]) && r[2].as_deref() == Some("1")));
+
+    // SHOW MOVES records it.
+    let moves = rows(&c, "SHOW MOVES").await;
+    assert_eq!(moves.len(), 1);
+    let m = &moves[0];
+    assert_eq!(m[1].as_deref(), Some("gm_c"));
+    assert_eq!(m[2].as_deref(), Some("1"));
+    assert_eq!(m[3].as_deref(), Some(&name(source)[..]));
+    assert_eq!(m[4].as_deref(), Some(&name(target)[..]));
+    assert_eq!(m[5].as_deref(), Some("done"));
+    assert_ne!(m[6].as_deref(), Some("0"));
+    assert!(m[9].is_some() && m[10].is_some());
+    no_replication_left().await;
+
+    // And back again: the chunk's tables can move to a shard that had them before.
+    c.simple_query(&format!("MOVE CHUNK 1 FOR gm_c TO SHARD {}", name(source)))
+        .await
+        .expect("MOVE CHUNK back");
+    assert_eq!(chunk_map(&c, "gm_c").await[1], source);
+    assert_eq!(one(&c, "SELECT count(*) FROM gm_c").await, total);
+    no_replication_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn growth_statements_refuse_what_they_cannot_do() {
+    let proxy = TestProxy::start();
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE SHARDED TABLE gr_c (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)
+               PARTITIONS AUTO",
+            "CREATE SHARDED TABLE gr_l (id bigint NOT NULL, CONSTRAINT gr_l_fk FOREIGN KEY (id)
+               REFERENCES gr_c (id)) PARTITION BY REFERENCE (gr_l_fk)",
+            "CREATE DUPLICATED TABLE gr_d (id int PRIMARY KEY)",
+        ],
+    )
+    .await;
+    let map = chunk_map(&c, "gr_c").await;
+    let other = 1 - map[0];
+    let refused = [
+        (
+            "MOVE CHUNK 0 FOR gr_nope TO SHARD s1",
+            SqlState::UNDEFINED_TABLE,
+        ),
+        (
+            &format!("MOVE CHUNK {} FOR gr_c TO SHARD s1", map.len())[..],
+            SqlState::INVALID_PARAMETER_VALUE,
+        ),
+        (
+            &format!("MOVE CHUNK 0 FOR gr_c TO SHARD {}", name(map[0]))[..],
+            SqlState::INVALID_PARAMETER_VALUE,
+        ),
+        (
+            "MOVE CHUNK 0 FOR gr_c TO SHARD nowhere",
+            SqlState::UNDEFINED_OBJECT,
+        ),
+        (
+            "MOVE CHUNK 0 FOR gr_l TO SHARD s1",
+            SqlState::WRONG_OBJECT_TYPE,
+        ),
+        (
+            "MOVE CHUNK 0 FOR gr_d TO SHARD s1",
+            SqlState::WRONG_OBJECT_TYPE,
+        ),
+        ("CHECK PLACEMENT FOR gr_nope", SqlState::UNDEFINED_TABLE),
+    ];
+    for (sql, expected) in refused {
+        let e = c.simple_query(sql).await.expect_err(sql);
+        assert_eq!(code(&e), expected, "{sql}: {e:?}");
+    }
+    c.batch_execute("BEGIN").await.unwrap();
+    let e = c
+        .simple_query(&format!("MOVE CHUNK 0 FOR gr_c TO SHARD {}", name(other)))
+        .await
+        .expect_err("in a block");
+    assert_eq!(code(&e), SqlState::ACTIVE_SQL_TRANSACTION);
+    c.batch_execute("ROLLBACK").await.unwrap();
+    // Nothing was recorded or changed; the session goes on.
+    assert!(rows(&c, "SHOW MOVES").await.is_empty());
+    assert_eq!(chunk_map(&c, "gr_c").await, map);
+    // A cursor's MOVE is still PostgreSQL's.
+    c.batch_execute("BEGIN; DECLARE chunk CURSOR FOR SELECT 1; MOVE chunk; COMMIT")
+        .await
+        .unwrap();
+
+    // A row on a shard the chunk map does not give its chunk is found misplaced.
+    let modulus = map.len();
+    let stray = common::shards().connect(other).await;
+    stray
+        .batch_execute(&format!(
+            "CREATE TABLE gr_c_c0 PARTITION OF gr_c FOR VALUES WITH (MODULUS {modulus}, REMAINDER 0)"
+        ))
+        .await
+        .unwrap();
+    let id: i64 = stray
+        .query_one(
+            &format!(
+                "SELECT i::bigint FROM generate_series(1, 1000) i
+                  WHERE satisfies_hash_partition('gr_c'::regclass, {modulus}, 0, i::bigint) LIMIT 1"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    stray
+        .execute("INSERT INTO gr_c VALUES ($1)", &[&id])
+        .await
+        .unwrap();
+    let placement = rows(&c, "CHECK PLACEMENT FOR gr_c").await;
+    let misplaced: Vec<_> = placement
+        .iter()
+        .filter(|r| r[4].as_deref() != Some("0"))
+        .collect();
+    assert_eq!(misplaced.len(), 1, "{placement:?}");
+    assert_eq!(misplaced[0][1].as_deref(), Some(&name(other)[..]));
+    assert_eq!(misplaced[0][2].as_deref(), Some("0"));
+    assert_eq!(misplaced[0][4].as_deref(), Some("1"));
+}
