@@ -6,7 +6,7 @@
 use crate::backend::Pools;
 use crate::catalog::{Catalog, CatalogError, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
-use crate::growth::{check_placement, move_chunk, Growth, GrowthError, MoveRequest};
+use crate::growth::{cancel_move, check_placement, move_chunk, Growth, GrowthError, MoveRequest};
 use crate::protocol::{ColumnType, ResultSet};
 use crate::txn::lease::{self, LeaseRecord};
 use crate::txn::{decision_log, ControlPools, Coordinator, Gid, Incarnation};
@@ -169,7 +169,7 @@ pub fn answer(
         AdminCommand::ShowTransactions => transactions_columns(),
         AdminCommand::ShowMoves => moves_columns(),
         AdminCommand::CheckPlacement { .. } => placement_columns(),
-        AdminCommand::MoveChunk { .. } => ResultSet::new(&[]),
+        AdminCommand::MoveChunk { .. } | AdminCommand::CancelMove { .. } => ResultSet::new(&[]),
     };
     let tag = format!("SHOW {}", rs.rows.len());
     (rs, tag)
@@ -421,6 +421,9 @@ pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswe
                 Err(_) => Err(GrowthError::Interrupted),
             }
         }
+        AdminCommand::CancelMove { id } => cancel_move(g, crate::model::MoveId(*id))
+            .await
+            .map(|()| GrowthAnswer::Done("CANCEL MOVE".into())),
         AdminCommand::CheckPlacement { table } => {
             let table = table.as_deref().map(schema_and_name);
             check_placement(g, table).await.map(|found| {

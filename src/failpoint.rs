@@ -59,10 +59,18 @@ pub enum FailPoint {
     /// Row movement of a table family, between moving the root row and its children. Reserved:
     /// the movement code places the call.
     MoveMidFamily,
+    /// A chunk move: the target has copied the chunk, no cutover tried yet.
+    ChunkMoveAfterCopy,
+    /// A chunk move's cutover: the target's attach and the source's removal are prepared
+    /// (two-phase), the catalog has not given the chunk to the target.
+    ChunkMoveBeforeHandOver,
+    /// A chunk move's cutover: the catalog gave the chunk to the target, neither shard's
+    /// prepared half is committed.
+    ChunkMoveAfterHandOver,
 }
 
 impl FailPoint {
-    pub const ALL: [FailPoint; 7] = [
+    pub const ALL: [FailPoint; 10] = [
         FailPoint::CommitAfterFirstPrepare,
         FailPoint::CommitAfterDecision,
         FailPoint::CommitBetweenCommitPrepared,
@@ -70,6 +78,9 @@ impl FailPoint {
         FailPoint::DdlAfterDecision,
         FailPoint::DdlBetweenCommitPrepared,
         FailPoint::MoveMidFamily,
+        FailPoint::ChunkMoveAfterCopy,
+        FailPoint::ChunkMoveBeforeHandOver,
+        FailPoint::ChunkMoveAfterHandOver,
     ];
 
     /// The name `SHARDWIRE_FAILPOINTS` uses.
@@ -82,6 +93,9 @@ impl FailPoint {
             FailPoint::DdlAfterDecision => "ddl.after_decision",
             FailPoint::DdlBetweenCommitPrepared => "ddl.between_commit_prepared",
             FailPoint::MoveMidFamily => "move.mid_family",
+            FailPoint::ChunkMoveAfterCopy => "chunk_move.after_copy",
+            FailPoint::ChunkMoveBeforeHandOver => "chunk_move.before_hand_over",
+            FailPoint::ChunkMoveAfterHandOver => "chunk_move.after_hand_over",
         }
     }
 

@@ -43,6 +43,13 @@ pub async fn run(
             ctx.recovery().run_until(stop.cancelled(), done).await
         })
     };
+    let move_recovery = {
+        let growth = ctx.growth();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            crate::growth::run_recovery_until(growth, stop.cancelled_owned()).await
+        })
+    };
     let lease_renewal = {
         let lease = ctx.lease().clone();
         let stop = stop.clone();
@@ -94,6 +101,7 @@ pub async fn run(
     let _ = recovery.await;
     let _ = pool_sweeper.await;
     let _ = lease_renewal.await;
+    let _ = move_recovery.await;
     let _ = ttl_purge.await;
     // Last: no session of ours is left to finish what is prepared, so others may at once.
     if let Err(e) = ctx.lease().release().await {

@@ -34,6 +34,15 @@ fn name(i: usize) -> String {
     format!("s{}", i + 1)
 }
 
+/// SHOW MOVES' rows of `table` (the tests of this file share one catalog).
+async fn moves_of(client: &Client, table: &str) -> Vec<Vec<Option<String>>> {
+    rows(client, "SHOW MOVES")
+        .await
+        .into_iter()
+        .filter(|m| m[1].as_deref() == Some(table))
+        .collect()
+}
+
 async fn each(client: &Client, statements: &[&str]) {
     for sql in statements {
         client
@@ -258,7 +267,7 @@ async fn a_chunk_moves_with_its_family_while_clients_write() {
         .any(|r| r[1].as_deref() == Some(&name(target)[..]) && r[2].as_deref() == Some("1")));
 
     // SHOW MOVES records it.
-    let moves = rows(&c, "SHOW MOVES").await;
+    let moves = moves_of(&c, "gm_c").await;
     assert_eq!(moves.len(), 1);
     let m = &moves[0];
     assert_eq!(m[1].as_deref(), Some("gm_c"));
@@ -335,7 +344,7 @@ async fn growth_statements_refuse_what_they_cannot_do() {
     assert_eq!(code(&e), SqlState::ACTIVE_SQL_TRANSACTION);
     c.batch_execute("ROLLBACK").await.unwrap();
     // Nothing was recorded or changed; the session goes on.
-    assert!(rows(&c, "SHOW MOVES").await.is_empty());
+    assert!(moves_of(&c, "gr_c").await.is_empty());
     assert_eq!(chunk_map(&c, "gr_c").await, map);
     // A cursor's MOVE is still PostgreSQL's.
     c.batch_execute("BEGIN; DECLARE chunk CURSOR FOR SELECT 1; MOVE chunk; COMMIT")
@@ -375,4 +384,96 @@ async fn growth_statements_refuse_what_they_cannot_do() {
     assert_eq!(misplaced[0][1].as_deref(), Some(&name(other)[..]));
     assert_eq!(misplaced[0][2].as_deref(), Some("0"));
     assert_eq!(misplaced[0][4].as_deref(), Some("1"));
+}
+
+/// CANCEL MOVE stops a move that has not cut over: here its cutover cannot get the source's
+/// lock while a client's transaction has read the chunk (a read takes no transaction id, so
+/// the copy's replication slot does not wait for it), so it keeps backing off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_move_stops_a_move_before_its_cutover() {
+    let proxy = TestProxy::start_with(|c| c.moves.cutover_pause_ms = 200);
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE SHARDED TABLE gx_c (id bigint PRIMARY KEY, v int)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+            "INSERT INTO gx_c SELECT i, 0 FROM generate_series(1, 400) i",
+        ],
+    )
+    .await;
+    let map = chunk_map(&c, "gx_c").await;
+    let (source, target) = (map[1], 1 - map[1]);
+    let in_chunk = one(
+        &common::shards().connect(source).await,
+        "SELECT min(id) FROM gx_c_c1",
+    )
+    .await;
+    let blocker = proxy.connect().await;
+    blocker
+        .batch_execute(&format!("BEGIN; SELECT v FROM gx_c WHERE id = {in_chunk}"))
+        .await
+        .unwrap();
+    let mover = {
+        let addr = proxy.conn_string();
+        let sql = format!("MOVE CHUNK 1 FOR gx_c TO SHARD {}", name(target));
+        tokio::spawn(async move {
+            let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client.simple_query(&sql).await.map(drop)
+        })
+    };
+    let started = std::time::Instant::now();
+    let id = loop {
+        let moves = moves_of(&c, "gx_c").await;
+        if let Some(m) = moves
+            .iter()
+            .find(|m| m[5].as_deref() == Some("cutting_over"))
+        {
+            break m[0].clone().unwrap();
+        }
+        assert!(started.elapsed().as_secs() < 30, "no cutover: {moves:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    c.batch_execute(&format!("CANCEL MOVE {id}"))
+        .await
+        .expect("CANCEL MOVE");
+    let e = mover.await.unwrap().expect_err("the move was canceled");
+    assert_eq!(code(&e), SqlState::QUERY_CANCELED, "{e:?}");
+    let moves = moves_of(&c, "gx_c").await;
+    assert_eq!(moves[0][5].as_deref(), Some("canceled"), "{moves:?}");
+    // Nothing changed: the chunk stays, the client's transaction goes on.
+    blocker
+        .batch_execute(&format!(
+            "UPDATE gx_c SET v = 7 WHERE id = {in_chunk}; COMMIT"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(chunk_map(&c, "gx_c").await, map);
+    assert_eq!(
+        one(&c, &format!("SELECT v FROM gx_c WHERE id = {in_chunk}")).await,
+        "7"
+    );
+    assert_eq!(one(&c, "SELECT count(*) FROM gx_c").await, "400");
+    assert_eq!(
+        one(
+            &common::shards().connect(target).await,
+            "SELECT to_regclass('gx_c_c1') IS NULL"
+        )
+        .await,
+        "t"
+    );
+    no_replication_left().await;
+    for (sql, expected) in [
+        (
+            format!("CANCEL MOVE {id}"),
+            SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        ),
+        ("CANCEL MOVE 999999".to_string(), SqlState::UNDEFINED_OBJECT),
+    ] {
+        let e = c.simple_query(&sql).await.expect_err(&sql);
+        assert_eq!(code(&e), expected, "{sql}: {e:?}");
+    }
 }

@@ -33,7 +33,7 @@ pub use crate::model::{
     BoundValue, ChunkId, KeyColumn, MoveId, MoveState, PartitionBound, RowMovement, ShardId,
     ShardingMethod, TableId, TableKind, TableState, TablespaceSetId,
 };
-pub use moves::MoveRecord;
+pub use moves::{MoveOwner, MoveRecord};
 pub use snapshot::Snapshot;
 pub use store::{release_abandoned_updates, UpdateHolder, NOTIFY_CHANNEL};
 pub use view::{NewView, View, ViewEntry};
@@ -398,21 +398,39 @@ impl Catalog {
 
     /// Makes a committed write visible here at once. A failed reload does not undo the write,
     /// so it is not the caller's error; the watcher retries.
-    /// Records a move of `chunk` of family `table` from `source` to `target`, PLANNED.
+    /// Records a move of `chunk` of family `table` from `source` to `target`, PLANNED, run by
+    /// `owner`.
     pub async fn plan_move(
         &self,
         table: TableId,
         chunk: ChunkId,
-        source: ShardId,
-        target: ShardId,
+        (source, target): (ShardId, ShardId),
+        owner: &MoveOwner,
     ) -> Result<MoveId, CatalogError> {
         let name = |s: ShardId| {
             self.shard_names
                 .get(s.index())
+                .map(String::as_str)
                 .ok_or(CatalogError::UnknownShard(s))
         };
         let client = self.client().await?;
-        moves::plan(&client, table, chunk, name(source)?, name(target)?).await
+        moves::plan(&client, table, chunk, (name(source)?, name(target)?), owner).await
+    }
+
+    /// Takes over a move whose owner is gone; `false` when another proxy did first.
+    pub async fn claim_move(
+        &self,
+        id: MoveId,
+        state: MoveState,
+        from: &MoveOwner,
+        to: &MoveOwner,
+    ) -> Result<bool, CatalogError> {
+        moves::claim(&*self.client().await?, id, state, from, to).await
+    }
+
+    /// CANCEL MOVE: the move's state when asked (`None`: no such move).
+    pub async fn request_move_cancel(&self, id: MoveId) -> Result<Option<MoveState>, CatalogError> {
+        moves::request_cancel(&*self.client().await?, id).await
     }
 
     /// Records the step a move is about to take, or how it ended.

@@ -9,6 +9,15 @@ use super::store::bump_version;
 use super::CatalogError;
 use crate::model::{ChunkId, MoveId, MoveState, TableId};
 
+/// The proxy running a move: its lease's incarnation (cluster, proxy, epoch), as the catalog
+/// keeps it. The catalog does not interpret it; the growth layer compares it with leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveOwner {
+    pub cluster: String,
+    pub proxy: String,
+    pub epoch: i64,
+}
+
 /// One move as recorded. Shards are by name, as the catalog keeps them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoveRecord {
@@ -25,6 +34,8 @@ pub struct MoveRecord {
     /// ISO 8601 text in UTC.
     pub started: String,
     pub finished: Option<String>,
+    pub owner: MoveOwner,
+    pub cancel_requested: bool,
 }
 
 impl MoveState {
@@ -43,21 +54,30 @@ impl MoveState {
     }
 }
 
-/// Records a move of `chunk` of family `table` in state PLANNED; refused while another move of
-/// that chunk is unfinished.
+/// Records a move of `chunk` of family `table` in state PLANNED, run by `owner`; refused
+/// while another move of that chunk is unfinished.
 pub(super) async fn plan(
     client: &Client,
     table: TableId,
     chunk: ChunkId,
-    source: &str,
-    target: &str,
+    (source, target): (&str, &str),
+    owner: &MoveOwner,
 ) -> Result<MoveId, CatalogError> {
     let chunk_no = chunk.0 as i32;
     let row = client
         .query_one(
-            "INSERT INTO shardwire_catalog.chunk_move (table_id, chunk_no, source, target, state)
-             VALUES ($1, $2, $3, $4, 'planned') RETURNING id",
-            &[&table.0, &chunk_no, &source, &target],
+            "INSERT INTO shardwire_catalog.chunk_move (table_id, chunk_no, source, target, state,
+                 owner_cluster, owner_proxy, owner_epoch)
+             VALUES ($1, $2, $3, $4, 'planned', $5, $6, $7) RETURNING id",
+            &[
+                &table.0,
+                &chunk_no,
+                &source,
+                &target,
+                &owner.cluster,
+                &owner.proxy,
+                &owner.epoch,
+            ],
         )
         .await
         .map_err(|e| match e.code() {
@@ -155,11 +175,68 @@ fn record(row: &Row) -> Result<MoveRecord, CatalogError> {
         error: row.get("error"),
         started: row.get("started"),
         finished: row.get("finished"),
+        owner: MoveOwner {
+            cluster: row.get("owner_cluster"),
+            proxy: row.get("owner_proxy"),
+            epoch: row.get("owner_epoch"),
+        },
+        cancel_requested: row.get("cancel_requested"),
     })
 }
 
+/// Makes `to` the owner of an unfinished move that `from` owned in `state`; `false` when
+/// another proxy took it first or it moved on.
+pub(super) async fn claim(
+    client: &Client,
+    id: MoveId,
+    state: MoveState,
+    from: &MoveOwner,
+    to: &MoveOwner,
+) -> Result<bool, CatalogError> {
+    let claimed = client
+        .execute(
+            "UPDATE shardwire_catalog.chunk_move
+                SET owner_cluster = $5, owner_proxy = $6, owner_epoch = $7
+              WHERE id = $1 AND state = $2
+                AND owner_cluster = $3 AND owner_proxy = $4 AND owner_epoch = $8",
+            &[
+                &id.0,
+                &state.as_str(),
+                &from.cluster,
+                &from.proxy,
+                &to.cluster,
+                &to.proxy,
+                &to.epoch,
+                &from.epoch,
+            ],
+        )
+        .await?;
+    Ok(claimed == 1)
+}
+
+/// CANCEL MOVE: asks the move to stop before its cutover. `Ok(None)`: no such move;
+/// `Ok(Some(state))`: the move's state, which says whether the request can still be heeded.
+pub(super) async fn request_cancel(
+    client: &Client,
+    id: MoveId,
+) -> Result<Option<MoveState>, CatalogError> {
+    let row = client
+        .query_opt(
+            "UPDATE shardwire_catalog.chunk_move SET cancel_requested = true
+              WHERE id = $1 AND state IN ('planned', 'copying', 'catching_up', 'cutting_over')
+              RETURNING state",
+            &[&id.0],
+        )
+        .await?;
+    if let Some(row) = row {
+        let state: String = row.get(0);
+        return Ok(MoveState::from_code(&state));
+    }
+    Ok(get(client, id).await?.map(|m| m.state))
+}
+
 const COLUMNS: &str = "id, table_id, chunk_no, source, target, state, rows, bytes, pause_ms, \
-     error, to_char(started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS started, \
+     error, owner_cluster, owner_proxy, owner_epoch, cancel_requested, to_char(started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS started, \
      to_char(finished AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS finished";
 
 /// Every recorded move, oldest first.

@@ -57,6 +57,13 @@ pub struct MovesConfig {
     /// How many times a cutover is tried before the move gives up (and is rolled back).
     #[serde(default = "default_cutover_attempts")]
     pub cutover_attempts: u32,
+    /// How often each proxy looks for moves whose proxy stopped, to finish or roll them back.
+    #[serde(default = "default_move_recovery_interval_ms")]
+    pub recovery_interval_ms: u64,
+}
+
+fn default_move_recovery_interval_ms() -> u64 {
+    10_000
 }
 
 fn default_cutover_pause_ms() -> u64 {
@@ -72,6 +79,7 @@ impl Default for MovesConfig {
         MovesConfig {
             cutover_pause_ms: default_cutover_pause_ms(),
             cutover_attempts: default_cutover_attempts(),
+            recovery_interval_ms: default_move_recovery_interval_ms(),
         }
     }
 }

@@ -194,6 +194,8 @@ impl ServerCtx {
             control: self.control.clone(),
             config: self.config.clone(),
             fence: self.fence.clone(),
+            me: self.lease.incarnation().clone(),
+            failpoints: self.failpoints.clone(),
         }
     }
 

@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
+use super::plan::Plan;
 use super::replication::{self, Names, Synced};
+use super::settle::{self, connect, on, prepared_name, Half};
 use super::{Growth, GrowthError};
-use crate::catalog::{Snapshot, Table};
-use crate::ddl::naming::{chunk_suffix, partition_relation};
-use crate::model::{ChunkId, MoveId, MoveState, ShardId, ShardingMethod, TableId};
-use crate::sql::quote::quote_ident;
-use crate::txn::control::ControlConn;
+use crate::failpoint::fail_point;
+use crate::model::{MoveId, MoveState};
+use crate::sql::quote::{quote_ident, quote_literal};
 
 /// The name of the CHECK that stands for the partition bound on the target until it attaches.
 const BOUND_CHECK: &str = "shardwire_move_bound";
@@ -37,6 +37,8 @@ const BOUND_CHECK: &str = "shardwire_move_bound";
 const BACKOFF: Duration = Duration::from_millis(500);
 /// How often the source is asked whether the target confirmed its last change.
 const CATCH_UP_POLL: Duration = Duration::from_millis(5);
+/// How often the copy's progress (and a CANCEL MOVE) is looked at.
+const COPY_POLL: Duration = Duration::from_millis(100);
 
 /// What the client asked to move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,130 +59,6 @@ pub struct Moved {
     pub pause: Duration,
 }
 
-/// One table of the family: its partition for the chunk.
-struct Level {
-    /// The partitioned table, quoted and qualified.
-    parent: String,
-    /// Its partition for the chunk, quoted and qualified.
-    part: String,
-}
-
-/// A checked request: what moves from where to where.
-struct Plan {
-    root: TableId,
-    display: String,
-    chunk: ChunkId,
-    modulus: u32,
-    source: ShardId,
-    target: ShardId,
-    source_name: String,
-    target_name: String,
-    /// Root first, every parent before its children.
-    levels: Vec<Level>,
-}
-
-impl Plan {
-    fn new(snapshot: &Snapshot, req: &MoveRequest) -> Result<Plan, GrowthError> {
-        let display = format!("{}.{}", req.schema, req.table);
-        let table = snapshot
-            .table_by_name(&req.schema, &req.table)
-            .ok_or_else(|| GrowthError::NoSuchTable(display.clone()))?;
-        check_movable(table, &display)?;
-        let modulus = table.chunks.len() as u32;
-        let chunk = ChunkId(req.chunk);
-        let source = *table
-            .chunks
-            .get(req.chunk as usize)
-            .ok_or(GrowthError::NoSuchChunk {
-                table: display.clone(),
-                chunk: req.chunk,
-                last: modulus.saturating_sub(1),
-            })?;
-        let target = snapshot
-            .shard_by_name(&req.target)
-            .ok_or_else(|| GrowthError::NoSuchShard(req.target.clone()))?
-            .id;
-        if target == source {
-            return Err(GrowthError::AlreadyThere {
-                table: display,
-                chunk: req.chunk,
-                shard: req.target.clone(),
-            });
-        }
-        if let Some(set) = table
-            .tablespace_set
-            .and_then(|id| snapshot.tablespace_set(id))
-        {
-            if !set.shards.contains(&target) {
-                return Err(GrowthError::NotInSet {
-                    table: display,
-                    shard: req.target.clone(),
-                    set: set.name.clone(),
-                });
-            }
-        }
-        let levels = snapshot
-            .family(table.id)
-            .into_iter()
-            .map(|t| Level {
-                parent: qualified(&t.schema, &t.name),
-                part: qualified(
-                    &t.schema,
-                    &partition_relation(&t.name, &chunk_suffix(req.chunk)),
-                ),
-            })
-            .collect();
-        let name = |id: ShardId| {
-            snapshot
-                .shard(id)
-                .map(|s| s.name.clone())
-                .unwrap_or_default()
-        };
-        Ok(Plan {
-            root: table.id,
-            display,
-            chunk,
-            modulus,
-            source,
-            target,
-            source_name: name(source),
-            target_name: name(target),
-            levels,
-        })
-    }
-
-    fn parts(&self) -> Vec<String> {
-        self.levels.iter().map(|l| l.part.clone()).collect()
-    }
-
-    fn bound(&self) -> String {
-        format!(
-            "FOR VALUES WITH (MODULUS {}, REMAINDER {})",
-            self.modulus, self.chunk.0
-        )
-    }
-}
-
-fn check_movable(table: &Table, display: &str) -> Result<(), GrowthError> {
-    if !table.is_root() {
-        return Err(GrowthError::NotMovable(format!(
-            "{display} is a child in a family: move the chunk of its root table, which moves \
-             the whole family's chunk"
-        )));
-    }
-    if table.method != Some(ShardingMethod::ConsistentHash) || table.chunks.is_empty() {
-        return Err(GrowthError::NotMovable(format!(
-            "{display} is not sharded by consistent hash: only the chunks of such a family move \
-             (list, range and composite partitions, duplicated and unsharded tables do not)"
-        )));
-    }
-    Ok(())
-}
-
-fn qualified(schema: &str, name: &str) -> String {
-    format!("{}.{}", quote_ident(schema), quote_ident(name))
-}
-
 /// Moves a chunk, returning when it is done; on failure nothing is left changed.
 pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthError> {
     let plan = Plan::new(&g.catalog.snapshot(), req)?;
@@ -189,34 +67,23 @@ pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthEr
     drop(source);
     let id = g
         .catalog
-        .plan_move(plan.root, plan.chunk, plan.source, plan.target)
+        .plan_move(
+            plan.root,
+            plan.chunk,
+            (plan.source, plan.target),
+            &g.owner(),
+        )
         .await?;
     tracing::info!(move_id = %id, table = %plan.display, chunk = plan.chunk.0,
         source = %plan.source_name, target = %plan.target_name, "chunk move planned");
     match run(g, &plan, id).await {
         Ok(moved) => Ok(moved),
         Err(e) => {
-            let ended = match g.catalog.move_record(id).await {
-                // The target owns the chunk: what is left is clean-up, never an undo.
-                Ok(Some(r)) if r.state == MoveState::CleaningUp => finish_handed_over(g, &plan, id)
-                    .await
-                    .map(|()| MoveState::Done),
-                Ok(_) => undo(g, &plan, id).await.map(|()| MoveState::Failed),
-                Err(unread) => {
-                    // Who owns the chunk is unknown: nothing is undone on a guess.
-                    tracing::warn!(move_id = %id, error = %unread, "chunk move failed; its record could not be read");
-                    return Err(e);
-                }
+            let unfinished = match e {
+                GrowthError::Canceled(_) => MoveState::Canceled,
+                _ => MoveState::Failed,
             };
-            let state = ended.unwrap_or_else(|undo_error| {
-                tracing::warn!(move_id = %id, error = %undo_error, "chunk move: clean-up failed");
-                MoveState::Failed
-            });
-            let text = e.to_string();
-            if let Err(record) = g.catalog.set_move_state(id, state, Some(&text)).await {
-                tracing::warn!(move_id = %id, error = %record, "chunk move: state not recorded");
-            }
-            tracing::warn!(move_id = %id, error = %text, "chunk move failed");
+            settle::settle(g, &plan, id, unfinished, Some(&e.to_string())).await;
             Err(e)
         }
     }
@@ -227,40 +94,11 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
     g.catalog
         .set_move_state(id, MoveState::Copying, None)
         .await?;
-    {
-        let source = connect(g, plan.source, &plan.source_name).await?;
-        let target = connect(g, plan.target, &plan.target_name).await?;
-        make_target_tables(&target, plan)
-            .await
-            .map_err(on(&plan.target_name))?;
-        give_replica_identity(&source, plan)
-            .await
-            .map_err(on(&plan.source_name))?;
-        replication::publish(&source, &names, &plan.parts())
-            .await
-            .map_err(on(&plan.source_name))?;
-        let conninfo = g.config.shard_endpoint(plan.source.index()).conninfo();
-        replication::subscribe(&target, &names, &conninfo)
-            .await
-            .map_err(on(&plan.target_name))?;
-        g.catalog
-            .set_move_state(id, MoveState::CatchingUp, None)
-            .await?;
-        let synced = replication::wait_synced(&target, &names, plan.levels.len())
-            .await
-            .map_err(on(&plan.target_name))?;
-        if let Synced::Failed = synced {
-            return Err(GrowthError::CopyFailed {
-                chunk: plan.chunk.0,
-                shard: plan.target_name.clone(),
-            });
-        }
-        let (rows, bytes) = size_of(&target, plan)
-            .await
-            .map_err(on(&plan.target_name))?;
-        g.catalog.set_move_progress(id, rows, bytes).await?;
-        tracing::info!(move_id = %id, rows, bytes, "chunk move: copied, catching up");
-    }
+    copy(g, plan, id, &names).await?;
+    fail_point!(
+        g.failpoints,
+        crate::failpoint::FailPoint::ChunkMoveAfterCopy
+    );
     g.catalog
         .set_move_state(id, MoveState::CuttingOver, None)
         .await?;
@@ -268,6 +106,7 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
     let attempts = g.config.moves.cutover_attempts.max(1);
     let mut held = None;
     for attempt in 1..=attempts {
+        check_cancel(g, id).await?;
         match cut_over(g, plan, id, &names, pause).await? {
             Some(outcome) => {
                 held = Some(outcome);
@@ -286,7 +125,7 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
             attempts,
         });
     };
-    clean_up(g, plan, id).await?;
+    settle::clean_up(g, plan, id).await?;
     let target = connect(g, plan.target, &plan.target_name).await?;
     let (_, bytes) = size_of(&target, plan)
         .await
@@ -300,6 +139,60 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
         bytes,
         pause,
     })
+}
+
+/// Makes the chunk's tables on the target and copies the rows there by logical replication,
+/// until the target applies the source's changes as they come.
+async fn copy(g: &Growth, plan: &Plan, id: MoveId, names: &Names) -> Result<(), GrowthError> {
+    let source = connect(g, plan.source, &plan.source_name).await?;
+    let target = connect(g, plan.target, &plan.target_name).await?;
+    make_target_tables(&target, plan)
+        .await
+        .map_err(on(&plan.target_name))?;
+    give_replica_identity(&source, plan)
+        .await
+        .map_err(on(&plan.source_name))?;
+    replication::publish(&source, names, &plan.parts())
+        .await
+        .map_err(on(&plan.source_name))?;
+    let conninfo = g.config.shard_endpoint(plan.source.index()).conninfo();
+    replication::subscribe(&target, names, &conninfo)
+        .await
+        .map_err(on(&plan.target_name))?;
+    g.catalog
+        .set_move_state(id, MoveState::CatchingUp, None)
+        .await?;
+    loop {
+        match replication::synced(&target, names, plan.levels.len())
+            .await
+            .map_err(on(&plan.target_name))?
+        {
+            Synced::Ready => break,
+            Synced::Copying => {}
+            Synced::Failed => {
+                return Err(GrowthError::CopyFailed {
+                    chunk: plan.chunk.0,
+                    shard: plan.target_name.clone(),
+                })
+            }
+        }
+        check_cancel(g, id).await?;
+        tokio::time::sleep(COPY_POLL).await;
+    }
+    let (rows, bytes) = size_of(&target, plan)
+        .await
+        .map_err(on(&plan.target_name))?;
+    g.catalog.set_move_progress(id, rows, bytes).await?;
+    tracing::info!(move_id = %id, rows, bytes, "chunk move: copied, catching up");
+    Ok(())
+}
+
+/// Stops the move when CANCEL MOVE asked for it.
+async fn check_cancel(g: &Growth, id: MoveId) -> Result<(), GrowthError> {
+    match g.catalog.move_record(id).await? {
+        Some(m) if m.cancel_requested => Err(GrowthError::Canceled(id)),
+        _ => Ok(()),
+    }
 }
 
 /// A cutover that went through.
@@ -330,9 +223,11 @@ async fn cut_over(
         target: &target,
     };
     let outcome = cut_over_in(g, plan, id, names, sides, started, pause).await;
-    if !matches!(outcome, Ok(Some(_))) {
-        // The connection goes back to its pool: never with the lock or the transaction.
+    if outcome.is_err() || matches!(outcome, Ok(None)) {
+        // Back to its pool, never inside a transaction (a prepared half is the caller's to
+        // settle).
         let _ = source.batch_execute("ROLLBACK").await;
+        let _ = target.batch_execute("ROLLBACK").await;
     }
     drop(hold);
     outcome
@@ -343,7 +238,11 @@ struct Sides<'c> {
     target: &'c Client,
 }
 
-/// The cutover inside the source's transaction, which the caller ends unless this commits it.
+/// The cutover inside the source's transaction. Both shards' halves are prepared (two-phase)
+/// before the catalog gives the chunk to the target, and committed after: a proxy that dies
+/// between leaves either both to roll back or both to commit, and neither shows a reader the
+/// chunk twice meanwhile (the target's partitions are not attached before its commit; the
+/// source's stay locked until its own).
 async fn cut_over_in(
     g: &Growth,
     plan: &Plan,
@@ -389,7 +288,7 @@ async fn cut_over_in(
     replication::set_enabled(target, names, false)
         .await
         .map_err(&on_target)?;
-    if !attach_on_target(target, plan, left())
+    if !prepare_attach(target, plan, id, left())
         .await
         .map_err(&on_target)?
     {
@@ -398,45 +297,44 @@ async fn cut_over_in(
             .map_err(&on_target)?;
         return Ok(None);
     }
-    let pause_ms = started.elapsed().as_millis() as i64;
-    // Should the catalog commit and its answer be lost, the caller reads the record before it
-    // undoes anything.
-    g.catalog.hand_over_chunk(id, pause_ms).await?;
-    remove_chunk_tables(source, plan)
+    // Should anything fail from here, the caller reads the record: the prepared halves are
+    // committed if the catalog gave the chunk away, rolled back if not.
+    settle::remove_chunk_tables(source, plan)
         .await
         .map_err(&on_source)?;
-    source.batch_execute("COMMIT").await.map_err(&on_source)?;
+    source
+        .batch_execute(&format!(
+            "PREPARE TRANSACTION {}",
+            quote_literal(&prepared_name(id, Half::Source))
+        ))
+        .await
+        .map_err(&on_source)?;
+    fail_point!(
+        g.failpoints,
+        crate::failpoint::FailPoint::ChunkMoveBeforeHandOver
+    );
+    let pause_ms = started.elapsed().as_millis() as i64;
+    g.catalog.hand_over_chunk(id, pause_ms).await?;
+    fail_point!(
+        g.failpoints,
+        crate::failpoint::FailPoint::ChunkMoveAfterHandOver
+    );
+    for (client, half, on_shard) in [
+        (target, Half::Target, &on_target),
+        (source, Half::Source, &on_source),
+    ] {
+        client
+            .batch_execute(&format!(
+                "COMMIT PREPARED {}",
+                quote_literal(&prepared_name(id, half))
+            ))
+            .await
+            .map_err(on_shard)?;
+    }
     Ok(Some(Cutover {
         pause: started.elapsed(),
         rows: target_rows,
     }))
-}
-
-/// Detaches (where still attached) and drops the chunk's partitions, children first, in the
-/// caller's transaction, which holds the family's lock. Run again, it finds nothing to do.
-async fn remove_chunk_tables(client: &Client, plan: &Plan) -> Result<(), tokio_postgres::Error> {
-    for level in plan.levels.iter().rev() {
-        let attached: bool = client
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits
-                                 WHERE inhrelid = pg_catalog.to_regclass($1))",
-                &[&level.part],
-            )
-            .await?
-            .get(0);
-        let detach = if attached {
-            format!(
-                "ALTER TABLE {} DETACH PARTITION {};",
-                level.parent, level.part
-            )
-        } else {
-            String::new()
-        };
-        client
-            .batch_execute(&format!("{detach} DROP TABLE IF EXISTS {}", level.part))
-            .await?;
-    }
-    Ok(())
 }
 
 /// Locks the family's tables on the source within `wait`; `false` when the wait ran out.
@@ -460,11 +358,12 @@ async fn lock_family(
     }
 }
 
-/// Attaches the chunk's tables on the target, root first, within `wait`; `false` when a lock
-/// did not come in time (nothing attached).
-async fn attach_on_target(
+/// Attaches the chunk's tables on the target, root first, within `wait`, and prepares that
+/// transaction; `false` when a lock did not come in time (nothing attached).
+async fn prepare_attach(
     target: &Client,
     plan: &Plan,
+    id: MoveId,
     wait: Duration,
 ) -> Result<bool, tokio_postgres::Error> {
     let mut sql = format!(
@@ -484,7 +383,10 @@ async fn attach_on_target(
             quote_ident(BOUND_CHECK)
         ));
     }
-    sql.push_str(" COMMIT");
+    sql.push_str(&format!(
+        " PREPARE TRANSACTION {}",
+        quote_literal(&prepared_name(id, Half::Target))
+    ));
     match target.batch_execute(&sql).await {
         Ok(()) => Ok(true),
         Err(e) => {
@@ -521,7 +423,7 @@ async fn make_target_tables(target: &Client, plan: &Plan) -> Result<(), tokio_po
                  {parent_literal}::regclass::oid, {m}, {k}, {columns}))",
                 part = level.part,
                 parent = level.parent,
-                parent_literal = crate::sql::quote::quote_literal(&level.parent),
+                parent_literal = quote_literal(&level.parent),
                 check = quote_ident(BOUND_CHECK),
                 m = plan.modulus,
                 k = plan.chunk.0,
@@ -575,7 +477,7 @@ async fn size_of(client: &Client, plan: &Plan) -> Result<(i64, i64), tokio_postg
         .map(|l| {
             format!(
                 "pg_catalog.pg_total_relation_size({}::regclass)",
-                crate::sql::quote::quote_literal(&l.part)
+                quote_literal(&l.part)
             )
         })
         .collect();
@@ -584,61 +486,6 @@ async fn size_of(client: &Client, plan: &Plan) -> Result<(i64, i64), tokio_postg
         .await?
         .get(0);
     Ok((rows, bytes))
-}
-
-/// Drops what the move made for the copy: the subscription (with its slot) and the
-/// publication.
-async fn clean_up(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
-    let names = Names::of(id);
-    let target = connect(g, plan.target, &plan.target_name).await?;
-    replication::unsubscribe(&target, &names)
-        .await
-        .map_err(on(&plan.target_name))?;
-    let source = connect(g, plan.source, &plan.source_name).await?;
-    replication::unpublish(&source, &names)
-        .await
-        .map_err(on(&plan.source_name))?;
-    Ok(())
-}
-
-/// After the catalog gave the chunk to the target: the source's copy removed (if the cutover's
-/// own removal did not commit), then the clean-up.
-async fn finish_handed_over(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
-    let source = connect(g, plan.source, &plan.source_name).await?;
-    let parents: Vec<&str> = plan.levels.iter().map(|l| l.parent.as_str()).collect();
-    let removed = async {
-        source
-            .batch_execute(&format!(
-                "BEGIN; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
-                parents.join(", ")
-            ))
-            .await?;
-        remove_chunk_tables(&source, plan).await?;
-        source.batch_execute("COMMIT").await
-    }
-    .await;
-    if removed.is_err() {
-        let _ = source.batch_execute("ROLLBACK").await;
-    }
-    removed.map_err(on(&plan.source_name))?;
-    clean_up(g, plan, id).await
-}
-
-/// Removes everything a move made before its cutover: the target's tables (detached first if
-/// an attach went through), the subscription, the publication.
-async fn undo(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
-    clean_up(g, plan, id).await?;
-    let target = connect(g, plan.target, &plan.target_name).await?;
-    let removed = async {
-        target.batch_execute("BEGIN").await?;
-        remove_chunk_tables(&target, plan).await?;
-        target.batch_execute("COMMIT").await
-    }
-    .await;
-    if removed.is_err() {
-        let _ = target.batch_execute("ROLLBACK").await;
-    }
-    removed.map_err(on(&plan.target_name))
 }
 
 async fn check_wal_level(source: &Client, shard: &str) -> Result<(), GrowthError> {
@@ -654,28 +501,5 @@ async fn check_wal_level(source: &Client, shard: &str) -> Result<(), GrowthError
             shard: shard.to_string(),
             level,
         })
-    }
-}
-
-async fn connect<'g>(
-    g: &'g Growth,
-    shard: ShardId,
-    name: &str,
-) -> Result<ControlConn<'g>, GrowthError> {
-    g.control
-        .shard(shard)
-        .pool
-        .get()
-        .await
-        .map_err(|source| GrowthError::Connect {
-            shard: name.to_string(),
-            source,
-        })
-}
-
-fn on(shard: &str) -> impl Fn(tokio_postgres::Error) -> GrowthError + '_ {
-    move |source| GrowthError::Shard {
-        shard: shard.to_string(),
-        source,
     }
 }

@@ -1,26 +1,33 @@
 //! Growing a sharded database while clients use it: a chunk of a family moved to another
-//! shard by PostgreSQL's logical replication (`chunk_move`, with the publication and
-//! subscription in `replication`), statements held while the chunk changes hands (`fence`),
-//! and the operator's proof of placement (`placement`). The statements are DESIGN.md §2
+//! shard by PostgreSQL's logical replication (`chunk_move`, what moves in `plan`, the
+//! publication and subscription in `replication`), how a move ends whoever ends it (`settle`),
+//! moves whose proxy died taken over and CANCEL MOVE (`recovery`), statements held while the
+//! chunk changes hands (`fence`), and the operator's proof of placement (`placement`). The statements are DESIGN.md §2
 //! "Growth"; what a move does step by step is in docs/operations.md.
 
 mod chunk_move;
 mod fence;
 mod placement;
+mod plan;
+mod recovery;
 mod replication;
+mod settle;
 
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
 pub use fence::Fence;
 pub use placement::{check_placement, PlacementRow};
+pub use recovery::{cancel_move, recover_moves, run_recovery_until};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{Catalog, CatalogError, MoveOwner};
 use crate::config::Config;
+use crate::failpoint::FailPoints;
 use crate::txn::control::ConnectError;
+use crate::txn::lease::Incarnation;
 use crate::txn::ControlPools;
 
 /// What a move or a placement check needs of the proxy. Owned, so a move runs on a task of
@@ -31,6 +38,23 @@ pub struct Growth {
     pub control: Arc<ControlPools>,
     pub config: Arc<Config>,
     pub fence: Arc<Fence>,
+    /// This proxy, as its lease names it: the owner of the moves it runs.
+    pub me: Incarnation,
+    pub failpoints: FailPoints,
+}
+
+impl Growth {
+    fn owner(&self) -> MoveOwner {
+        owner_of(&self.me)
+    }
+}
+
+fn owner_of(who: &Incarnation) -> MoveOwner {
+    MoveOwner {
+        cluster: who.cluster.as_str().to_owned(),
+        proxy: who.proxy.as_str().to_owned(),
+        epoch: i64::try_from(who.epoch).unwrap_or(i64::MAX),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +126,15 @@ pub enum GrowthError {
     },
     #[error("the proxy shut down during the move: SHOW MOVES says how far it came")]
     Interrupted,
+    #[error("move {0} was canceled (CANCEL MOVE); nothing was changed")]
+    Canceled(crate::model::MoveId),
+    #[error("there is no move {0}: SHOW MOVES lists them")]
+    NoSuchMove(crate::model::MoveId),
+    #[error("move {id} is {state} and cannot be canceled: only a move that has not cut over can")]
+    NotCancelable {
+        id: crate::model::MoveId,
+        state: crate::model::MoveState,
+    },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
 }
@@ -132,6 +165,9 @@ impl crate::client_error::ClientError for GrowthError {
             }
             GrowthError::CutoverGaveUp { .. } => SqlState::LOCK_NOT_AVAILABLE,
             GrowthError::Interrupted => SqlState::ADMIN_SHUTDOWN,
+            GrowthError::Canceled(_) => SqlState::QUERY_CANCELED,
+            GrowthError::NoSuchMove(_) => SqlState::UNDEFINED_OBJECT,
+            GrowthError::NotCancelable { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             GrowthError::Catalog(e) => e.sqlstate(),
         }
     }

@@ -2,15 +2,10 @@
 //! on the source, a subscription with `copy_data` on the target (its slot on the source has
 //! the subscription's name), and the tests of how far the target has come.
 
-use std::time::Duration;
-
 use tokio_postgres::Client;
 
 use crate::model::MoveId;
 use crate::sql::quote::{quote_ident, quote_literal};
-
-/// How often the target's progress is asked while the copy runs.
-const COPY_POLL: Duration = Duration::from_millis(100);
 
 /// The names a move gives its publication, subscription and replication slot.
 pub(super) struct Names {
@@ -59,41 +54,41 @@ pub(super) async fn subscribe(
         .await
 }
 
-/// How the target's initial copy ended.
+/// Where the target's initial copy stands.
 pub(super) enum Synced {
+    Copying,
+    /// Every table copied; changes are applied as they come.
     Ready,
     /// The target logged an error copying a table.
     Failed,
 }
 
-/// Waits until the target has copied each of `tables` tables and applies changes to them.
-pub(super) async fn wait_synced(
+/// Where the target's copy of `tables` tables stands.
+pub(super) async fn synced(
     target: &Client,
     names: &Names,
     tables: usize,
 ) -> Result<Synced, tokio_postgres::Error> {
-    loop {
-        let row = target
-            .query_one(
-                "SELECT count(*) FILTER (WHERE r.srsubstate = 'r'),
-                        coalesce(max(st.sync_error_count), 0)
-                   FROM pg_catalog.pg_subscription s
-                   LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
-                   LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid
-                  WHERE s.subname = $1",
-                &[&names.subscription],
-            )
-            .await?;
-        let ready: i64 = row.get(0);
-        let errors: i64 = row.get(1);
-        if errors > 0 {
-            return Ok(Synced::Failed);
-        }
-        if ready as usize >= tables {
-            return Ok(Synced::Ready);
-        }
-        tokio::time::sleep(COPY_POLL).await;
-    }
+    let row = target
+        .query_one(
+            "SELECT count(*) FILTER (WHERE r.srsubstate = 'r'),
+                    coalesce(max(st.sync_error_count), 0)
+               FROM pg_catalog.pg_subscription s
+               LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
+               LEFT JOIN pg_catalog.pg_stat_subscription_stats st ON st.subid = s.oid
+              WHERE s.subname = $1",
+            &[&names.subscription],
+        )
+        .await?;
+    let ready: i64 = row.get(0);
+    let errors: i64 = row.get(1);
+    Ok(if errors > 0 {
+        Synced::Failed
+    } else if ready as usize >= tables {
+        Synced::Ready
+    } else {
+        Synced::Copying
+    })
 }
 
 /// Whether the target has confirmed every change up to `lsn` (text) of the source.

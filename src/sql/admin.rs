@@ -25,6 +25,10 @@ pub enum AdminCommand {
         table: String,
         shard: String,
     },
+    /// `CANCEL MOVE id`.
+    CancelMove {
+        id: i64,
+    },
 }
 
 /// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
@@ -63,7 +67,7 @@ pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
 }
 
 /// Recognises a growth statement that changes or checks placement (`MOVE CHUNK`, `CHECK
-/// PLACEMENT`); anything else, a cursor's MOVE included, is `None`.
+/// PLACEMENT`, `CANCEL MOVE`); anything else, a cursor's MOVE included, is `None`.
 pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
     let text = std::str::from_utf8(sql).ok()?.trim();
     let text = text.strip_suffix(';').unwrap_or(text);
@@ -78,6 +82,11 @@ pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
             }),
             _ => None,
         };
+    }
+    if is(0, "cancel") && is(1, "move") && words.len() == 3 {
+        return Some(AdminCommand::CancelMove {
+            id: word(2)?.parse().ok()?,
+        });
     }
     if is(0, "move") && is(1, "chunk") && is(3, "for") && is(5, "to") && is(6, "shard") {
         return (words.len() == 8).then_some(AdminCommand::MoveChunk {

@@ -160,7 +160,8 @@ fn config_text(port: u16, extra: &str) -> String {
         "[proxy]\nlisten = \"127.0.0.1:{port}\"\ndatabase = \"{APP}\"\n\n\
          [[users]]\nname = \"{APP}\"\npassword = \"{APP}\"\n\n\
          [transactions]\nrecovery_interval_ms = 300\nrecovery_grace_ms = 2000\n\
-         prepare_deadline_ms = 1000\nlease_ms = 1500\n{extra}\n"
+         prepare_deadline_ms = 1000\nlease_ms = 1500\n{extra}\n\n\
+         [moves]\nrecovery_interval_ms = 300\n"
     );
     for (i, url) in shards().urls.iter().enumerate() {
         text.push_str(&format!(

@@ -17,6 +17,14 @@ CREATE TABLE shardwire_catalog.chunk_move (
     error text,
     started timestamptz NOT NULL DEFAULT now(),
     finished timestamptz,
+    -- The proxy running the move (its lease's incarnation): when its lease has lapsed, another
+    -- proxy takes the move over and finishes it (the catalog gave the chunk to the target) or
+    -- rolls it back.
+    owner_cluster text NOT NULL,
+    owner_proxy text NOT NULL,
+    owner_epoch bigint NOT NULL,
+    -- CANCEL MOVE asked for it; the move stops before its cutover.
+    cancel_requested boolean NOT NULL DEFAULT false,
     CHECK (source <> target)
 );
 -- One unfinished move per chunk.

@@ -1,0 +1,163 @@
+//! What a chunk move moves: the family's tables and their partitions for the chunk, from which
+//! shard to which, checked against the catalog before anything is made.
+
+use super::chunk_move::MoveRequest;
+use super::GrowthError;
+use crate::catalog::{MoveRecord, Snapshot, Table};
+use crate::ddl::naming::{chunk_suffix, partition_relation};
+use crate::model::{ChunkId, ShardId, ShardingMethod, TableId};
+use crate::sql::quote::quote_ident;
+
+/// One table of the family: its partition for the chunk.
+pub(super) struct Level {
+    /// The partitioned table, quoted and qualified.
+    pub parent: String,
+    /// Its partition for the chunk, quoted and qualified.
+    pub part: String,
+}
+
+/// A checked request: what moves from where to where.
+pub(super) struct Plan {
+    pub root: TableId,
+    pub display: String,
+    pub chunk: ChunkId,
+    pub modulus: u32,
+    pub source: ShardId,
+    pub target: ShardId,
+    pub source_name: String,
+    pub target_name: String,
+    /// Root first, every parent before its children.
+    pub levels: Vec<Level>,
+}
+
+impl Plan {
+    pub fn new(snapshot: &Snapshot, req: &MoveRequest) -> Result<Plan, GrowthError> {
+        let display = format!("{}.{}", req.schema, req.table);
+        let table = snapshot
+            .table_by_name(&req.schema, &req.table)
+            .ok_or_else(|| GrowthError::NoSuchTable(display.clone()))?;
+        check_movable(table, &display)?;
+        let modulus = table.chunks.len() as u32;
+        let chunk = ChunkId(req.chunk);
+        let source = *table
+            .chunks
+            .get(req.chunk as usize)
+            .ok_or(GrowthError::NoSuchChunk {
+                table: display.clone(),
+                chunk: req.chunk,
+                last: modulus.saturating_sub(1),
+            })?;
+        let target = snapshot
+            .shard_by_name(&req.target)
+            .ok_or_else(|| GrowthError::NoSuchShard(req.target.clone()))?
+            .id;
+        if target == source {
+            return Err(GrowthError::AlreadyThere {
+                table: display,
+                chunk: req.chunk,
+                shard: req.target.clone(),
+            });
+        }
+        if let Some(set) = table
+            .tablespace_set
+            .and_then(|id| snapshot.tablespace_set(id))
+        {
+            if !set.shards.contains(&target) {
+                return Err(GrowthError::NotInSet {
+                    table: display,
+                    shard: req.target.clone(),
+                    set: set.name.clone(),
+                });
+            }
+        }
+        let levels = levels(snapshot, table.id, req.chunk);
+        let name = |id: ShardId| {
+            snapshot
+                .shard(id)
+                .map(|s| s.name.clone())
+                .unwrap_or_default()
+        };
+        Ok(Plan {
+            root: table.id,
+            display,
+            chunk,
+            modulus,
+            source,
+            target,
+            source_name: name(source),
+            target_name: name(target),
+            levels,
+        })
+    }
+
+    /// The plan of a recorded move, as it was made: its shards from the record, not from the
+    /// chunk map (which may already name the target).
+    pub fn of_record(snapshot: &Snapshot, m: &MoveRecord) -> Result<Plan, GrowthError> {
+        let table = snapshot
+            .table(m.table)
+            .ok_or_else(|| GrowthError::NoSuchTable(m.table.to_string()))?;
+        let shard = |name: &str| {
+            snapshot
+                .shard_by_name(name)
+                .map(|s| s.id)
+                .ok_or_else(|| GrowthError::NoSuchShard(name.to_string()))
+        };
+        Ok(Plan {
+            root: table.id,
+            display: table.qualified_name(),
+            chunk: m.chunk,
+            modulus: table.chunks.len() as u32,
+            source: shard(&m.source)?,
+            target: shard(&m.target)?,
+            source_name: m.source.clone(),
+            target_name: m.target.clone(),
+            levels: levels(snapshot, table.id, m.chunk.0),
+        })
+    }
+
+    pub fn parts(&self) -> Vec<String> {
+        self.levels.iter().map(|l| l.part.clone()).collect()
+    }
+
+    pub fn bound(&self) -> String {
+        format!(
+            "FOR VALUES WITH (MODULUS {}, REMAINDER {})",
+            self.modulus, self.chunk.0
+        )
+    }
+}
+
+fn check_movable(table: &Table, display: &str) -> Result<(), GrowthError> {
+    if !table.is_root() {
+        return Err(GrowthError::NotMovable(format!(
+            "{display} is a child in a family: move the chunk of its root table, which moves \
+             the whole family's chunk"
+        )));
+    }
+    if table.method != Some(ShardingMethod::ConsistentHash) || table.chunks.is_empty() {
+        return Err(GrowthError::NotMovable(format!(
+            "{display} is not sharded by consistent hash: only the chunks of such a family move \
+             (list, range and composite partitions, duplicated and unsharded tables do not)"
+        )));
+    }
+    Ok(())
+}
+
+/// The family's tables with their partitions for `chunk`, root first.
+fn levels(snapshot: &Snapshot, root: TableId, chunk: u32) -> Vec<Level> {
+    snapshot
+        .family(root)
+        .into_iter()
+        .map(|t| Level {
+            parent: qualified(&t.schema, &t.name),
+            part: qualified(
+                &t.schema,
+                &partition_relation(&t.name, &chunk_suffix(chunk)),
+            ),
+        })
+        .collect()
+}
+
+fn qualified(schema: &str, name: &str) -> String {
+    format!("{}.{}", quote_ident(schema), quote_ident(name))
+}

@@ -1,0 +1,246 @@
+//! How a chunk move ends, whoever ends it (the proxy that ran it, or another that took it over
+//! when that one died): finished when the catalog gave the chunk to the target, undone
+//! otherwise. Every step is idempotent: a move settled halfway is settled again from the start.
+
+use tokio_postgres::Client;
+
+use super::plan::Plan;
+use super::replication::{self, Names};
+use super::{Growth, GrowthError};
+use crate::model::{MoveId, MoveState, ShardId};
+use crate::sql::quote::quote_literal;
+use crate::txn::control::ControlConn;
+
+/// Which shard's half of the cutover a prepared transaction holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Half {
+    /// The target's attach of the chunk's tables.
+    Target,
+    /// The source's detach and drop of its partitions.
+    Source,
+}
+
+/// The name a cutover's half is prepared under (never a shardwire gid, so the distributed
+/// transactions' recovery leaves it alone).
+pub(super) fn prepared_name(id: MoveId, half: Half) -> String {
+    match half {
+        Half::Target => format!("shardwire_move_{id}_target"),
+        Half::Source => format!("shardwire_move_{id}_source"),
+    }
+}
+
+/// Ends a move that stopped short: finished when the catalog gave the chunk to the target,
+/// undone otherwise and recorded `unfinished` (with `error`). A record that cannot be read
+/// leaves everything as it is, for recovery to settle: nothing is undone on a guess. The state
+/// it ended in.
+pub(super) async fn settle(
+    g: &Growth,
+    plan: &Plan,
+    id: MoveId,
+    unfinished: MoveState,
+    error: Option<&str>,
+) -> Option<MoveState> {
+    let ended = match g.catalog.move_record(id).await {
+        Ok(Some(r)) if r.state == MoveState::CleaningUp => finish_handed_over(g, plan, id)
+            .await
+            .map(|()| MoveState::Done),
+        Ok(Some(r)) if r.state.is_finished() => return Some(r.state),
+        Ok(_) => undo(g, plan, id).await.map(|()| unfinished),
+        Err(unread) => {
+            tracing::warn!(move_id = %id, error = %unread, "chunk move stopped; its record could not be read");
+            return None;
+        }
+    };
+    let state = match ended {
+        Ok(state) => state,
+        Err(e) => {
+            // Left as recorded: recovery settles it again later.
+            tracing::warn!(move_id = %id, error = %e, "chunk move: settling failed");
+            return None;
+        }
+    };
+    if let Err(e) = g.catalog.set_move_state(id, state, error).await {
+        tracing::warn!(move_id = %id, error = %e, "chunk move: state not recorded");
+        return None;
+    }
+    match error {
+        Some(error) => tracing::warn!(move_id = %id, %state, error, "chunk move stopped"),
+        None => tracing::info!(move_id = %id, %state, "chunk move settled"),
+    }
+    Some(state)
+}
+
+/// Commits or rolls back a half that is still prepared; nothing when there is none.
+async fn settle_prepared(
+    client: &Client,
+    id: MoveId,
+    half: Half,
+    commit: bool,
+) -> Result<(), tokio_postgres::Error> {
+    let name = prepared_name(id, half);
+    let prepared = client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_prepared_xacts
+              WHERE gid = $1 AND database = current_database()",
+            &[&name],
+        )
+        .await?
+        .is_some();
+    if prepared {
+        let verb = if commit { "COMMIT" } else { "ROLLBACK" };
+        client
+            .batch_execute(&format!("{verb} PREPARED {}", quote_literal(&name)))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Drops what the move made for the copy: the subscription (with its slot) and the
+/// publication.
+pub(super) async fn clean_up(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
+    let names = Names::of(id);
+    let target = connect(g, plan.target, &plan.target_name).await?;
+    replication::unsubscribe(&target, &names)
+        .await
+        .map_err(on(&plan.target_name))?;
+    let source = connect(g, plan.source, &plan.source_name).await?;
+    replication::unpublish(&source, &names)
+        .await
+        .map_err(on(&plan.source_name))?;
+    Ok(())
+}
+
+/// After the catalog gave the chunk to the target: both prepared halves committed, the source's
+/// partitions gone (removed again if they are still there), then the clean-up.
+pub(super) async fn finish_handed_over(
+    g: &Growth,
+    plan: &Plan,
+    id: MoveId,
+) -> Result<(), GrowthError> {
+    let target = connect(g, plan.target, &plan.target_name).await?;
+    settle_prepared(&target, id, Half::Target, true)
+        .await
+        .map_err(on(&plan.target_name))?;
+    let source = connect(g, plan.source, &plan.source_name).await?;
+    settle_prepared(&source, id, Half::Source, true)
+        .await
+        .map_err(on(&plan.source_name))?;
+    if has_chunk_tables(&source, plan)
+        .await
+        .map_err(on(&plan.source_name))?
+    {
+        let parents: Vec<&str> = plan.levels.iter().map(|l| l.parent.as_str()).collect();
+        let lock = format!(
+            "BEGIN; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
+            parents.join(", ")
+        );
+        in_transaction(&source, &lock, plan)
+            .await
+            .map_err(on(&plan.source_name))?;
+    }
+    clean_up(g, plan, id).await
+}
+
+/// Removes everything a move made before the catalog gave the chunk away: the prepared halves
+/// rolled back, the replication objects dropped, the target's tables (detached first if an
+/// attach went through) dropped.
+pub(super) async fn undo(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
+    let target = connect(g, plan.target, &plan.target_name).await?;
+    settle_prepared(&target, id, Half::Target, false)
+        .await
+        .map_err(on(&plan.target_name))?;
+    let source = connect(g, plan.source, &plan.source_name).await?;
+    settle_prepared(&source, id, Half::Source, false)
+        .await
+        .map_err(on(&plan.source_name))?;
+    drop(source);
+    clean_up(g, plan, id).await?;
+    in_transaction(&target, "BEGIN", plan)
+        .await
+        .map_err(on(&plan.target_name))
+}
+
+/// `begin`, then the removal of the chunk's tables, committed (rolled back on failure, so the
+/// connection goes back to its pool outside any transaction).
+async fn in_transaction(
+    client: &Client,
+    begin: &str,
+    plan: &Plan,
+) -> Result<(), tokio_postgres::Error> {
+    let removed = async {
+        client.batch_execute(begin).await?;
+        remove_chunk_tables(client, plan).await?;
+        client.batch_execute("COMMIT").await
+    }
+    .await;
+    if removed.is_err() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    removed
+}
+
+/// Whether any of the chunk's tables is on `client`'s shard.
+async fn has_chunk_tables(client: &Client, plan: &Plan) -> Result<bool, tokio_postgres::Error> {
+    let parts = plan.parts();
+    Ok(client
+        .query_one(
+            "SELECT bool_or(pg_catalog.to_regclass(p) IS NOT NULL) FROM unnest($1::text[]) p",
+            &[&parts],
+        )
+        .await?
+        .get::<_, Option<bool>>(0)
+        .unwrap_or(false))
+}
+
+/// Detaches (where still attached) and drops the chunk's partitions, children first, in the
+/// caller's transaction, which holds the family's lock. Run again, it finds nothing to do.
+pub(super) async fn remove_chunk_tables(
+    client: &Client,
+    plan: &Plan,
+) -> Result<(), tokio_postgres::Error> {
+    for level in plan.levels.iter().rev() {
+        let attached: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits
+                                 WHERE inhrelid = pg_catalog.to_regclass($1))",
+                &[&level.part],
+            )
+            .await?
+            .get(0);
+        let detach = if attached {
+            format!(
+                "ALTER TABLE {} DETACH PARTITION {};",
+                level.parent, level.part
+            )
+        } else {
+            String::new()
+        };
+        client
+            .batch_execute(&format!("{detach} DROP TABLE IF EXISTS {}", level.part))
+            .await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn connect<'g>(
+    g: &'g Growth,
+    shard: ShardId,
+    name: &str,
+) -> Result<ControlConn<'g>, GrowthError> {
+    g.control
+        .shard(shard)
+        .pool
+        .get()
+        .await
+        .map_err(|source| GrowthError::Connect {
+            shard: name.to_string(),
+            source,
+        })
+}
+
+pub(super) fn on(shard: &str) -> impl Fn(tokio_postgres::Error) -> GrowthError + '_ {
+    move |source| GrowthError::Shard {
+        shard: shard.to_string(),
+        source,
+    }
+}
