@@ -6,7 +6,9 @@
 use crate::backend::Pools;
 use crate::catalog::{Catalog, CatalogError, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
-use crate::growth::{cancel_move, check_placement, move_chunk, Growth, GrowthError, MoveRequest};
+use crate::growth::{
+    cancel_move, check_placement, move_chunk, rebalance, Growth, GrowthError, MoveRequest,
+};
 use crate::protocol::{ColumnType, ResultSet};
 use crate::txn::lease::{self, LeaseRecord};
 use crate::txn::{decision_log, ControlPools, Coordinator, Gid, Incarnation};
@@ -169,7 +171,9 @@ pub fn answer(
         AdminCommand::ShowTransactions => transactions_columns(),
         AdminCommand::ShowMoves => moves_columns(),
         AdminCommand::CheckPlacement { .. } => placement_columns(),
-        AdminCommand::MoveChunk { .. } | AdminCommand::CancelMove { .. } => ResultSet::new(&[]),
+        AdminCommand::MoveChunk { .. }
+        | AdminCommand::CancelMove { .. }
+        | AdminCommand::Rebalance { .. } => ResultSet::new(&[]),
     };
     let tag = format!("SHOW {}", rs.rows.len());
     (rs, tag)
@@ -417,6 +421,14 @@ pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswe
             let g = g.clone();
             match tokio::spawn(async move { move_chunk(&g, &request).await }).await {
                 Ok(moved) => moved.map(|_| GrowthAnswer::Done("MOVE CHUNK".into())),
+                Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                Err(_) => Err(GrowthError::Interrupted),
+            }
+        }
+        AdminCommand::Rebalance { set } => {
+            let (g, set) = (g.clone(), set.clone());
+            match tokio::spawn(async move { rebalance(&g, &set).await }).await {
+                Ok(moved) => moved.map(|n| GrowthAnswer::Done(format!("REBALANCE {n}"))),
                 Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                 Err(_) => Err(GrowthError::Interrupted),
             }

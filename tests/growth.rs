@@ -477,3 +477,72 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
         assert_eq!(code(&e), expected, "{sql}: {e:?}");
     }
 }
+
+/// REBALANCE TABLESPACE SET moves what balance needs: after two chunks were moved onto one
+/// shard by hand, two come back, and every row stays where CHECK PLACEMENT finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalance_evens_out_a_tablespace_set() {
+    let proxy = TestProxy::start();
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE TABLESPACE SET grb USING SHARDS (s1, s2)",
+            "CREATE SHARDED TABLE gb_c (id bigint PRIMARY KEY, v int)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 4 TABLESPACE SET grb",
+            "CREATE SHARDED TABLE gb_l (id bigint NOT NULL, CONSTRAINT gb_l_fk FOREIGN KEY (id)
+               REFERENCES gb_c (id)) PARTITION BY REFERENCE (gb_l_fk)",
+            "INSERT INTO gb_c SELECT i, i FROM generate_series(1, 800) i",
+            "INSERT INTO gb_l SELECT i FROM generate_series(1, 800) i",
+        ],
+    )
+    .await;
+    let map = chunk_map(&c, "gb_c").await;
+    let count_on = |map: &[usize], shard: usize| map.iter().filter(|s| **s == shard).count();
+    assert_eq!((count_on(&map, 0), count_on(&map, 1)), (2, 2));
+    // Everything onto s2, by hand.
+    for (k, shard) in map.iter().enumerate() {
+        if *shard == 0 {
+            c.batch_execute(&format!("MOVE CHUNK {k} FOR gb_c TO SHARD s2"))
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(count_on(&chunk_map(&c, "gb_c").await, 1), 4);
+    let done = c
+        .simple_query("REBALANCE TABLESPACE SET grb")
+        .await
+        .expect("REBALANCE");
+    let Some(SimpleQueryMessage::CommandComplete(n)) = done.last() else {
+        panic!("{done:?}");
+    };
+    assert_eq!(*n, 2, "two moves");
+    let after = chunk_map(&c, "gb_c").await;
+    assert_eq!((count_on(&after, 0), count_on(&after, 1)), (2, 2));
+    // Balanced already: nothing moves.
+    let again = c
+        .simple_query("REBALANCE TABLESPACE SET grb")
+        .await
+        .unwrap();
+    assert!(matches!(
+        again.last(),
+        Some(SimpleQueryMessage::CommandComplete(0))
+    ));
+    for table in ["gb_c", "gb_l"] {
+        assert_eq!(
+            one(&c, &format!("SELECT count(*) FROM {table}")).await,
+            "800"
+        );
+    }
+    let placement = rows(&c, "CHECK PLACEMENT FOR gb_l").await;
+    assert!(
+        placement.iter().all(|r| r[4].as_deref() == Some("0")),
+        "{placement:?}"
+    );
+    let e = c
+        .simple_query("REBALANCE TABLESPACE SET nope")
+        .await
+        .expect_err("no such set");
+    assert_eq!(code(&e), SqlState::UNDEFINED_OBJECT);
+    no_replication_left().await;
+}

@@ -9,6 +9,7 @@ mod chunk_move;
 mod fence;
 mod placement;
 mod plan;
+mod rebalance;
 mod recovery;
 mod replication;
 mod settle;
@@ -16,6 +17,7 @@ mod settle;
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
 pub use fence::Fence;
 pub use placement::{check_placement, PlacementRow};
+pub use rebalance::rebalance;
 pub use recovery::{cancel_move, recover_moves, run_recovery_until};
 
 use std::sync::Arc;
@@ -71,6 +73,8 @@ pub enum GrowthError {
     },
     #[error("shard \"{0}\" is not in the configuration")]
     NoSuchShard(String),
+    #[error("tablespace set \"{0}\" does not exist")]
+    NoSuchTablespaceSet(String),
     #[error("chunk {chunk} of {table} is already on shard \"{shard}\"")]
     AlreadyThere {
         table: String,
@@ -151,7 +155,9 @@ impl crate::client_error::ClientError for GrowthError {
             GrowthError::NoSuchChunk { .. } | GrowthError::AlreadyThere { .. } => {
                 SqlState::INVALID_PARAMETER_VALUE
             }
-            GrowthError::NoSuchShard(_) => SqlState::UNDEFINED_OBJECT,
+            GrowthError::NoSuchShard(_) | GrowthError::NoSuchTablespaceSet(_) => {
+                SqlState::UNDEFINED_OBJECT
+            }
             GrowthError::NotInSet { .. } | GrowthError::WalLevel { .. } => {
                 SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
             }

@@ -29,6 +29,10 @@ pub enum AdminCommand {
     CancelMove {
         id: i64,
     },
+    /// `REBALANCE TABLESPACE SET ts`.
+    Rebalance {
+        set: String,
+    },
 }
 
 /// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
@@ -67,7 +71,7 @@ pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
 }
 
 /// Recognises a growth statement that changes or checks placement (`MOVE CHUNK`, `CHECK
-/// PLACEMENT`, `CANCEL MOVE`); anything else, a cursor's MOVE included, is `None`.
+/// PLACEMENT`, `CANCEL MOVE`, `REBALANCE TABLESPACE SET`); anything else, a cursor's MOVE included, is `None`.
 pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
     let text = std::str::from_utf8(sql).ok()?.trim();
     let text = text.strip_suffix(';').unwrap_or(text);
@@ -82,6 +86,11 @@ pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
             }),
             _ => None,
         };
+    }
+    if is(0, "rebalance") && is(1, "tablespace") && is(2, "set") && words.len() == 4 {
+        return Some(AdminCommand::Rebalance {
+            set: identifier(word(3)?),
+        });
     }
     if is(0, "cancel") && is(1, "move") && words.len() == 3 {
         return Some(AdminCommand::CancelMove {

@@ -15,7 +15,8 @@ pub(super) enum LocalKind {
     /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
     /// or a shard process's.
     Signal,
-    /// `MOVE CHUNK …`, `CHECK PLACEMENT …`, `CANCEL MOVE …` (or a cursor's MOVE).
+    /// `MOVE CHUNK …`, `CHECK PLACEMENT …`, `CANCEL MOVE …`, `REBALANCE …` (or a cursor's
+    /// MOVE).
     Growth,
 }
 
@@ -36,7 +37,7 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
         sql,
         &[
             *b"show", *b"crea", *b"drop", *b"alte", *b"sele", *b"rein", *b"move", *b"chec",
-            *b"canc",
+            *b"canc", *b"reba",
         ],
     ) {
         return None;
@@ -50,11 +51,12 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const MOVE: u128 = keyword(b"move");
     const CHECK: u128 = keyword(b"check");
     const CANCEL: u128 = keyword(b"cancel");
+    const REBALANCE: u128 = keyword(b"rebalance");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
         CREATE | DROP | ALTER | REINDEX => Some(LocalKind::Ddl),
         SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
-        MOVE | CHECK | CANCEL => Some(LocalKind::Growth),
+        MOVE | CHECK | CANCEL | REBALANCE => Some(LocalKind::Growth),
         _ => None,
     }
 }
