@@ -70,19 +70,34 @@ async fn chunk_map(proxy: &Client, table: &str) -> Vec<usize> {
         .collect()
 }
 
-/// Nothing of a move's replication is left on any shard.
-async fn no_replication_left() {
+/// Nothing of `table`'s moves is left on any shard: no replication slot, publication,
+/// subscription or prepared half (by name: the tests of this file move chunks at once).
+async fn no_replication_left(client: &Client, table: &str) {
+    let names: Vec<String> = moves_of(client, table)
+        .await
+        .iter()
+        .map(|m| format!("shardwire_move_{}", m[0].as_deref().unwrap()))
+        .collect();
+    assert!(!names.is_empty(), "no move of {table}");
     for i in 0..common::shards().clusters.len() {
         let shard = common::shards().connect(i).await;
-        let left = one(
-            &shard,
-            "SELECT (SELECT count(*) FROM pg_replication_slots)
-                  + (SELECT count(*) FROM pg_publication)
-                  + (SELECT count(*) FROM pg_subscription)
-                  + (SELECT count(*) FROM pg_prepared_xacts)",
-        )
-        .await;
-        assert_eq!(left, "0", "replication objects left on shard {i}");
+        let left: i64 = shard
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1))
+                      + (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
+                      + (SELECT count(*) FROM pg_subscription WHERE subname = ANY($1))
+                      + (SELECT count(*) FROM pg_prepared_xacts
+                          WHERE split_part(gid, '_', 1) || '_' || split_part(gid, '_', 2) || '_'
+                                || split_part(gid, '_', 3) = ANY($1))",
+                &[&names],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            left, 0,
+            "replication objects of {table}'s moves left on shard {i}"
+        );
     }
 }
 
@@ -277,7 +292,7 @@ async fn a_chunk_moves_with_its_family_while_clients_write() {
     assert_eq!(m[5].as_deref(), Some("done"));
     assert_ne!(m[6].as_deref(), Some("0"));
     assert!(m[9].is_some() && m[10].is_some());
-    no_replication_left().await;
+    no_replication_left(&c, "gm_c").await;
 
     // And back again: the chunk's tables can move to a shard that had them before.
     c.simple_query(&format!("MOVE CHUNK 1 FOR gm_c TO SHARD {}", name(source)))
@@ -285,7 +300,7 @@ async fn a_chunk_moves_with_its_family_while_clients_write() {
         .expect("MOVE CHUNK back");
     assert_eq!(chunk_map(&c, "gm_c").await[1], source);
     assert_eq!(one(&c, "SELECT count(*) FROM gm_c").await, total);
-    no_replication_left().await;
+    no_replication_left(&c, "gm_c").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,9 +315,15 @@ async fn growth_statements_refuse_what_they_cannot_do() {
             "CREATE SHARDED TABLE gr_l (id bigint NOT NULL, CONSTRAINT gr_l_fk FOREIGN KEY (id)
                REFERENCES gr_c (id)) PARTITION BY REFERENCE (gr_l_fk)",
             "CREATE DUPLICATED TABLE gr_d (id int PRIMARY KEY)",
+            "CREATE SHARDED TABLE gr_two (id bigint PRIMARY KEY)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 2",
+            "CREATE SHARDED TABLE gr_one (id bigint PRIMARY KEY)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 1",
         ],
     )
     .await;
+    let two = chunk_map(&c, "gr_two").await;
+    let one_shard = chunk_map(&c, "gr_one").await[0];
     let map = chunk_map(&c, "gr_c").await;
     let other = 1 - map[0];
     let refused = [
@@ -331,6 +352,15 @@ async fn growth_statements_refuse_what_they_cannot_do() {
             SqlState::WRONG_OBJECT_TYPE,
         ),
         ("CHECK PLACEMENT FOR gr_nope", SqlState::UNDEFINED_TABLE),
+        // A shard's last chunk of a family stays; a shard holding none cannot take one.
+        (
+            &format!("MOVE CHUNK 0 FOR gr_two TO SHARD {}", name(two[1]))[..],
+            SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        ),
+        (
+            &format!("MOVE CHUNK 0 FOR gr_one TO SHARD {}", name(1 - one_shard))[..],
+            SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        ),
     ];
     for (sql, expected) in refused {
         let e = c.simple_query(sql).await.expect_err(sql);
@@ -465,7 +495,7 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
         .await,
         "t"
     );
-    no_replication_left().await;
+    no_replication_left(&c, "gx_c").await;
     for (sql, expected) in [
         (
             format!("CANCEL MOVE {id}"),
@@ -479,7 +509,7 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
 }
 
 /// REBALANCE TABLESPACE SET moves what balance needs: after two chunks were moved onto one
-/// shard by hand, two come back, and every row stays where CHECK PLACEMENT finds it.
+/// shard by hand, two go back, and every row stays where CHECK PLACEMENT finds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_evens_out_a_tablespace_set() {
     let proxy = TestProxy::start();
@@ -489,7 +519,7 @@ async fn rebalance_evens_out_a_tablespace_set() {
         &[
             "CREATE TABLESPACE SET grb USING SHARDS (s1, s2)",
             "CREATE SHARDED TABLE gb_c (id bigint PRIMARY KEY, v int)
-               PARTITION BY CONSISTENT HASH (id) PARTITIONS 4 TABLESPACE SET grb",
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 6 TABLESPACE SET grb",
             "CREATE SHARDED TABLE gb_l (id bigint NOT NULL, CONSTRAINT gb_l_fk FOREIGN KEY (id)
                REFERENCES gb_c (id)) PARTITION BY REFERENCE (gb_l_fk)",
             "INSERT INTO gb_c SELECT i, i FROM generate_series(1, 800) i",
@@ -499,16 +529,20 @@ async fn rebalance_evens_out_a_tablespace_set() {
     .await;
     let map = chunk_map(&c, "gb_c").await;
     let count_on = |map: &[usize], shard: usize| map.iter().filter(|s| **s == shard).count();
-    assert_eq!((count_on(&map, 0), count_on(&map, 1)), (2, 2));
-    // Everything onto s2, by hand.
-    for (k, shard) in map.iter().enumerate() {
-        if *shard == 0 {
-            c.batch_execute(&format!("MOVE CHUNK {k} FOR gb_c TO SHARD s2"))
-                .await
-                .unwrap();
-        }
+    assert_eq!((count_on(&map, 0), count_on(&map, 1)), (3, 3));
+    // Two of s1's three onto s2, by hand.
+    for k in map
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == 0)
+        .map(|(k, _)| k)
+        .take(2)
+    {
+        c.batch_execute(&format!("MOVE CHUNK {k} FOR gb_c TO SHARD s2"))
+            .await
+            .unwrap();
     }
-    assert_eq!(count_on(&chunk_map(&c, "gb_c").await, 1), 4);
+    assert_eq!(count_on(&chunk_map(&c, "gb_c").await, 1), 5);
     let done = c
         .simple_query("REBALANCE TABLESPACE SET grb")
         .await
@@ -518,7 +552,7 @@ async fn rebalance_evens_out_a_tablespace_set() {
     };
     assert_eq!(*n, 2, "two moves");
     let after = chunk_map(&c, "gb_c").await;
-    assert_eq!((count_on(&after, 0), count_on(&after, 1)), (2, 2));
+    assert_eq!((count_on(&after, 0), count_on(&after, 1)), (3, 3));
     // Balanced already: nothing moves.
     let again = c
         .simple_query("REBALANCE TABLESPACE SET grb")
@@ -544,5 +578,5 @@ async fn rebalance_evens_out_a_tablespace_set() {
         .await
         .expect_err("no such set");
     assert_eq!(code(&e), SqlState::UNDEFINED_OBJECT);
-    no_replication_left().await;
+    no_replication_left(&c, "gb_c").await;
 }

@@ -91,6 +91,21 @@ pub enum GrowthError {
         set: String,
     },
     #[error(
+        "shard \"{shard}\" holds no chunk of {table}, so it has no copy of the family's tables \
+         to move a chunk into; moving a chunk to a shard new to the family is not supported yet"
+    )]
+    TargetHoldsNone { table: String, shard: String },
+    #[error(
+        "moving chunk {chunk} would leave shard \"{shard}\" without any chunk of {table}, and \
+         its copy of the family's tables out of step with later DDL; keep a chunk there \
+         (draining a shard is not supported yet)"
+    )]
+    WouldEmptySource {
+        table: String,
+        chunk: u32,
+        shard: String,
+    },
+    #[error(
         "shard \"{shard}\" has wal_level = {level}; a chunk move copies its rows by logical \
          replication: set wal_level = logical in that shard's postgresql.conf and restart it"
     )]
@@ -158,9 +173,10 @@ impl crate::client_error::ClientError for GrowthError {
             GrowthError::NoSuchShard(_) | GrowthError::NoSuchTablespaceSet(_) => {
                 SqlState::UNDEFINED_OBJECT
             }
-            GrowthError::NotInSet { .. } | GrowthError::WalLevel { .. } => {
-                SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE
-            }
+            GrowthError::NotInSet { .. }
+            | GrowthError::WalLevel { .. }
+            | GrowthError::TargetHoldsNone { .. }
+            | GrowthError::WouldEmptySource { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             GrowthError::Shard { source, .. } => source
                 .code()
                 .cloned()

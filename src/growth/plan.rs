@@ -70,6 +70,24 @@ impl Plan {
                 });
             }
         }
+        // DDL reaches the shards that hold chunks of a family (`Snapshot::shards_of`): only they
+        // have its tables, and they must keep having them.
+        if !table.chunks.contains(&target) {
+            return Err(GrowthError::TargetHoldsNone {
+                table: display,
+                shard: req.target.clone(),
+            });
+        }
+        if table.chunks.iter().filter(|s| **s == source).count() == 1 {
+            return Err(GrowthError::WouldEmptySource {
+                table: display,
+                chunk: req.chunk,
+                shard: snapshot
+                    .shard(source)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default(),
+            });
+        }
         let levels = levels(snapshot, table.id, req.chunk);
         let name = |id: ShardId| {
             snapshot

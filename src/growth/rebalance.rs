@@ -1,5 +1,6 @@
-//! `REBALANCE TABLESPACE SET ts`: the chunk moves that leave every shard of the set within one
-//! chunk of the others, for every consistent-hash family in the set, run one at a time.
+//! `REBALANCE TABLESPACE SET ts`: the chunk moves that leave every shard of the set holding a
+//! family within one chunk of the others, for every consistent-hash family in the set, run one
+//! at a time.
 
 use std::collections::BTreeMap;
 
@@ -57,7 +58,14 @@ fn plan(snapshot: &Snapshot, set: &str) -> Result<Vec<Planned>, GrowthError> {
     };
     let mut out = Vec::new();
     for family in families {
-        for (chunk, target) in balancing_moves(&family.chunks, &set.shards) {
+        // Among the shards holding the family: only they have its tables (see MOVE CHUNK).
+        let holding: Vec<ShardId> = set
+            .shards
+            .iter()
+            .copied()
+            .filter(|s| family.chunks.contains(s))
+            .collect();
+        for (chunk, target) in balancing_moves(&family.chunks, &holding) {
             out.push(Planned {
                 schema: family.schema.clone(),
                 table: family.name.clone(),
