@@ -131,7 +131,10 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     );
 
     let db = catalog_db("cat_migrate").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5", "6"]);
+    assert_eq!(
+        schema_versions(&db).await,
+        ["1", "2", "3", "4", "5", "6", "7"]
+    );
     let tables = column(
         &db,
         "SELECT table_name::text FROM information_schema.tables
@@ -141,6 +144,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     for expected in [
         "catalog_version",
         "chunk",
+        "chunk_move",
         "partition_set",
         "schema_version",
         "shard",
@@ -183,7 +187,10 @@ async fn proxies_starting_at_once_migrate_once() {
         result.expect("every concurrent open succeeds");
     }
     let db = catalog_db("cat_concurrent").await;
-    assert_eq!(schema_versions(&db).await, ["1", "2", "3", "4", "5", "6"]);
+    assert_eq!(
+        schema_versions(&db).await,
+        ["1", "2", "3", "4", "5", "6", "7"]
+    );
     assert_eq!(
         column(
             &db,

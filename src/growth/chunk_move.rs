@@ -262,11 +262,21 @@ async fn cut_over_in(
         return Ok(None);
     }
     // Every write to the chunk is in the source's WAL now: wait for the target to confirm it.
+    // The insert position, not the write position: a commit made with synchronous_commit off
+    // may not be written yet. A logical walsender sends only flushed WAL, and nothing flushes
+    // a partly filled page soon unless a commit asks: a commit of its own that does.
     let lsn: String = source
-        .query_one("SELECT pg_catalog.pg_current_wal_lsn()::text", &[])
+        .query_one("SELECT pg_catalog.pg_current_wal_insert_lsn()::text", &[])
         .await
         .map_err(&on_source)?
         .get(0);
+    connect(g, plan.source, &plan.source_name)
+        .await?
+        .batch_execute(
+            "BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_catalog.txid_current(); COMMIT",
+        )
+        .await
+        .map_err(&on_source)?;
     while !replication::caught_up(source, names, &lsn)
         .await
         .map_err(&on_source)?
