@@ -5,7 +5,10 @@
 
 use std::net::SocketAddr;
 
-use metrics::{counter, describe_counter, describe_gauge, gauge, Counter, Gauge, Unit};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
+    Gauge, Histogram, Unit,
+};
 
 pub const SESSIONS_TOTAL: &str = "shardwire_client_sessions_total";
 pub const SESSIONS_ACTIVE: &str = "shardwire_client_sessions_active";
@@ -23,6 +26,12 @@ pub const LOCK_TIMEOUTS_TOTAL: &str = "shardwire_lock_timeouts_total";
 pub const RECOVERED_TOTAL: &str = "shardwire_recovered_transactions_total";
 pub const IN_DOUBT: &str = "shardwire_in_doubt_transactions";
 pub const TTL_PURGED_ROWS_TOTAL: &str = "shardwire_ttl_purged_rows_total";
+pub const CHUNK_MOVES_TOTAL: &str = "shardwire_chunk_moves_total";
+pub const CHUNK_MOVES_RUNNING: &str = "shardwire_chunk_moves_running";
+pub const CHUNK_MOVE_ROWS_TOTAL: &str = "shardwire_chunk_move_rows_total";
+pub const CHUNK_MOVE_BYTES_TOTAL: &str = "shardwire_chunk_move_bytes_total";
+pub const CUTOVER_PAUSE_SECONDS: &str = "shardwire_chunk_move_cutover_pause_seconds";
+pub const STATEMENTS_HELD_TOTAL: &str = "shardwire_statements_held_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
 /// which tests/grafana.rs checks.
@@ -43,7 +52,16 @@ pub const ALL: &[&str] = &[
     RECOVERED_TOTAL,
     IN_DOUBT,
     TTL_PURGED_ROWS_TOTAL,
+    CHUNK_MOVES_TOTAL,
+    CHUNK_MOVES_RUNNING,
+    CHUNK_MOVE_ROWS_TOTAL,
+    CHUNK_MOVE_BYTES_TOTAL,
+    CUTOVER_PAUSE_SECONDS,
+    STATEMENTS_HELD_TOTAL,
 ];
+
+/// The buckets of the cutover pause, in seconds: the aim is under one second.
+const CUTOVER_PAUSE_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0];
 
 /// Installs the Prometheus recorder and its HTTP listener (`/metrics`). The recorder is
 /// process-wide by the metrics crate's design; the proxy installs it once, in `serve`, before
@@ -51,6 +69,11 @@ pub const ALL: &[&str] = &[
 pub fn install(addr: SocketAddr) -> Result<(), String> {
     metrics_exporter_prometheus::PrometheusBuilder::new()
         .with_http_listener(addr)
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(CUTOVER_PAUSE_SECONDS.into()),
+            CUTOVER_PAUSE_BUCKETS,
+        )
+        .map_err(|e| format!("metrics buckets: {e}"))?
         .install()
         .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
     describe_counter!(
@@ -133,6 +156,37 @@ pub fn install(addr: SocketAddr) -> Result<(), String> {
         Unit::Count,
         "Expired rows of Oracle NoSQL tables the background purge deleted, by shard."
     );
+    describe_counter!(
+        CHUNK_MOVES_TOTAL,
+        Unit::Count,
+        "Chunk moves this proxy ended, by outcome (done, failed, canceled, rolled_back: a move \
+         whose proxy stopped, settled here)."
+    );
+    describe_gauge!(
+        CHUNK_MOVES_RUNNING,
+        Unit::Count,
+        "Chunk moves running on this proxy now."
+    );
+    describe_counter!(
+        CHUNK_MOVE_ROWS_TOTAL,
+        Unit::Count,
+        "Rows of the chunks this proxy moved (every table of the family)."
+    );
+    describe_counter!(
+        CHUNK_MOVE_BYTES_TOTAL,
+        Unit::Bytes,
+        "Bytes (tables and indexes, as the target holds them) of the chunks this proxy moved."
+    );
+    describe_histogram!(
+        CUTOVER_PAUSE_SECONDS,
+        Unit::Seconds,
+        "How long a chunk move's successful cutover held this proxy's statements."
+    );
+    describe_counter!(
+        STATEMENTS_HELD_TOTAL,
+        Unit::Count,
+        "Client messages that waited for a chunk move's cutover before going on."
+    );
     Ok(())
 }
 
@@ -158,8 +212,38 @@ pub struct Metrics {
     pub recovered_committed: Counter,
     pub recovered_rolled_back: Counter,
     pub in_doubt: Gauge,
+    pub statements_held: Counter,
+    pub moves: MoveMetrics,
     backend_errors: Vec<Counter>,
     ttl_purged: Vec<Counter>,
+}
+
+/// The chunk moves' handles, which the growth layer keeps (moves run on tasks of their own).
+#[derive(Clone)]
+pub struct MoveMetrics {
+    pub done: Counter,
+    pub failed: Counter,
+    pub canceled: Counter,
+    pub rolled_back: Counter,
+    pub running: Gauge,
+    pub rows: Counter,
+    pub bytes: Counter,
+    pub cutover_pause: Histogram,
+}
+
+impl MoveMetrics {
+    fn new() -> MoveMetrics {
+        MoveMetrics {
+            done: counter!(CHUNK_MOVES_TOTAL, "outcome" => "done"),
+            failed: counter!(CHUNK_MOVES_TOTAL, "outcome" => "failed"),
+            canceled: counter!(CHUNK_MOVES_TOTAL, "outcome" => "canceled"),
+            rolled_back: counter!(CHUNK_MOVES_TOTAL, "outcome" => "rolled_back"),
+            running: gauge!(CHUNK_MOVES_RUNNING),
+            rows: counter!(CHUNK_MOVE_ROWS_TOTAL),
+            bytes: counter!(CHUNK_MOVE_BYTES_TOTAL),
+            cutover_pause: histogram!(CUTOVER_PAUSE_SECONDS),
+        }
+    }
 }
 
 impl Metrics {
@@ -185,6 +269,8 @@ impl Metrics {
             recovered_committed: counter!(RECOVERED_TOTAL, "outcome" => "committed"),
             recovered_rolled_back: counter!(RECOVERED_TOTAL, "outcome" => "rolled_back"),
             in_doubt: gauge!(IN_DOUBT),
+            statements_held: counter!(STATEMENTS_HELD_TOTAL),
+            moves: MoveMetrics::new(),
             backend_errors: shard_names
                 .iter()
                 .map(|s| counter!(BACKEND_ERRORS_TOTAL, "shard" => s.clone()))

@@ -28,7 +28,13 @@ fn queried() -> BTreeSet<String> {
                 let end = tail
                     .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                     .unwrap_or(tail.len());
-                names.insert(tail[..end].to_string());
+                let name = &tail[..end];
+                // A histogram's series: its buckets, sum and count.
+                let stem = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .filter(|stem| declared().contains(*stem));
+                names.insert(stem.unwrap_or(name).to_string());
                 rest = &tail[end..];
             }
         }

@@ -55,6 +55,34 @@ async fn counters_follow_sessions_transactions_and_failed_logins() {
         .expect("refused");
     assert_eq!(refused.code(), Some(&SqlState::INVALID_PASSWORD));
 
+    // A chunk move: counted with its rows and its cutover's pause.
+    client
+        .batch_execute(
+            "CREATE SHARDED TABLE metrics_moved (id bigint PRIMARY KEY)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute("INSERT INTO metrics_moved SELECT generate_series(1, 100)")
+        .await
+        .unwrap();
+    let owner = client
+        .simple_query("SHOW CHUNKS FOR metrics_moved")
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(3).map(str::to_string),
+            _ => None,
+        })
+        .unwrap();
+    let target = if owner == "s1" { "s2" } else { "s1" };
+    client
+        .batch_execute(&format!("MOVE CHUNK 0 FOR metrics_moved TO SHARD {target}"))
+        .await
+        .unwrap();
+
     let text = tokio::task::spawn_blocking(move || scrape(addr))
         .await
         .unwrap();
@@ -69,5 +97,18 @@ async fn counters_follow_sessions_transactions_and_failed_logins() {
     assert!(
         sample(&text, "shardwire_backend_transactions_total") >= 4.0,
         "{text}"
+    );
+    assert_eq!(
+        sample(&text, "shardwire_chunk_moves_total{outcome=\"done\"}"),
+        1.0
+    );
+    assert_eq!(sample(&text, "shardwire_chunk_moves_running"), 0.0);
+    assert!(
+        sample(&text, "shardwire_chunk_move_rows_total") > 0.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "shardwire_chunk_move_cutover_pause_seconds_count"),
+        1.0
     );
 }

@@ -196,6 +196,7 @@ impl ServerCtx {
             fence: self.fence.clone(),
             me: self.lease.incarnation().clone(),
             failpoints: self.failpoints.clone(),
+            metrics: self.metrics.moves.clone(),
         }
     }
 

@@ -76,8 +76,17 @@ pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthEr
         .await?;
     tracing::info!(move_id = %id, table = %plan.display, chunk = plan.chunk.0,
         source = %plan.source_name, target = %plan.target_name, "chunk move planned");
-    match run(g, &plan, id).await {
-        Ok(moved) => Ok(moved),
+    g.metrics.running.increment(1.0);
+    let ran = run(g, &plan, id).await;
+    g.metrics.running.decrement(1.0);
+    match ran {
+        Ok(moved) => {
+            g.count_ended(MoveState::Done);
+            g.metrics.rows.increment(moved.rows.max(0) as u64);
+            g.metrics.bytes.increment(moved.bytes.max(0) as u64);
+            g.metrics.cutover_pause.record(moved.pause.as_secs_f64());
+            Ok(moved)
+        }
         Err(e) => {
             let unfinished = match e {
                 GrowthError::Canceled(_) => MoveState::Canceled,

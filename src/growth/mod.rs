@@ -28,6 +28,7 @@ use tokio_postgres::error::SqlState;
 use crate::catalog::{Catalog, CatalogError, MoveOwner};
 use crate::config::Config;
 use crate::failpoint::FailPoints;
+use crate::metrics::MoveMetrics;
 use crate::txn::control::ConnectError;
 use crate::txn::lease::Incarnation;
 use crate::txn::ControlPools;
@@ -43,11 +44,25 @@ pub struct Growth {
     /// This proxy, as its lease names it: the owner of the moves it runs.
     pub me: Incarnation,
     pub failpoints: FailPoints,
+    pub metrics: MoveMetrics,
 }
 
 impl Growth {
     fn owner(&self) -> MoveOwner {
         owner_of(&self.me)
+    }
+
+    /// Counts a move that ended in `state` here.
+    fn count_ended(&self, state: crate::model::MoveState) {
+        use crate::model::MoveState as S;
+        let counter = match state {
+            S::Done => &self.metrics.done,
+            S::Failed => &self.metrics.failed,
+            S::Canceled => &self.metrics.canceled,
+            S::RolledBack => &self.metrics.rolled_back,
+            S::Planned | S::Copying | S::CatchingUp | S::CuttingOver | S::CleaningUp => return,
+        };
+        counter.increment(1);
     }
 }
 

@@ -63,6 +63,7 @@ pub(super) async fn settle(
         tracing::warn!(move_id = %id, error = %e, "chunk move: state not recorded");
         return None;
     }
+    g.count_ended(state);
     match error {
         Some(error) => tracing::warn!(move_id = %id, %state, error, "chunk move stopped"),
         None => tracing::info!(move_id = %id, %state, "chunk move settled"),

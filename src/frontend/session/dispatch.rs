@@ -29,6 +29,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         // Held while a chunk move's cutover runs; then routed by the catalog it left.
         if self.ctx.fence.is_closed() {
+            self.ctx.metrics.statements_held.increment(1);
             self.ctx.fence.wait_open().await;
         }
         // A string of statements for several shards is cut from the client's own text: each
