@@ -580,3 +580,109 @@ async fn rebalance_evens_out_a_tablespace_set() {
     assert_eq!(code(&e), SqlState::UNDEFINED_OBJECT);
     no_replication_left(&c, "gb_c").await;
 }
+
+/// A family without a primary key moves too: its partitions get `REPLICA IDENTITY FULL`, so the
+/// updates and deletes clients make during the copy replicate (without it the source would
+/// refuse them while the publication exists).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_without_a_primary_key_moves_while_rows_change() {
+    let proxy = TestProxy::start();
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE SHARDED TABLE gn_c (id bigint NOT NULL, v int NOT NULL)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 4",
+            "INSERT INTO gn_c SELECT i, 0 FROM generate_series(1, 2000) i",
+        ],
+    )
+    .await;
+    let map = chunk_map(&c, "gn_c").await;
+    let (source, target) = (map[1], 1 - map[1]);
+    let ids: Vec<i64> = rows(
+        &common::shards().connect(source).await,
+        "SELECT id FROM gn_c_c1 ORDER BY id",
+    )
+    .await
+    .iter()
+    .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+    .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, addr, ids) = (stop.clone(), proxy.conn_string(), ids.clone());
+        tokio::spawn(async move {
+            let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            // Odd rows of the chunk are deleted once; the others gain one per visit.
+            let mut updates = std::collections::HashMap::<i64, i32>::new();
+            let mut deleted = std::collections::HashSet::<i64>::new();
+            'passes: loop {
+                for (n, id) in ids.iter().enumerate() {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'passes;
+                    }
+                    if n % 2 == 1 {
+                        if deleted.insert(*id) {
+                            client
+                                .execute("DELETE FROM gn_c WHERE id = $1", &[id])
+                                .await
+                                .unwrap_or_else(|e| panic!("delete {id}: {e:?}"));
+                        }
+                    } else {
+                        client
+                            .execute("UPDATE gn_c SET v = v + 1 WHERE id = $1", &[id])
+                            .await
+                            .unwrap_or_else(|e| panic!("update {id}: {e:?}"));
+                        *updates.entry(*id).or_default() += 1;
+                    }
+                }
+            }
+            (updates, deleted)
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    c.batch_execute(&format!("MOVE CHUNK 1 FOR gn_c TO SHARD {}", name(target)))
+        .await
+        .expect("MOVE CHUNK");
+    stop.store(true, Ordering::Relaxed);
+    let (updates, deleted) = writer.await.unwrap();
+    assert!(!updates.is_empty() && !deleted.is_empty());
+    // Every acknowledged change is there: each row's value, each deletion.
+    let now: std::collections::HashMap<i64, i32> = rows(
+        &c,
+        &format!(
+            "SELECT id, v FROM gn_c WHERE id IN ({})",
+            ids.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    )
+    .await
+    .iter()
+    .map(|r| {
+        (
+            r[0].as_deref().unwrap().parse().unwrap(),
+            r[1].as_deref().unwrap().parse().unwrap(),
+        )
+    })
+    .collect();
+    for id in &ids {
+        match now.get(id) {
+            None => assert!(deleted.contains(id), "row {id} lost"),
+            Some(v) => {
+                assert!(!deleted.contains(id), "row {id} deleted, still there");
+                assert_eq!(*v, updates.get(id).copied().unwrap_or(0), "row {id}");
+            }
+        }
+    }
+    assert_eq!(chunk_map(&c, "gn_c").await[1], target);
+    let on_target = common::shards().connect(target).await;
+    assert_eq!(
+        one(&on_target, "SELECT count(*) FROM gn_c_c1").await,
+        now.len().to_string()
+    );
+    no_replication_left(&c, "gn_c").await;
+}
