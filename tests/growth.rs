@@ -29,6 +29,31 @@ async fn one(client: &Client, sql: &str) -> String {
     rows(client, sql).await[0][0].clone().expect("a value")
 }
 
+/// A proxy on a catalog of its own (database `cat_<name>` on the first shard, made afresh):
+/// MOVE CHUNK refuses to run while another proxy shares its catalog, and this file's tests run
+/// at once.
+async fn alone(name: &str, edit: impl FnOnce(&mut shardwire::config::Config)) -> TestProxy {
+    let db = format!("cat_{name}");
+    let admin = common::shards().connect(0).await;
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
+        format!("CREATE DATABASE {db}"),
+    ] {
+        admin.batch_execute(&sql).await.unwrap();
+    }
+    beside(name, edit)
+}
+
+/// Another proxy on the catalog of [`alone`]`(name)`.
+fn beside(name: &str, edit: impl FnOnce(&mut shardwire::config::Config)) -> TestProxy {
+    let shard0 = common::shards().url(0);
+    let url = format!("{}/cat_{name}", &shard0[..shard0.rfind('/').unwrap()]);
+    TestProxy::start_with(move |c| {
+        c.catalog = Some(shardwire::config::CatalogConfig { url });
+        edit(c);
+    })
+}
+
 /// The configured name of shard `i` (the harness names them s1, s2, …).
 fn name(i: usize) -> String {
     format!("s{}", i + 1)
@@ -72,11 +97,18 @@ async fn chunk_map(proxy: &Client, table: &str) -> Vec<usize> {
 
 /// Nothing of `table`'s moves is left on any shard: no replication slot, publication,
 /// subscription or prepared half (by name: the tests of this file move chunks at once).
-async fn no_replication_left(client: &Client, table: &str) {
+async fn no_replication_left(proxy: &TestProxy, client: &Client, table: &str) {
+    let cluster = shardwire::txn::gid::ClusterTag::from_catalog(&proxy.config.catalog_endpoint());
     let names: Vec<String> = moves_of(client, table)
         .await
         .iter()
-        .map(|m| format!("shardwire_move_{}", m[0].as_deref().unwrap()))
+        .map(|m| {
+            format!(
+                "shardwire_move_{}_{}",
+                cluster.as_str(),
+                m[0].as_deref().unwrap()
+            )
+        })
         .collect();
     assert!(!names.is_empty(), "no move of {table}");
     for i in 0..common::shards().clusters.len() {
@@ -87,8 +119,7 @@ async fn no_replication_left(client: &Client, table: &str) {
                       + (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
                       + (SELECT count(*) FROM pg_subscription WHERE subname = ANY($1))
                       + (SELECT count(*) FROM pg_prepared_xacts
-                          WHERE split_part(gid, '_', 1) || '_' || split_part(gid, '_', 2) || '_'
-                                || split_part(gid, '_', 3) = ANY($1))",
+                          WHERE regexp_replace(gid, '_(target|source)$', '') = ANY($1))",
                 &[&names],
             )
             .await
@@ -103,7 +134,7 @@ async fn no_replication_left(client: &Client, table: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_moves_with_its_family_while_clients_write() {
-    let proxy = TestProxy::start();
+    let proxy = alone("gm", |_| {}).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -292,7 +323,7 @@ async fn a_chunk_moves_with_its_family_while_clients_write() {
     assert_eq!(m[5].as_deref(), Some("done"));
     assert_ne!(m[6].as_deref(), Some("0"));
     assert!(m[9].is_some() && m[10].is_some());
-    no_replication_left(&c, "gm_c").await;
+    no_replication_left(&proxy, &c, "gm_c").await;
 
     // And back again: the chunk's tables can move to a shard that had them before.
     c.simple_query(&format!("MOVE CHUNK 1 FOR gm_c TO SHARD {}", name(source)))
@@ -300,12 +331,12 @@ async fn a_chunk_moves_with_its_family_while_clients_write() {
         .expect("MOVE CHUNK back");
     assert_eq!(chunk_map(&c, "gm_c").await[1], source);
     assert_eq!(one(&c, "SELECT count(*) FROM gm_c").await, total);
-    no_replication_left(&c, "gm_c").await;
+    no_replication_left(&proxy, &c, "gm_c").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn growth_statements_refuse_what_they_cannot_do() {
-    let proxy = TestProxy::start();
+    let proxy = alone("gr", |_| {}).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -421,7 +452,7 @@ async fn growth_statements_refuse_what_they_cannot_do() {
 /// the copy's replication slot does not wait for it), so it keeps backing off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_move_stops_a_move_before_its_cutover() {
-    let proxy = TestProxy::start_with(|c| c.moves.cutover_pause_ms = 200);
+    let proxy = alone("gx", |c| c.moves.cutover_pause_ms = 200).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -495,7 +526,7 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
         .await,
         "t"
     );
-    no_replication_left(&c, "gx_c").await;
+    no_replication_left(&proxy, &c, "gx_c").await;
     for (sql, expected) in [
         (
             format!("CANCEL MOVE {id}"),
@@ -512,7 +543,7 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
 /// shard by hand, two go back, and every row stays where CHECK PLACEMENT finds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_evens_out_a_tablespace_set() {
-    let proxy = TestProxy::start();
+    let proxy = alone("gb", |_| {}).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -578,7 +609,7 @@ async fn rebalance_evens_out_a_tablespace_set() {
         .await
         .expect_err("no such set");
     assert_eq!(code(&e), SqlState::UNDEFINED_OBJECT);
-    no_replication_left(&c, "gb_c").await;
+    no_replication_left(&proxy, &c, "gb_c").await;
 }
 
 /// A family without a primary key moves too: its partitions get `REPLICA IDENTITY FULL`, so the
@@ -586,7 +617,7 @@ async fn rebalance_evens_out_a_tablespace_set() {
 /// refuse them while the publication exists).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_without_a_primary_key_moves_while_rows_change() {
-    let proxy = TestProxy::start();
+    let proxy = alone("gn", |_| {}).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -684,5 +715,38 @@ async fn a_table_without_a_primary_key_moves_while_rows_change() {
         one(&on_target, "SELECT count(*) FROM gn_c_c1").await,
         now.len().to_string()
     );
-    no_replication_left(&c, "gn_c").await;
+    no_replication_left(&proxy, &c, "gn_c").await;
+}
+
+/// While another proxy shares the catalog, MOVE CHUNK is refused before anything changes: the
+/// cutover holds only this proxy's statements. Once that proxy is gone, the move runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_waits_to_be_the_only_proxy() {
+    let proxy = alone("go", |_| {}).await;
+    let other = beside("go", |_| {});
+    let c = proxy.connect().await;
+    each(
+        &c,
+        &[
+            "CREATE SHARDED TABLE go_c (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)
+               PARTITIONS 4",
+            "INSERT INTO go_c SELECT generate_series(1, 100)",
+        ],
+    )
+    .await;
+    let map = chunk_map(&c, "go_c").await;
+    let sql = format!("MOVE CHUNK 1 FOR go_c TO SHARD {}", name(1 - map[1]));
+    let e = c.simple_query(&sql).await.expect_err("another proxy");
+    assert_eq!(
+        code(&e),
+        SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "{e:?}"
+    );
+    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    assert!(message.contains("other proxies"), "{message}");
+    assert!(moves_of(&c, "go_c").await.is_empty());
+    drop(other);
+    c.batch_execute(&sql).await.expect("alone now");
+    assert_eq!(chunk_map(&c, "go_c").await[1], 1 - map[1]);
+    assert_eq!(one(&c, "SELECT count(*) FROM go_c").await, "100");
 }

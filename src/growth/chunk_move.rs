@@ -24,8 +24,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::plan::Plan;
-use super::replication::{self, Names, Synced};
-use super::settle::{self, connect, on, prepared_name, Half};
+use super::replication::{self, Half, Names, Synced};
+use super::settle::{self, connect, on};
 use super::{Growth, GrowthError};
 use crate::failpoint::fail_point;
 use crate::model::{MoveId, MoveState};
@@ -62,6 +62,15 @@ pub struct Moved {
 /// Moves a chunk, returning when it is done; on failure nothing is left changed.
 pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthError> {
     let plan = Plan::new(&g.catalog.snapshot(), req)?;
+    let others = super::recovery::live_proxies(g).await?;
+    if !others.is_empty() {
+        return Err(GrowthError::OtherProxies(
+            others
+                .iter()
+                .map(|o| format!("{}_{}", o.proxy, o.epoch))
+                .collect(),
+        ));
+    }
     let source = connect(g, plan.source, &plan.source_name).await?;
     check_wal_level(&source, &plan.source_name).await?;
     drop(source);
@@ -99,7 +108,7 @@ pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthEr
 }
 
 async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> {
-    let names = Names::of(id);
+    let names = Names::of(&g.me.cluster, id);
     g.catalog
         .set_move_state(id, MoveState::Copying, None)
         .await?;
@@ -307,7 +316,7 @@ async fn cut_over_in(
     replication::set_enabled(target, names, false)
         .await
         .map_err(&on_target)?;
-    if !prepare_attach(target, plan, id, left())
+    if !prepare_attach(target, plan, names, left())
         .await
         .map_err(&on_target)?
     {
@@ -324,7 +333,7 @@ async fn cut_over_in(
     source
         .batch_execute(&format!(
             "PREPARE TRANSACTION {}",
-            quote_literal(&prepared_name(id, Half::Source))
+            quote_literal(&names.prepared(Half::Source))
         ))
         .await
         .map_err(&on_source)?;
@@ -345,7 +354,7 @@ async fn cut_over_in(
         client
             .batch_execute(&format!(
                 "COMMIT PREPARED {}",
-                quote_literal(&prepared_name(id, half))
+                quote_literal(&names.prepared(half))
             ))
             .await
             .map_err(on_shard)?;
@@ -382,7 +391,7 @@ async fn lock_family(
 async fn prepare_attach(
     target: &Client,
     plan: &Plan,
-    id: MoveId,
+    names: &Names,
     wait: Duration,
 ) -> Result<bool, tokio_postgres::Error> {
     let mut sql = format!(
@@ -404,7 +413,7 @@ async fn prepare_attach(
     }
     sql.push_str(&format!(
         " PREPARE TRANSACTION {}",
-        quote_literal(&prepared_name(id, Half::Target))
+        quote_literal(&names.prepared(Half::Target))
     ));
     match target.batch_execute(&sql).await {
         Ok(()) => Ok(true),

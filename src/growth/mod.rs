@@ -121,6 +121,13 @@ pub enum GrowthError {
         shard: String,
     },
     #[error(
+        "other proxies share this catalog ({}): a chunk move holds only this proxy's statements at \
+         its cutover, and a proxy still routing by the old chunk map could miss the moved rows; \
+         run MOVE CHUNK and REBALANCE while this proxy is the only one",
+        .0.join(", ")
+    )]
+    OtherProxies(Vec<String>),
+    #[error(
         "shard \"{shard}\" has wal_level = {level}; a chunk move copies its rows by logical \
          replication: set wal_level = logical in that shard's postgresql.conf and restart it"
     )]
@@ -191,7 +198,8 @@ impl crate::client_error::ClientError for GrowthError {
             GrowthError::NotInSet { .. }
             | GrowthError::WalLevel { .. }
             | GrowthError::TargetHoldsNone { .. }
-            | GrowthError::WouldEmptySource { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | GrowthError::WouldEmptySource { .. }
+            | GrowthError::OtherProxies(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             GrowthError::Shard { source, .. } => source
                 .code()
                 .cloned()

@@ -8,11 +8,39 @@ use std::time::Duration;
 
 use super::plan::Plan;
 use super::{owner_of, settle, Growth, GrowthError};
+use crate::catalog::MoveOwner;
 use crate::model::{MoveId, MoveState};
 
 /// How long CANCEL MOVE waits for the move to stop.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
 const CANCEL_POLL: Duration = Duration::from_millis(100);
+
+/// The proxies (other than this one) whose leases on the catalog are live.
+pub(super) async fn live_proxies(g: &Growth) -> Result<Vec<MoveOwner>, GrowthError> {
+    let catalog = "the catalog database";
+    let conn = g
+        .control
+        .catalog()
+        .get()
+        .await
+        .map_err(|source| GrowthError::Connect {
+            shard: catalog.into(),
+            source,
+        })?;
+    let leases = crate::txn::lease::list(&conn, Some(&g.me.cluster))
+        .await
+        .map_err(|source| GrowthError::Shard {
+            shard: catalog.into(),
+            source,
+        })?;
+    let me = g.owner();
+    Ok(leases
+        .iter()
+        .filter(|l| l.live)
+        .map(|l| owner_of(&l.incarnation))
+        .filter(|o| *o != me)
+        .collect())
+}
 
 /// Settles every unfinished move whose owner holds no live lease; how many it settled.
 pub async fn recover_moves(g: &Growth) -> Result<usize, GrowthError> {
@@ -26,31 +54,11 @@ pub async fn recover_moves(g: &Growth) -> Result<usize, GrowthError> {
     if unfinished.is_empty() {
         return Ok(0);
     }
-    let leases = {
-        let catalog = "the catalog database";
-        let conn = g
-            .control
-            .catalog()
-            .get()
-            .await
-            .map_err(|source| GrowthError::Connect {
-                shard: catalog.into(),
-                source,
-            })?;
-        crate::txn::lease::list(&conn, Some(&g.me.cluster))
-            .await
-            .map_err(|source| GrowthError::Shard {
-                shard: catalog.into(),
-                source,
-            })?
-    };
+    let live = live_proxies(g).await?;
     let me = g.owner();
     let mut settled = 0;
     for m in unfinished {
-        let alive = m.owner == me
-            || leases
-                .iter()
-                .any(|l| l.live && owner_of(&l.incarnation) == m.owner);
+        let alive = m.owner == me || live.contains(&m.owner);
         if alive || !g.catalog.claim_move(m.id, m.state, &m.owner, &me).await? {
             continue;
         }

@@ -6,18 +6,40 @@ use tokio_postgres::Client;
 
 use crate::model::MoveId;
 use crate::sql::quote::{quote_ident, quote_literal};
+use crate::txn::gid::ClusterTag;
 
-/// The names a move gives its publication, subscription and replication slot.
+/// The names a move gives its publication, subscription and replication slot, and the
+/// prepared halves of its cutover: `shardwire_move_<cluster>_<id>`, so the moves of proxies on
+/// different catalogs (whose ids repeat) never share a name on a shard.
 pub(super) struct Names {
     pub publication: String,
     pub subscription: String,
 }
 
+/// Which shard's half of the cutover a prepared transaction holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Half {
+    /// The target's attach of the chunk's tables.
+    Target,
+    /// The source's detach and drop of its partitions.
+    Source,
+}
+
 impl Names {
-    pub fn of(id: MoveId) -> Names {
+    pub fn of(cluster: &ClusterTag, id: MoveId) -> Names {
+        let base = format!("shardwire_move_{}_{id}", cluster.as_str());
         Names {
-            publication: format!("shardwire_move_{id}"),
-            subscription: format!("shardwire_move_{id}"),
+            publication: base.clone(),
+            subscription: base,
+        }
+    }
+
+    /// The name a cutover's half is prepared under (never a shardwire gid, so the distributed
+    /// transactions' recovery leaves it alone).
+    pub fn prepared(&self, half: Half) -> String {
+        match half {
+            Half::Target => format!("{}_target", self.subscription),
+            Half::Source => format!("{}_source", self.subscription),
         }
     }
 }

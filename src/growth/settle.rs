@@ -5,29 +5,11 @@
 use tokio_postgres::Client;
 
 use super::plan::Plan;
-use super::replication::{self, Names};
+use super::replication::{self, Half, Names};
 use super::{Growth, GrowthError};
 use crate::model::{MoveId, MoveState, ShardId};
 use crate::sql::quote::quote_literal;
 use crate::txn::control::ControlConn;
-
-/// Which shard's half of the cutover a prepared transaction holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Half {
-    /// The target's attach of the chunk's tables.
-    Target,
-    /// The source's detach and drop of its partitions.
-    Source,
-}
-
-/// The name a cutover's half is prepared under (never a shardwire gid, so the distributed
-/// transactions' recovery leaves it alone).
-pub(super) fn prepared_name(id: MoveId, half: Half) -> String {
-    match half {
-        Half::Target => format!("shardwire_move_{id}_target"),
-        Half::Source => format!("shardwire_move_{id}_source"),
-    }
-}
 
 /// Ends a move that stopped short: finished when the catalog gave the chunk to the target,
 /// undone otherwise and recorded `unfinished` (with `error`). A record that cannot be read
@@ -74,11 +56,11 @@ pub(super) async fn settle(
 /// Commits or rolls back a half that is still prepared; nothing when there is none.
 async fn settle_prepared(
     client: &Client,
-    id: MoveId,
+    names: &Names,
     half: Half,
     commit: bool,
 ) -> Result<(), tokio_postgres::Error> {
-    let name = prepared_name(id, half);
+    let name = names.prepared(half);
     let prepared = client
         .query_opt(
             "SELECT 1 FROM pg_catalog.pg_prepared_xacts
@@ -99,7 +81,7 @@ async fn settle_prepared(
 /// Drops what the move made for the copy: the subscription (with its slot) and the
 /// publication.
 pub(super) async fn clean_up(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
-    let names = Names::of(id);
+    let names = Names::of(&g.me.cluster, id);
     let target = connect(g, plan.target, &plan.target_name).await?;
     replication::unsubscribe(&target, &names)
         .await
@@ -119,11 +101,11 @@ pub(super) async fn finish_handed_over(
     id: MoveId,
 ) -> Result<(), GrowthError> {
     let target = connect(g, plan.target, &plan.target_name).await?;
-    settle_prepared(&target, id, Half::Target, true)
+    settle_prepared(&target, &Names::of(&g.me.cluster, id), Half::Target, true)
         .await
         .map_err(on(&plan.target_name))?;
     let source = connect(g, plan.source, &plan.source_name).await?;
-    settle_prepared(&source, id, Half::Source, true)
+    settle_prepared(&source, &Names::of(&g.me.cluster, id), Half::Source, true)
         .await
         .map_err(on(&plan.source_name))?;
     if has_chunk_tables(&source, plan)
@@ -147,11 +129,11 @@ pub(super) async fn finish_handed_over(
 /// attach went through) dropped.
 pub(super) async fn undo(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), GrowthError> {
     let target = connect(g, plan.target, &plan.target_name).await?;
-    settle_prepared(&target, id, Half::Target, false)
+    settle_prepared(&target, &Names::of(&g.me.cluster, id), Half::Target, false)
         .await
         .map_err(on(&plan.target_name))?;
     let source = connect(g, plan.source, &plan.source_name).await?;
-    settle_prepared(&source, id, Half::Source, false)
+    settle_prepared(&source, &Names::of(&g.me.cluster, id), Half::Source, false)
         .await
         .map_err(on(&plan.source_name))?;
     drop(source);
