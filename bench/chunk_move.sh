@@ -4,6 +4,8 @@
 #
 #   bench/chunk_move.sh [rows-in-the-chunk] [moves] [writes-per-second]
 #
+# WINDOW=seconds (default 15) is how long pgbench writes around each move, which starts 2 s in;
+# a move must end inside it.
 # For each move it prints how long MOVE CHUNK took, the cutover's pause (SHOW MOVES' pause_ms),
 # the copy's rate, and the writers' p99 and longest latency during the move (pgbench's
 # per-transaction log; each write is an UPDATE of a row of the moving chunk). It also times a plain
@@ -94,16 +96,16 @@ from=$SRC
 for m in $(seq "$MOVES"); do
     to=$([ "$from" = s1 ] && echo s2 || echo s1)
     rm -f "$WORK"/pgbench_log.*
-    ( cd "$WORK" && PGPASSWORD=app pgbench -n -f write.sql -c 4 -j 2 -R "$RATE" -T 600 -l \
-        -h 127.0.0.1 -p "$SWPORT" -U app app >"$WORK/pgbench.out" 2>&1 ) &
+    cd "$WORK"
+    PGPASSWORD=app pgbench -n -f write.sql -c 4 -j 2 -R "$RATE" -T "${WINDOW:-15}" -l \
+        -h 127.0.0.1 -p "$SWPORT" -U app app >"$WORK/pgbench.out" 2>&1 &
     BENCH=$!
+    cd - >/dev/null
     sleep 2
     t0=$(date +%s.%N)
     sw -c "MOVE CHUNK 1 FOR bench_moved TO SHARD $to"
     t1=$(date +%s.%N)
-    sleep 1
-    kill -INT "$BENCH" 2>/dev/null || true
-    wait "$BENCH" 2>/dev/null || true
+    wait "$BENCH"
     pause=$(sw -Atc "SHOW MOVES" | tail -1 | awk -F'|' '{print $11}')
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b-a}')
     rate=$(awk -v n="$IN_CHUNK" -v s="$secs" -v p="$pause" 'BEGIN {printf "%.0f", n/(s-p/1000)}')

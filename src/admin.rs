@@ -420,7 +420,8 @@ pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswe
             };
             let g = g.clone();
             match tokio::spawn(async move { move_chunk(&g, &request).await }).await {
-                Ok(moved) => moved.map(|_| GrowthAnswer::Done("MOVE CHUNK".into())),
+                // Not `MOVE …`: libpq reads a tag starting so as a cursor's MOVE and its count.
+                Ok(moved) => moved.map(|_| GrowthAnswer::Done("CHUNK MOVED".into())),
                 Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                 Err(_) => Err(GrowthError::Interrupted),
             }
