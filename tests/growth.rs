@@ -662,16 +662,18 @@ async fn a_table_without_a_primary_key_moves_while_rows_change() {
                     }
                     if n % 2 == 1 {
                         if deleted.insert(*id) {
-                            client
+                            let changed = client
                                 .execute("DELETE FROM gn_c WHERE id = $1", &[id])
                                 .await
                                 .unwrap_or_else(|e| panic!("delete {id}: {e:?}"));
+                            assert_eq!(changed, 1, "delete {id}");
                         }
                     } else {
-                        client
+                        let changed = client
                             .execute("UPDATE gn_c SET v = v + 1 WHERE id = $1", &[id])
                             .await
                             .unwrap_or_else(|e| panic!("update {id}: {e:?}"));
+                        assert_eq!(changed, 1, "update {id}");
                         *updates.entry(*id).or_default() += 1;
                     }
                 }

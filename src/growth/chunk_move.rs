@@ -37,6 +37,10 @@ const BOUND_CHECK: &str = "shardwire_move_bound";
 const BACKOFF: Duration = Duration::from_millis(500);
 /// How often the source is asked whether the target confirmed its last change.
 const CATCH_UP_POLL: Duration = Duration::from_millis(5);
+/// How long a cutover waits, its fence closed, before it locks: statements sent just before
+/// reach the source first. A statement that still arrives later is found waiting on the lock
+/// (`has_waiters`) and the cutover backs off.
+const SETTLE: Duration = Duration::from_millis(20);
 /// How often the copy's progress (and a CANCEL MOVE) is looked at.
 const COPY_POLL: Duration = Duration::from_millis(100);
 
@@ -232,6 +236,8 @@ async fn cut_over(
     let target = connect(g, plan.target, &plan.target_name).await?;
     let hold = g.fence.close();
     let started = Instant::now();
+    // Statements this proxy sent just before the fence closed reach the source first.
+    tokio::time::sleep(SETTLE).await;
     source
         .batch_execute("BEGIN")
         .await
@@ -313,6 +319,12 @@ async fn cut_over_in(
             target: target_rows,
         });
     }
+    // A statement queued behind the lock would run after the source's partitions are gone and
+    // find nothing (an UPDATE of 0 rows where the row exists): back off and let it run first.
+    if has_waiters(source, plan).await.map_err(&on_source)? {
+        tracing::info!(move_id = %id, "chunk move: statements wait on the source; backing off");
+        return Ok(None);
+    }
     replication::set_enabled(target, names, false)
         .await
         .map_err(&on_target)?;
@@ -363,6 +375,25 @@ async fn cut_over_in(
         pause: started.elapsed(),
         rows: target_rows,
     }))
+}
+
+/// Whether any session waits for a lock on the family's tables (the cutover holds them all).
+async fn has_waiters(source: &Client, plan: &Plan) -> Result<bool, tokio_postgres::Error> {
+    let relations: Vec<String> = plan
+        .levels
+        .iter()
+        .flat_map(|l| [l.parent.clone(), l.part.clone()])
+        .collect();
+    source
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks
+                             WHERE NOT granted AND locktype = 'relation'
+                               AND relation = ANY (SELECT pg_catalog.to_regclass(r)::oid
+                                                     FROM unnest($1::text[]) r))",
+            &[&relations],
+        )
+        .await
+        .map(|row| row.get(0))
 }
 
 /// Locks the family's tables on the source within `wait`; `false` when the wait ran out.
