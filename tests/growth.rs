@@ -2,28 +2,15 @@
 //! while clients write to it, SHOW MOVES records it, CHECK PLACEMENT proves where every row is.
 //! Placement is checked on the shards themselves.
 mod common;
+mod routing_common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::TestProxy;
+use routing_common::simple_rows as rows;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, SimpleQueryMessage};
-
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
 
 async fn one(client: &Client, sql: &str) -> String {
     rows(client, sql).await[0][0].clone().expect("a value")

@@ -9,29 +9,16 @@
 
 mod common;
 mod process_common;
+mod routing_common;
 
 use std::time::{Duration, Instant};
 
 use common::shards;
 use process_common::Proxy;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use routing_common::simple_rows as rows;
+use tokio_postgres::Client;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
 
 async fn one(client: &Client, sql: &str) -> String {
     rows(client, sql).await[0][0].clone().expect("a value")

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
-use super::plan::Plan;
+use super::plan::{hash_key_columns, Plan};
 use super::replication::{self, Half, Names, Synced};
 use super::settle::{self, connect, on};
 use super::{Growth, GrowthError};
@@ -469,10 +469,7 @@ async fn make_target_tables(target: &Client, plan: &Plan) -> Result<(), tokio_po
             )
             .await?
             .get(0);
-        let columns = key
-            .strip_prefix("HASH (")
-            .and_then(|k| k.strip_suffix(')'))
-            .unwrap_or(&key);
+        let columns = hash_key_columns(&key);
         target
             .batch_execute(&format!(
                 "CREATE TABLE {part} (LIKE {parent} INCLUDING DEFAULTS INCLUDING CONSTRAINTS \

@@ -4,6 +4,8 @@
 //! each row in the partition its hash names, which the check proves again row by row with
 //! `satisfies_hash_partition`.
 
+use super::plan::hash_key_columns;
+use super::settle::{connect, on};
 use super::{Growth, GrowthError};
 use crate::catalog::{Snapshot, Table};
 use crate::model::{ShardId, ShardingMethod, TableKind};
@@ -75,20 +77,8 @@ async fn on_shard(
         .shard(shard)
         .map(|s| s.name.clone())
         .unwrap_or_default();
-    let on = |source| GrowthError::Shard {
-        shard: shard_name.clone(),
-        source,
-    };
-    let client =
-        g.control
-            .shard(shard)
-            .pool
-            .get()
-            .await
-            .map_err(|source| GrowthError::Connect {
-                shard: shard_name.clone(),
-                source,
-            })?;
+    let on = on(&shard_name);
+    let client = connect(g, shard, &shard_name).await?;
     let relation = format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name));
     let display = if t.schema == "public" {
         t.name.clone()
@@ -110,7 +100,7 @@ async fn on_shard(
         let rows: i64 = client
             .query_one(&format!("SELECT count(*) FROM {relation}"), &[])
             .await
-            .map_err(on)?
+            .map_err(&on)?
             .get(0);
         // A duplicated copy holds every row; an unsharded table lives on its one shard; list
         // and range partitions are on their tablespace's shard by construction.
@@ -131,7 +121,7 @@ async fn on_shard(
             &[&relation],
         )
         .await
-        .map_err(on)?;
+        .map_err(&on)?;
     let mut out = Vec::new();
     for p in partitions {
         let name: String = p.get(0);
@@ -141,10 +131,7 @@ async fn on_shard(
             out.push(row(None, Some(name), 0, 0));
             continue;
         };
-        let columns = key
-            .strip_prefix("HASH (")
-            .and_then(|c| c.strip_suffix(')'))
-            .unwrap_or(&key);
+        let columns = hash_key_columns(&key);
         let counted = client
             .query_one(
                 &format!(
@@ -155,7 +142,7 @@ async fn on_shard(
                 &[],
             )
             .await
-            .map_err(on)?;
+            .map_err(&on)?;
         let rows: i64 = counted.get(0);
         let off_hash: i64 = counted.get(1);
         // A partition of another modulus, or of a chunk the map puts elsewhere, holds rows this

@@ -179,3 +179,10 @@ fn levels(snapshot: &Snapshot, root: TableId, chunk: u32) -> Vec<Level> {
 fn qualified(schema: &str, name: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(name))
 }
+
+/// The columns of `pg_get_partkeydef`'s `HASH (a, b)`, as PostgreSQL quotes them.
+pub(super) fn hash_key_columns(key: &str) -> &str {
+    key.strip_prefix("HASH (")
+        .and_then(|k| k.strip_suffix(')'))
+        .unwrap_or(key)
+}
