@@ -2,122 +2,16 @@
 //! while clients write to it, SHOW MOVES records it, CHECK PLACEMENT proves where every row is.
 //! Placement is checked on the shards themselves.
 mod common;
+mod growth_common;
 mod routing_common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::TestProxy;
+use growth_common::*;
 use routing_common::simple_rows as rows;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, SimpleQueryMessage};
-
-async fn one(client: &Client, sql: &str) -> String {
-    rows(client, sql).await[0][0].clone().expect("a value")
-}
-
-/// A proxy on a catalog of its own (database `cat_<name>` on the first shard, made afresh):
-/// MOVE CHUNK refuses to run while another proxy shares its catalog, and this file's tests run
-/// at once.
-async fn alone(name: &str, edit: impl FnOnce(&mut shardwire::config::Config)) -> TestProxy {
-    let db = format!("cat_{name}");
-    let admin = common::shards().connect(0).await;
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"),
-        format!("CREATE DATABASE {db}"),
-    ] {
-        admin.batch_execute(&sql).await.unwrap();
-    }
-    beside(name, edit)
-}
-
-/// Another proxy on the catalog of [`alone`]`(name)`.
-fn beside(name: &str, edit: impl FnOnce(&mut shardwire::config::Config)) -> TestProxy {
-    let shard0 = common::shards().url(0);
-    let url = format!("{}/cat_{name}", &shard0[..shard0.rfind('/').unwrap()]);
-    TestProxy::start_with(move |c| {
-        c.catalog = Some(shardwire::config::CatalogConfig { url });
-        edit(c);
-    })
-}
-
-/// The configured name of shard `i` (the harness names them s1, s2, …).
-fn name(i: usize) -> String {
-    format!("s{}", i + 1)
-}
-
-/// SHOW MOVES' rows of `table` (the tests of this file share one catalog).
-async fn moves_of(client: &Client, table: &str) -> Vec<Vec<Option<String>>> {
-    rows(client, "SHOW MOVES")
-        .await
-        .into_iter()
-        .filter(|m| m[1].as_deref() == Some(table))
-        .collect()
-}
-
-async fn each(client: &Client, statements: &[&str]) {
-    for sql in statements {
-        client
-            .batch_execute(sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
-    }
-}
-
-fn code(e: &tokio_postgres::Error) -> SqlState {
-    e.code()
-        .cloned()
-        .unwrap_or_else(|| panic!("no SQLSTATE: {e:?}"))
-}
-
-/// The shard index of each chunk of `table`, by SHOW CHUNKS.
-async fn chunk_map(proxy: &Client, table: &str) -> Vec<usize> {
-    rows(proxy, &format!("SHOW CHUNKS FOR {table}"))
-        .await
-        .iter()
-        .map(|r| {
-            let shard = r[3].as_deref().unwrap();
-            shard.trim_start_matches('s').parse::<usize>().unwrap() - 1
-        })
-        .collect()
-}
-
-/// Nothing of `table`'s moves is left on any shard: no replication slot, publication,
-/// subscription or prepared half (by name: the tests of this file move chunks at once).
-async fn no_replication_left(proxy: &TestProxy, client: &Client, table: &str) {
-    let cluster = shardwire::txn::gid::ClusterTag::from_catalog(&proxy.config.catalog_endpoint());
-    let names: Vec<String> = moves_of(client, table)
-        .await
-        .iter()
-        .map(|m| {
-            format!(
-                "shardwire_move_{}_{}",
-                cluster.as_str(),
-                m[0].as_deref().unwrap()
-            )
-        })
-        .collect();
-    assert!(!names.is_empty(), "no move of {table}");
-    for i in 0..common::shards().clusters.len() {
-        let shard = common::shards().connect(i).await;
-        let left: i64 = shard
-            .query_one(
-                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1))
-                      + (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
-                      + (SELECT count(*) FROM pg_subscription WHERE subname = ANY($1))
-                      + (SELECT count(*) FROM pg_prepared_xacts
-                          WHERE regexp_replace(gid, '_(target|source)$', '') = ANY($1))",
-                &[&names],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(
-            left, 0,
-            "replication objects of {table}'s moves left on shard {i}"
-        );
-    }
-}
+use tokio_postgres::SimpleQueryMessage;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_moves_with_its_family_while_clients_write() {

@@ -40,6 +40,7 @@ mod dest;
 mod dispatch;
 mod explain;
 mod fan_out;
+mod fence;
 mod forward;
 mod host;
 mod insert_select;
@@ -158,6 +159,8 @@ pub struct Session {
     timeouts: timeouts::Timeouts,
     /// Work of the proxy's own that is half done.
     under_way: UnderWay,
+    /// What the session has in flight, as a chunk move's cutover reads it.
+    flight: crate::growth::Flight,
     /// This session's place under the connection limits.
     _admitted: Admitted,
 }
@@ -213,6 +216,7 @@ impl Session {
                 max_message: ctx.config.limits.max_message_bytes as usize,
             },
             under_way: UnderWay::default(),
+            flight: ctx.fence.flight(),
             ctx,
             cout: BytesMut::with_capacity(8192),
             links: Participants {
@@ -323,6 +327,7 @@ impl Session {
             }
             self.write_now(client)?;
             self.release_if_idle();
+            self.settle_flight();
 
             let event = match self.wait_deadline() {
                 None => std::future::poll_fn(|cx| self.poll_event(cx, client)).await,

@@ -37,10 +37,6 @@ const BOUND_CHECK: &str = "shardwire_move_bound";
 const BACKOFF: Duration = Duration::from_millis(500);
 /// How often the source is asked whether the target confirmed its last change.
 const CATCH_UP_POLL: Duration = Duration::from_millis(5);
-/// How long a cutover waits, its fence closed, before it locks: statements sent just before
-/// reach the source first. A statement that still arrives later is found waiting on the lock
-/// (`has_waiters`) and the cutover backs off.
-const SETTLE: Duration = Duration::from_millis(20);
 /// How often the copy's progress (and a CANCEL MOVE) is looked at.
 const COPY_POLL: Duration = Duration::from_millis(100);
 
@@ -236,8 +232,10 @@ async fn cut_over(
     let target = connect(g, plan.target, &plan.target_name).await?;
     let hold = g.fence.close();
     let started = Instant::now();
-    // Statements this proxy sent just before the fence closed reach the source first.
-    tokio::time::sleep(SETTLE).await;
+    // Statements this proxy routed to the source just before the fence closed finish first.
+    if !g.fence.quiesce(plan.source, started + pause).await {
+        return Ok(None);
+    }
     source
         .batch_execute("BEGIN")
         .await
@@ -321,6 +319,8 @@ async fn cut_over_in(
     }
     // A statement queued behind the lock would run after the source's partitions are gone and
     // find nothing (an UPDATE of 0 rows where the row exists): back off and let it run first.
+    // The fence's quiescence keeps this proxy's own statements from queueing there; this is
+    // the net for what it cannot see.
     if has_waiters(source, plan).await.map_err(&on_source)? {
         tracing::info!(move_id = %id, "chunk move: statements wait on the source; backing off");
         return Ok(None);

@@ -15,7 +15,7 @@ mod replication;
 mod settle;
 
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
-pub use fence::Fence;
+pub use fence::{Fence, Flight};
 pub use placement::{check_placement, PlacementRow};
 pub use rebalance::rebalance;
 pub use recovery::{cancel_move, recover_moves, run_recovery_until};

@@ -221,7 +221,25 @@ impl RawClient {
     pub async fn until_ready(&mut self) -> Vec<Reply> {
         let mut replies = Vec::new();
         loop {
-            let reply = match self.next_message().await {
+            let reply = self.next_reply().await;
+            let ready = matches!(reply, Reply::Ready(_));
+            replies.push(reply);
+            if ready {
+                return replies;
+            }
+        }
+    }
+
+    /// A Flush message: the server sends what it has answered so far, mid-batch.
+    pub fn flush_message(&mut self) -> &mut Self {
+        frontend::flush(&mut self.out);
+        self
+    }
+
+    /// The next reply, notices and parameter changes skipped.
+    pub async fn next_reply(&mut self) -> Reply {
+        loop {
+            return match self.next_message().await {
                 Message::ParseComplete => Reply::ParseComplete,
                 Message::BindComplete => Reply::BindComplete,
                 Message::CloseComplete => Reply::CloseComplete,
@@ -244,14 +262,10 @@ impl RawClient {
                 Message::CommandComplete(body) => Reply::Complete(body.tag().unwrap().to_string()),
                 Message::ErrorResponse(body) => Reply::Error(sqlstate(body.fields())),
                 Message::CopyInResponse(_) => Reply::CopyIn,
-                Message::ReadyForQuery(body) => {
-                    replies.push(Reply::Ready(body.status()));
-                    return replies;
-                }
+                Message::ReadyForQuery(body) => Reply::Ready(body.status()),
                 Message::NoticeResponse(_) | Message::ParameterStatus(_) => continue,
                 other => panic!("unexpected message: {}", tag_of(&other)),
             };
-            replies.push(reply);
         }
     }
 

@@ -28,10 +28,7 @@ impl Session {
         client: &mut (dyn ClientSocket + Send),
     ) -> Result<(), SessionError> {
         // Held while a chunk move's cutover runs; then routed by the catalog it left.
-        if self.ctx.fence.is_closed() {
-            self.ctx.metrics.statements_held.increment(1);
-            self.ctx.fence.wait_open().await;
-        }
+        self.pass_fence(&frame).await?;
         // A string of statements for several shards is cut from the client's own text: each
         // statement is then rewritten as it would be alone.
         let as_sent = frame.raw;
@@ -64,6 +61,12 @@ impl Session {
             return Ok(());
         }
         if let Some((sql, kind)) = local_candidate(&frame)? {
+            if kind == LocalKind::Growth {
+                // A MOVE CHUNK waits for its own cutover, which waits for every session with
+                // statements in flight: this one shows it has none.
+                self.drain_current().await?;
+                self.settle_flight();
+            }
             // Boxed: the DDL path's future is large, and every other query should not carry it.
             let span = self.span.clone();
             let reply = Box::pin(self.answer_locally(sql, kind).instrument(span)).await;

@@ -20,8 +20,11 @@ impl Session {
     /// and a backend connection is held or one just given back by another client is there to
     /// take. Returns false when the frame needs the general path.
     pub(super) fn forward_now(&mut self, frame: &Frame<&[u8]>) -> Result<bool, SessionError> {
+        if self.batch.skip_until_sync || self.copy.is_some() {
+            return Ok(false);
+        }
         // A chunk move's cutover holds new statements: the general path waits for it.
-        if self.batch.skip_until_sync || self.copy.is_some() || self.ctx.fence.is_closed() {
+        if !self.flight.open_for_frame() && !self.continues_work(frame) {
             return Ok(false);
         }
         if frame.tag == b'Q' {

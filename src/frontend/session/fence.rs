@@ -1,0 +1,45 @@
+//! The session's side of a chunk move's cutover (`growth::Fence`): what it shows the cutover it
+//! has in flight, and where it waits while the fence is closed. It waits only between
+//! statements: a frame that continues what was begun (the rest of an extended-protocol batch,
+//! COPY data) goes on, for its route was decided before; the cutover then waits for it.
+
+use super::{Session, SessionError};
+use crate::protocol::Frame;
+
+impl Session {
+    /// Whether the frame continues work already under way on the session's connections, which
+    /// a closed fence does not hold: an extended-protocol batch not yet synced, a COPY.
+    pub(super) fn continues_work(&self, frame: &Frame<&[u8]>) -> bool {
+        matches!(frame.tag, b'd' | b'c' | b'f') || self.work_under_way()
+    }
+
+    fn work_under_way(&self) -> bool {
+        self.copy.is_some() || self.links.iter().any(|link| link.unsynced)
+    }
+
+    /// Shows the cutover what the session has in flight after a turn of its loop: nothing once
+    /// every answer is in and no batch or COPY is open; otherwise the shard of its one
+    /// connection, or busy when it holds several.
+    pub(super) fn settle_flight(&mut self) {
+        let in_flight = !self.pipeline.is_empty() || self.work_under_way();
+        let shard = match self.links.parked.is_empty() {
+            true => self.links.current_shard(),
+            false => None,
+        };
+        self.flight.settle(in_flight.then_some(shard));
+    }
+
+    /// On the general path, before a frame is routed: passes a closed fence only with work
+    /// under way; otherwise finishes what is in flight (the cutover waits for it) and waits
+    /// for the fence to open, then routes by the catalog the cutover left.
+    pub(super) async fn pass_fence(&mut self, frame: &Frame<&[u8]>) -> Result<(), SessionError> {
+        while !self.flight.open_for_frame() && !self.continues_work(frame) {
+            self.ctx.metrics.statements_held.increment(1);
+            self.drain_current().await?;
+            self.settle_flight();
+            let fence = self.ctx.fence.clone();
+            fence.wait_open().await;
+        }
+        Ok(())
+    }
+}
