@@ -14,10 +14,11 @@ use growth_common::*;
 use tokio_postgres::SimpleQueryMessage;
 
 /// Long enough that a cutover waits out the statements these tests keep in flight.
-const PAUSE_MS: u64 = 10_000;
+const PAUSE_MS: u64 = 15_000;
 
 /// A proxy on its own catalog with a one-level family `table` of 1,000 rows (v = 0); returns
-/// the shard holding chunk 1, the other shard, and a key of chunk 1.
+/// a chunk on shard 0 (where statements on no table go), the other shard, and a key of the
+/// chunk.
 async fn family(name: &str) -> (TestProxy, usize, usize, String) {
     let proxy = alone(name, |c| c.moves.cutover_pause_ms = PAUSE_MS).await;
     let c = proxy.connect().await;
@@ -32,13 +33,17 @@ async fn family(name: &str) -> (TestProxy, usize, usize, String) {
         ],
     )
     .await;
-    let source = chunk_map(&c, name).await[1];
+    let chunk = chunk_map(&c, name)
+        .await
+        .iter()
+        .position(|&shard| shard == 0)
+        .expect("a chunk on shard 0");
     let key = one(
-        &shards().connect(source).await,
-        &format!("SELECT min(id) FROM {name}_c1"),
+        &shards().connect(0).await,
+        &format!("SELECT min(id) FROM {name}_c{chunk}"),
     )
     .await;
-    (proxy, source, 1 - source, key)
+    (proxy, chunk, 1, key)
 }
 
 /// Waits until some shard runs a statement containing `marker`.
@@ -71,41 +76,49 @@ async fn value(proxy: &TestProxy, table: &str, key: &str, shard: usize) -> (Stri
     (through, there)
 }
 
-/// The statement's UPDATE sleeps first, so it takes its lock on the family long after it was
-/// routed: the cutover must wait for it rather than lock and remove the source's partitions
-/// under it (the UPDATE would then change nothing).
+/// One extended-protocol batch, sent whole to shard 0: a sleep, then an UPDATE of a row in
+/// the chunk. PostgreSQL parses the UPDATE, and locks the family, only after the sleep, long
+/// after the proxy routed it: the cutover must wait for the batch rather than lock and remove
+/// the source's partitions under it (the UPDATE would then change nothing). The sleep outlasts
+/// the copy, so the cutover begins while it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_routed_before_the_hold_ends_before_the_source_locks() {
-    let (proxy, source, target, key) = family("gfq").await;
-    let writer = proxy.connect().await;
-    let script =
-        format!("SELECT pg_sleep(3) AS gfq_marker; UPDATE gfq SET v = v + 1 WHERE id = {key}");
-    let running = tokio::spawn(async move { writer.simple_query(&script).await });
+    let (proxy, chunk, target, key) = family("gfq").await;
+    let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
+    raw.parse("", "SELECT pg_sleep(6) AS gfq_marker")
+        .bind("", "", &[])
+        .execute("")
+        .parse("", "UPDATE gfq SET v = v + 1 WHERE id = $1")
+        .bind("", "", &[&key])
+        .execute("")
+        .sync()
+        .flush()
+        .await;
     wait_running("gfq_marker").await;
 
     let c = proxy.connect().await;
-    c.simple_query(&format!("MOVE CHUNK 1 FOR gfq TO SHARD {}", name(target)))
-        .await
-        .expect("MOVE CHUNK");
-    assert_eq!(chunk_map(&c, "gfq").await[1], target);
+    c.simple_query(&format!(
+        "MOVE CHUNK {chunk} FOR gfq TO SHARD {}",
+        name(target)
+    ))
+    .await
+    .expect("MOVE CHUNK");
+    assert_eq!(chunk_map(&c, "gfq").await[chunk], target);
 
-    let replies = running.await.unwrap().expect("the script");
-    let counts: Vec<u64> = replies
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::CommandComplete(n) => Some(*n),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(counts, [1, 1], "the UPDATE found its row");
+    let replies = raw.until_ready().await;
+    assert_eq!(
+        replies.iter().rev().take(2).collect::<Vec<_>>(),
+        [&Reply::Ready(b'I'), &Reply::Complete("UPDATE 1".into())],
+        "the UPDATE found its row: {replies:?}"
+    );
     assert_eq!(
         value(&proxy, "gfq", &key, target).await,
         ("1".into(), "1".into())
     );
     assert_eq!(
         one(
-            &shards().connect(source).await,
-            "SELECT to_regclass('gfq_c1') IS NULL"
+            &shards().connect(0).await,
+            &format!("SELECT to_regclass('gfq_c{chunk}') IS NULL")
         )
         .await,
         "t"
@@ -118,7 +131,7 @@ async fn a_statement_routed_before_the_hold_ends_before_the_source_locks() {
 /// statement of another client meanwhile is held until the cutover ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_begun_before_the_hold_goes_on_where_it_was_routed() {
-    let (proxy, source, target, key) = family("gfb").await;
+    let (proxy, chunk, target, key) = family("gfb").await;
     let mut raw = RawClient::connect(proxy.addr, APP, APP, APP).await.unwrap();
     raw.parse("", "UPDATE gfb SET v = v + 1 WHERE id = $1")
         .bind("", "", &[&key])
@@ -130,7 +143,7 @@ async fn a_batch_begun_before_the_hold_goes_on_where_it_was_routed() {
 
     let mover = {
         let c = proxy.connect().await;
-        let sql = format!("MOVE CHUNK 1 FOR gfb TO SHARD {}", name(target));
+        let sql = format!("MOVE CHUNK {chunk} FOR gfb TO SHARD {}", name(target));
         tokio::spawn(async move { c.simple_query(&sql).await })
     };
     // The fence is closed once another client's statement is held.
@@ -149,9 +162,11 @@ async fn a_batch_begun_before_the_hold_goes_on_where_it_was_routed() {
         probe.await.unwrap().expect("probe");
     };
     // Keeps the cutover from locking the source until this test has looked.
-    let blocker = shards().connect(source).await;
+    let blocker = shards().connect(0).await;
     blocker
-        .batch_execute("BEGIN; LOCK TABLE gfb_c1 IN ACCESS SHARE MODE")
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE gfb_c{chunk} IN ACCESS SHARE MODE"
+        ))
         .await
         .unwrap();
 
@@ -171,7 +186,7 @@ async fn a_batch_begun_before_the_hold_goes_on_where_it_was_routed() {
         .unwrap()
         .expect("the held probe runs after the cutover");
     let c = proxy.connect().await;
-    assert_eq!(chunk_map(&c, "gfb").await[1], target);
+    assert_eq!(chunk_map(&c, "gfb").await[chunk], target);
     assert_eq!(
         value(&proxy, "gfb", &key, target).await,
         ("1".into(), "1".into())
