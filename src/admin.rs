@@ -7,7 +7,8 @@ use crate::backend::Pools;
 use crate::catalog::{Catalog, CatalogError, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
 use crate::growth::{
-    cancel_move, check_placement, move_chunk, rebalance, Growth, GrowthError, MoveRequest,
+    cancel_move, change_members, check_placement, move_chunk, rebalance, Growth, GrowthError,
+    MoveRequest,
 };
 use crate::protocol::{ColumnType, ResultSet};
 use crate::txn::lease::{self, LeaseRecord};
@@ -172,6 +173,7 @@ pub fn answer(
         AdminCommand::ShowMoves => moves_columns(),
         AdminCommand::CheckPlacement { .. } => placement_columns(),
         AdminCommand::MoveChunk { .. }
+        | AdminCommand::ChangeSetMembers { .. }
         | AdminCommand::CancelMove { .. }
         | AdminCommand::Rebalance { .. } => ResultSet::new(&[]),
     };
@@ -433,6 +435,11 @@ pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswe
                 Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                 Err(_) => Err(GrowthError::Interrupted),
             }
+        }
+        AdminCommand::ChangeSetMembers { set, shard, change } => {
+            change_members(g, set, shard, *change)
+                .await
+                .map(|()| GrowthAnswer::Done("ALTER TABLESPACE SET".into()))
         }
         AdminCommand::CancelMove { id } => cancel_move(g, crate::model::MoveId(*id))
             .await

@@ -237,6 +237,8 @@ async fn growth_statements_refuse_what_they_cannot_do() {
                PARTITION BY CONSISTENT HASH (id) PARTITIONS 2",
             "CREATE SHARDED TABLE gr_one (id bigint PRIMARY KEY)
                PARTITION BY CONSISTENT HASH (id) PARTITIONS 1",
+            "CREATE VIEW gr_two_v AS SELECT id FROM gr_two",
+            "CREATE VIEW gr_one_v AS SELECT id FROM gr_one",
         ],
     )
     .await;
@@ -270,7 +272,8 @@ async fn growth_statements_refuse_what_they_cannot_do() {
             SqlState::WRONG_OBJECT_TYPE,
         ),
         ("CHECK PLACEMENT FOR gr_nope", SqlState::UNDEFINED_TABLE),
-        // A shard's last chunk of a family stays; a shard holding none cannot take one.
+        // Views over the family would not follow its tables: with them, a shard's last chunk
+        // stays, and a shard holding none cannot take one.
         (
             &format!("MOVE CHUNK 0 FOR gr_two TO SHARD {}", name(two[1]))[..],
             SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use common::raw::{RawClient, Reply};
 use common::{shards, TestProxy, APP};
 use growth_common::*;
-use tokio_postgres::SimpleQueryMessage;
 
 /// Long enough that a cutover waits out the statements these tests keep in flight.
 const PAUSE_MS: u64 = 15_000;

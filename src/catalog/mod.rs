@@ -351,6 +351,17 @@ impl Catalog {
         Ok(id)
     }
 
+    /// Replaces the shards of a tablespace set (by name, in dealing order).
+    pub async fn set_tablespace_set_members(
+        &self,
+        set: TablespaceSetId,
+        shards: &[String],
+    ) -> Result<(), CatalogError> {
+        store::set_tablespace_set_members(&mut *self.client().await?, set, shards).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
     /// Drops a tablespace set; refused while a table or partition set uses it.
     pub async fn drop_tablespace_set(&self, name: &str) -> Result<(), CatalogError> {
         store::drop_tablespace_set(&mut *self.client().await?, name).await?;

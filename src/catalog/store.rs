@@ -478,6 +478,24 @@ pub(super) async fn create_tablespace_set(
     Ok(TablespaceSetId(id))
 }
 
+/// Replaces the members of tablespace set `set`.
+pub(super) async fn set_tablespace_set_members(
+    client: &mut Client,
+    set: TablespaceSetId,
+    shards: &[String],
+) -> Result<(), CatalogError> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "DELETE FROM shardwire_catalog.tablespace_set_shard WHERE set_id = $1",
+        &[&set.0],
+    )
+    .await?;
+    insert_set_members(&tx, set.0, shards).await?;
+    bump_version(&tx).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Drops a tablespace set; refused while a table or partition set uses it.
 pub(super) async fn drop_tablespace_set(
     client: &mut Client,

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
+use super::family_schema;
 use super::plan::{hash_key_columns, Plan};
 use super::replication::{self, Half, Names, Synced};
 use super::settle::{self, connect, on};
@@ -164,6 +165,9 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
 async fn copy(g: &Growth, plan: &Plan, id: MoveId, names: &Names) -> Result<(), GrowthError> {
     let source = connect(g, plan.source, &plan.source_name).await?;
     let target = connect(g, plan.target, &plan.target_name).await?;
+    family_schema::make_family(&source, &target, plan)
+        .await
+        .map_err(on(&plan.target_name))?;
     make_target_tables(&target, plan)
         .await
         .map_err(on(&plan.target_name))?;

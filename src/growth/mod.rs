@@ -2,11 +2,15 @@
 //! shard by PostgreSQL's logical replication (`chunk_move`, what moves in `plan`, the
 //! publication and subscription in `replication`), how a move ends whoever ends it (`settle`),
 //! moves whose proxy died taken over and CANCEL MOVE (`recovery`), statements held while the
-//! chunk changes hands (`fence`), and the operator's proof of placement (`placement`). The statements are DESIGN.md §2
-//! "Growth"; what a move does step by step is in docs/operations.md.
+//! chunk changes hands (`fence`), the family's tables on a shard new to it (`family_schema`),
+//! REBALANCE (`rebalance`), a tablespace set's shards (`membership`), and the operator's proof
+//! of placement (`placement`). The statements are DESIGN.md §2 "Growth"; what a move does step
+//! by step is in docs/operations.md.
 
 mod chunk_move;
+mod family_schema;
 mod fence;
+mod membership;
 mod placement;
 mod plan;
 mod rebalance;
@@ -16,6 +20,7 @@ mod settle;
 
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
 pub use fence::{Fence, Flight};
+pub use membership::change_members;
 pub use placement::{check_placement, PlacementRow};
 pub use rebalance::rebalance;
 pub use recovery::{cancel_move, recover_moves, run_recovery_until};
@@ -106,19 +111,34 @@ pub enum GrowthError {
         set: String,
     },
     #[error(
-        "shard \"{shard}\" holds no chunk of {table}, so it has no copy of the family's tables \
-         to move a chunk into; moving a chunk to a shard new to the family is not supported yet"
+        "tablespace set \"{set}\" places {user}, which is not a consistent-hash family: adding \
+         or removing a shard of it is not supported (only sets of consistent-hash families grow)"
     )]
-    TargetHoldsNone { table: String, shard: String },
+    SetPlacesCopies { set: String, user: String },
+    #[error("shard \"{shard}\" is already in tablespace set \"{set}\"")]
+    AlreadyMember { set: String, shard: String },
+    #[error("shard \"{shard}\" is not in tablespace set \"{set}\"")]
+    NotMember { set: String, shard: String },
+    #[error("shard \"{shard}\" is the last of tablespace set \"{set}\", which needs one")]
+    LastMember { set: String, shard: String },
     #[error(
-        "moving chunk {chunk} would leave shard \"{shard}\" without any chunk of {table}, and \
-         its copy of the family's tables out of step with later DDL; keep a chunk there \
-         (draining a shard is not supported yet)"
+        "shard \"{shard}\" still holds chunks of {tables} in tablespace set \"{set}\": move them \
+         to the set's other shards first (MOVE CHUNK), then remove it"
     )]
-    WouldEmptySource {
+    MemberHoldsChunks {
+        set: String,
+        shard: String,
+        tables: String,
+    },
+    #[error(
+        "views read {table}'s family ({views}), and moving chunk {chunk} {why}: the views would \
+         not follow the tables; drop the views, move the chunk, and make them again"
+    )]
+    FamilyHasViews {
         table: String,
         chunk: u32,
-        shard: String,
+        views: String,
+        why: &'static str,
     },
     #[error(
         "other proxies share this catalog ({}): a chunk move holds only this proxy's statements at \
@@ -192,13 +212,16 @@ impl crate::client_error::ClientError for GrowthError {
             GrowthError::NoSuchChunk { .. } | GrowthError::AlreadyThere { .. } => {
                 SqlState::INVALID_PARAMETER_VALUE
             }
-            GrowthError::NoSuchShard(_) | GrowthError::NoSuchTablespaceSet(_) => {
-                SqlState::UNDEFINED_OBJECT
-            }
+            GrowthError::NoSuchShard(_)
+            | GrowthError::NoSuchTablespaceSet(_)
+            | GrowthError::NotMember { .. } => SqlState::UNDEFINED_OBJECT,
+            GrowthError::AlreadyMember { .. } => SqlState::DUPLICATE_OBJECT,
+            GrowthError::SetPlacesCopies { .. } => SqlState::FEATURE_NOT_SUPPORTED,
             GrowthError::NotInSet { .. }
             | GrowthError::WalLevel { .. }
-            | GrowthError::TargetHoldsNone { .. }
-            | GrowthError::WouldEmptySource { .. }
+            | GrowthError::FamilyHasViews { .. }
+            | GrowthError::LastMember { .. }
+            | GrowthError::MemberHoldsChunks { .. }
             | GrowthError::OtherProxies(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             GrowthError::Shard { source, .. } => source
                 .code()

@@ -70,31 +70,33 @@ impl Plan {
                 });
             }
         }
-        // DDL reaches the shards that hold chunks of a family (`Snapshot::shards_of`): only they
-        // have its tables, and they must keep having them.
-        if !table.chunks.contains(&target) {
-            return Err(GrowthError::TargetHoldsNone {
-                table: display,
-                shard: req.target.clone(),
-            });
-        }
-        if table.chunks.iter().filter(|s| **s == source).count() == 1 {
-            return Err(GrowthError::WouldEmptySource {
-                table: display,
-                chunk: req.chunk,
-                shard: snapshot
-                    .shard(source)
-                    .map(|s| s.name.clone())
-                    .unwrap_or_default(),
-            });
-        }
-        let levels = levels(snapshot, table.id, req.chunk);
-        let name = |id: ShardId| {
+        let shard_name = |id: ShardId| {
             snapshot
                 .shard(id)
                 .map(|s| s.name.clone())
                 .unwrap_or_default()
         };
+        // A family's tables are made on a shard new to it and dropped from a shard left
+        // without a chunk of it; views over the family would not follow.
+        let why = if !table.chunks.contains(&target) {
+            Some("makes the family's tables on a shard new to it")
+        } else if table.chunks.iter().filter(|s| **s == source).count() == 1 {
+            Some("drops them from the shard that gives its last chunk away")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let views = views_over_family(snapshot, table.id);
+            if !views.is_empty() {
+                return Err(GrowthError::FamilyHasViews {
+                    table: display,
+                    chunk: req.chunk,
+                    views: views.join(", "),
+                    why,
+                });
+            }
+        }
+        let levels = levels(snapshot, table.id, req.chunk);
         Ok(Plan {
             root: table.id,
             display,
@@ -102,8 +104,8 @@ impl Plan {
             modulus,
             source,
             target,
-            source_name: name(source),
-            target_name: name(target),
+            source_name: shard_name(source),
+            target_name: shard_name(target),
             levels,
         })
     }
@@ -185,4 +187,26 @@ pub(super) fn hash_key_columns(key: &str) -> &str {
     key.strip_prefix("HASH (")
         .and_then(|k| k.strip_suffix(')'))
         .unwrap_or(key)
+}
+
+/// The views that read the family's tables, directly or through other views, by name.
+fn views_over_family(snapshot: &Snapshot, root: TableId) -> Vec<String> {
+    let mut over: Vec<TableId> = snapshot.family(root).iter().map(|t| t.id).collect();
+    let mut names = Vec::new();
+    loop {
+        let found: Vec<&crate::catalog::View> = snapshot
+            .views()
+            .iter()
+            .filter(|v| {
+                !over.contains(&v.entry.id) && v.entry.reads.iter().any(|r| over.contains(r))
+            })
+            .collect();
+        if found.is_empty() {
+            return names;
+        }
+        for view in found {
+            over.push(view.entry.id);
+            names.push(qualified(&view.entry.schema, &view.entry.name));
+        }
+    }
 }

@@ -58,14 +58,9 @@ fn plan(snapshot: &Snapshot, set: &str) -> Result<Vec<Planned>, GrowthError> {
     };
     let mut out = Vec::new();
     for family in families {
-        // Among the shards holding the family: only they have its tables (see MOVE CHUNK).
-        let holding: Vec<ShardId> = set
-            .shards
-            .iter()
-            .copied()
-            .filter(|s| family.chunks.contains(s))
-            .collect();
-        for (chunk, target) in balancing_moves(&family.chunks, &holding) {
+        // Over every shard of the set: a shard new to the family gets its tables with its
+        // first chunk (see MOVE CHUNK).
+        for (chunk, target) in balancing_moves(&family.chunks, &set.shards) {
             out.push(Planned {
                 schema: family.schema.clone(),
                 table: family.name.clone(),

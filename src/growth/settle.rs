@@ -175,8 +175,9 @@ async fn has_chunk_tables(client: &Client, plan: &Plan) -> Result<bool, tokio_po
         .unwrap_or(false))
 }
 
-/// Detaches (where still attached) and drops the chunk's partitions, children first, in the
-/// caller's transaction, which holds the family's lock. Run again, it finds nothing to do.
+/// Detaches (where still attached) and drops the chunk's partitions, children first, and the
+/// family's tables if no chunk of it is left there, in the caller's transaction, which holds the
+/// family's lock. Run again, it finds nothing to do.
 pub(super) async fn remove_chunk_tables(
     client: &Client,
     plan: &Plan,
@@ -202,7 +203,7 @@ pub(super) async fn remove_chunk_tables(
             .batch_execute(&format!("{detach} DROP TABLE IF EXISTS {}", level.part))
             .await?;
     }
-    Ok(())
+    super::family_schema::drop_family_if_empty(client, plan).await
 }
 
 pub(super) async fn connect<'g>(

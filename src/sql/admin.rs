@@ -33,6 +33,19 @@ pub enum AdminCommand {
     Rebalance {
         set: String,
     },
+    /// `ALTER TABLESPACE SET ts ADD | REMOVE SHARD s`.
+    ChangeSetMembers {
+        set: String,
+        shard: String,
+        change: MemberChange,
+    },
+}
+
+/// What `ALTER TABLESPACE SET` does to its shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange {
+    Add,
+    Remove,
 }
 
 /// Recognises an admin statement; anything else (including PostgreSQL's own SHOW) is `None`.
@@ -90,6 +103,18 @@ pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
     if is(0, "rebalance") && is(1, "tablespace") && is(2, "set") && words.len() == 4 {
         return Some(AdminCommand::Rebalance {
             set: identifier(word(3)?),
+        });
+    }
+    if is(0, "alter") && is(1, "tablespace") && is(2, "set") && is(5, "shard") {
+        let change = match word(4) {
+            Some(w) if w.eq_ignore_ascii_case("add") => MemberChange::Add,
+            Some(w) if w.eq_ignore_ascii_case("remove") => MemberChange::Remove,
+            _ => return None,
+        };
+        return (words.len() == 7).then_some(AdminCommand::ChangeSetMembers {
+            set: identifier(word(3)?),
+            shard: identifier(word(6)?),
+            change,
         });
     }
     if is(0, "cancel") && is(1, "move") && words.len() == 3 {

@@ -441,11 +441,16 @@ impl Session {
     async fn answer_growth(&mut self, sql: &[u8]) -> Option<BytesMut> {
         let cmd = admin::parse_growth(sql)?;
         let mut out = BytesMut::new();
-        if matches!(cmd, admin::AdminCommand::MoveChunk { .. })
-            && self.links.current_status().in_block()
+        let outside_blocks_only = match cmd {
+            admin::AdminCommand::MoveChunk { .. } => Some("MOVE CHUNK"),
+            admin::AdminCommand::ChangeSetMembers { .. } => Some("ALTER TABLESPACE SET"),
+            _ => None,
+        };
+        if let Some(statement) =
+            outside_blocks_only.filter(|_| self.links.current_status().in_block())
         {
             out.extend_from_slice(
-                &FrontendError::ConcurrentlyInTransaction("MOVE CHUNK").error_frame(),
+                &FrontendError::ConcurrentlyInTransaction(statement).error_frame(),
             );
         } else {
             match admin::growth(&cmd, &self.ctx.growth()).await? {

@@ -54,6 +54,8 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const REBALANCE: u128 = keyword(b"rebalance");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
+        // ALTER TABLESPACE SET … ADD | REMOVE SHARD changes a set's shards, as growth does.
+        ALTER if crate::sql::admin::parse_growth(sql).is_some() => Some(LocalKind::Growth),
         CREATE | DROP | ALTER | REINDEX => Some(LocalKind::Ddl),
         SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
         MOVE | CHECK | CANCEL | REBALANCE => Some(LocalKind::Growth),
