@@ -236,8 +236,9 @@ async fn cut_over(
     let target = connect(g, plan.target, &plan.target_name).await?;
     let hold = g.fence.close();
     let started = Instant::now();
-    // Statements this proxy routed to the source just before the fence closed finish first.
-    if !g.fence.quiesce(plan.source, started + pause).await {
+    // Statements this proxy routed just before the fence closed (to the source among them),
+    // and batches begun before, finish first.
+    if !g.fence.quiesce(started + pause).await {
         return Ok(None);
     }
     source

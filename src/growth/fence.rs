@@ -5,21 +5,20 @@
 //!
 //! Closing the fence is not enough: a statement routed just before may still be on its way to
 //! the source, and would reach it after its partitions are gone (an UPDATE of 0 rows where the
-//! row exists). Each session therefore shows what it has in flight ([`Flight`]): it marks
-//! itself busy before it looks at the fence, and names the shard once its frames are sent.
-//! The cutover closes the fence first and then waits until no session is busy or has
-//! statements in flight on the source ([`Fence::quiesce`]). Both sides write before they read,
-//! sequentially consistent, so either the session sees the fence closed or the cutover sees the
-//! session's mark.
+//! row exists). Each session therefore shows whether it has work in flight ([`Flight`]): it
+//! marks itself busy before it looks at the fence, and idle once every answer is in and no
+//! batch or COPY is open. The cutover closes the fence and then waits until every session is
+//! idle ([`Fence::quiesce`]); from then on no frame passes the fence, as a frame passes a
+//! closed fence only to continue a session's open batch or COPY. Both sides write before they
+//! read, sequentially consistent, so either the session sees the fence closed or the cutover
+//! sees the session busy.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-
-use crate::model::ShardId;
 
 /// How often a cutover looks again at the sessions' flights while it waits for quiescence.
 const QUIESCE_POLL: Duration = Duration::from_millis(1);
@@ -34,27 +33,19 @@ pub struct Fence {
 #[derive(Default)]
 struct Flights {
     next: u64,
-    by_session: HashMap<u64, Arc<AtomicU64>>,
+    by_session: HashMap<u64, Arc<AtomicBool>>,
 }
 
 /// A cutover's hold; the fence opens when the last one is dropped.
 pub struct Hold<'a>(&'a Fence);
 
-/// What one session has in flight, as the cutover reads it: nothing, statements on one
-/// shard, or something it is still deciding (busy). Unregistered when dropped.
+/// Whether one session has work in flight, as the cutover reads it. Unregistered when dropped.
 pub struct Flight {
     fence: Arc<Fence>,
     key: u64,
-    mark: Arc<AtomicU64>,
-    /// The mark is `BUSY` (set since the session last settled it).
-    busy: bool,
-}
-
-const IDLE: u64 = 0;
-const BUSY: u64 = u64::MAX;
-
-fn shard_mark(shard: ShardId) -> u64 {
-    u64::from(shard.0) + 1
+    busy: Arc<AtomicBool>,
+    /// What `busy` holds, as this session last wrote it.
+    shown: bool,
 }
 
 impl Fence {
@@ -83,28 +74,28 @@ impl Fence {
 
     /// A session's flight, shown to cutovers until it is dropped.
     pub fn flight(self: &Arc<Self>) -> Flight {
-        let mark = Arc::new(AtomicU64::new(IDLE));
+        let busy = Arc::new(AtomicBool::new(false));
         let mut flights = self.flights.lock().expect("flights lock");
         let key = flights.next;
         flights.next += 1;
-        flights.by_session.insert(key, mark.clone());
+        flights.by_session.insert(key, busy.clone());
         Flight {
             fence: self.clone(),
             key,
-            mark,
-            busy: false,
+            busy,
+            shown: false,
         }
     }
 
-    /// With the fence closed: waits until no session is busy or has statements in flight on
-    /// `source`; false when that did not come by `deadline`.
-    pub async fn quiesce(&self, source: ShardId, deadline: Instant) -> bool {
+    /// With the fence closed: waits until no session has work in flight; false when that did
+    /// not come by `deadline`.
+    pub async fn quiesce(&self, deadline: Instant) -> bool {
         debug_assert!(
             self.is_closed(),
             "quiescence means nothing with the fence open"
         );
         loop {
-            if !self.any_in_flight(source) {
+            if !self.any_busy() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -114,12 +105,12 @@ impl Fence {
         }
     }
 
-    fn any_in_flight(&self, source: ShardId) -> bool {
+    fn any_busy(&self) -> bool {
         let flights = self.flights.lock().expect("flights lock");
-        flights.by_session.values().any(|mark| {
-            let mark = mark.load(Ordering::SeqCst);
-            mark == BUSY || mark == shard_mark(source)
-        })
+        flights
+            .by_session
+            .values()
+            .any(|busy| busy.load(Ordering::SeqCst))
     }
 }
 
@@ -132,28 +123,22 @@ impl Drop for Hold<'_> {
 }
 
 impl Flight {
-    /// Before the session routes and sends a frame: marks it busy (once until the next
-    /// [`Flight::settle`]) and answers whether the fence is open. A closed fence: the frame
-    /// must not go; the session finishes what it has in flight, then waits.
+    /// Before the session routes and sends a frame: shows it busy and answers whether the
+    /// fence is open. A closed fence: the frame must not go unless it continues the session's
+    /// open batch or COPY; otherwise the session finishes what it has in flight, then waits.
     pub fn open_for_frame(&mut self) -> bool {
-        if !self.busy {
-            self.mark.store(BUSY, Ordering::SeqCst);
-            self.busy = true;
+        if !self.shown {
+            self.busy.store(true, Ordering::SeqCst);
+            self.shown = true;
         }
         !self.fence.is_closed()
     }
 
-    /// What the session has in flight now that its frames are sent: statements on `shard`
-    /// (`None`: on a shard it cannot name yet, which counts as busy), or nothing.
-    pub fn settle(&mut self, in_flight: Option<Option<ShardId>>) {
-        let mark = match in_flight {
-            None => IDLE,
-            Some(Some(shard)) => shard_mark(shard),
-            Some(None) => BUSY,
-        };
-        self.busy = mark == BUSY;
-        if self.mark.load(Ordering::Relaxed) != mark {
-            self.mark.store(mark, Ordering::SeqCst);
+    /// Whether the session still has work in flight now that its frames are sent.
+    pub fn settle(&mut self, in_flight: bool) {
+        if self.shown != in_flight {
+            self.busy.store(in_flight, Ordering::SeqCst);
+            self.shown = in_flight;
         }
     }
 }
@@ -190,29 +175,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_cutover_waits_for_statements_in_flight_on_its_source_only() {
+    async fn a_cutover_waits_until_no_session_has_work_in_flight() {
         let fence = Arc::new(Fence::default());
-        let source = ShardId(1);
-        let mut on_source = fence.flight();
-        let mut elsewhere = fence.flight();
-        assert!(on_source.open_for_frame());
-        on_source.settle(Some(Some(source)));
-        assert!(elsewhere.open_for_frame());
-        elsewhere.settle(Some(Some(ShardId(2))));
+        let mut first = fence.flight();
+        let mut second = fence.flight();
+        assert!(first.open_for_frame());
+        assert!(second.open_for_frame());
+        second.settle(false);
         let hold = fence.close();
         let soon = || Instant::now() + Duration::from_millis(20);
-        assert!(!fence.quiesce(source, soon()).await);
-        // Its statement answered, the session settles idle; a new frame finds the fence closed.
-        on_source.settle(None);
-        assert!(fence.quiesce(source, soon()).await);
-        assert!(!elsewhere.open_for_frame());
-        // Busy while it decides: the cutover cannot tell where the frame goes.
-        assert!(!fence.quiesce(source, soon()).await);
-        elsewhere.settle(None);
-        drop(on_source);
-        assert!(fence.quiesce(source, soon()).await);
+        assert!(!fence.quiesce(soon()).await);
+        // Its answers in, the session settles idle; a new frame finds the fence closed and
+        // shows the session busy until it settles again.
+        first.settle(false);
+        assert!(fence.quiesce(soon()).await);
+        assert!(!second.open_for_frame());
+        assert!(!fence.quiesce(soon()).await);
+        second.settle(false);
+        drop(first);
+        assert!(fence.quiesce(soon()).await);
         drop(hold);
-        assert!(elsewhere.open_for_frame());
+        assert!(second.open_for_frame());
         assert_eq!(fence.flights.lock().unwrap().by_session.len(), 1);
     }
 }

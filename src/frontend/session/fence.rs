@@ -1,7 +1,7 @@
-//! The session's side of a chunk move's cutover (`growth::Fence`): what it shows the cutover it
-//! has in flight, and where it waits while the fence is closed. It waits only between
+//! The session's side of a chunk move's cutover (`growth::Fence`): whether it shows the cutover
+//! work in flight, and where it waits while the fence is closed. It waits only between
 //! statements: a frame that continues what was begun (the rest of an extended-protocol batch,
-//! COPY data) goes on, for its route was decided before; the cutover then waits for it.
+//! COPY data) goes on, for its route was decided before; the cutover waits for it to end.
 
 use super::{Session, SessionError};
 use crate::protocol::Frame;
@@ -17,16 +17,11 @@ impl Session {
         self.copy.is_some() || self.links.iter().any(|link| link.unsynced)
     }
 
-    /// Shows the cutover what the session has in flight after a turn of its loop: nothing once
-    /// every answer is in and no batch or COPY is open; otherwise the shard of its one
-    /// connection, or busy when it holds several.
+    /// Shows the cutover whether the session has work in flight after a turn of its loop:
+    /// answers still owed, or a batch or COPY open.
     pub(super) fn settle_flight(&mut self) {
         let in_flight = !self.pipeline.is_empty() || self.work_under_way();
-        let shard = match self.links.parked.is_empty() {
-            true => self.links.current_shard(),
-            false => None,
-        };
-        self.flight.settle(in_flight.then_some(shard));
+        self.flight.settle(in_flight);
     }
 
     /// On the general path, before a frame is routed: passes a closed fence only with work
