@@ -31,6 +31,9 @@ pub const CHUNK_MOVES_RUNNING: &str = "shardwire_chunk_moves_running";
 pub const CHUNK_MOVE_ROWS_TOTAL: &str = "shardwire_chunk_move_rows_total";
 pub const CHUNK_MOVE_BYTES_TOTAL: &str = "shardwire_chunk_move_bytes_total";
 pub const CUTOVER_PAUSE_SECONDS: &str = "shardwire_chunk_move_cutover_pause_seconds";
+/// How far the target of the move last looked at is behind its source: WAL bytes the target has
+/// not confirmed (0 when no move runs).
+pub const CHUNK_MOVE_LAG_BYTES: &str = "shardwire_chunk_move_lag_bytes";
 pub const STATEMENTS_HELD_TOTAL: &str = "shardwire_statements_held_total";
 
 /// Every metric name above; the Grafana dashboard (grafana/shardwire.json) has a panel for each,
@@ -57,6 +60,7 @@ pub const ALL: &[&str] = &[
     CHUNK_MOVE_ROWS_TOTAL,
     CHUNK_MOVE_BYTES_TOTAL,
     CUTOVER_PAUSE_SECONDS,
+    CHUNK_MOVE_LAG_BYTES,
     STATEMENTS_HELD_TOTAL,
 ];
 
@@ -229,6 +233,7 @@ pub struct MoveMetrics {
     pub rows: Counter,
     pub bytes: Counter,
     pub cutover_pause: Histogram,
+    pub lag: Gauge,
 }
 
 impl MoveMetrics {
@@ -242,6 +247,7 @@ impl MoveMetrics {
             rows: counter!(CHUNK_MOVE_ROWS_TOTAL),
             bytes: counter!(CHUNK_MOVE_BYTES_TOTAL),
             cutover_pause: histogram!(CUTOVER_PAUSE_SECONDS),
+            lag: gauge!(CHUNK_MOVE_LAG_BYTES),
         }
     }
 }

@@ -103,6 +103,8 @@ async fn counters_follow_sessions_transactions_and_failed_logins() {
         1.0
     );
     assert_eq!(sample(&text, "shardwire_chunk_moves_running"), 0.0);
+    // Polled while the chunk copied; back to 0 once the move ended.
+    assert_eq!(sample(&text, "shardwire_chunk_move_lag_bytes"), 0.0);
     assert!(
         sample(&text, "shardwire_chunk_move_rows_total") > 0.0,
         "{text}"

@@ -24,7 +24,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::family_schema;
-use super::plan::{hash_key_columns, Plan};
+use super::plan::{hash_key_columns, FamilyAtTarget, Plan};
 use super::replication::{self, Half, Names, Synced};
 use super::settle::{self, connect, on};
 use super::{Growth, GrowthError};
@@ -40,6 +40,8 @@ const BACKOFF: Duration = Duration::from_millis(500);
 const CATCH_UP_POLL: Duration = Duration::from_millis(5);
 /// How often the copy's progress (and a CANCEL MOVE) is looked at.
 const COPY_POLL: Duration = Duration::from_millis(100);
+/// Every how many looks the copy's progress is logged.
+const PROGRESS_EVERY: u64 = 50;
 
 /// What the client asked to move.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +91,7 @@ pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthEr
     g.metrics.running.increment(1.0);
     let ran = run(g, &plan, id).await;
     g.metrics.running.decrement(1.0);
+    g.metrics.lag.set(0.0);
     match ran {
         Ok(moved) => {
             g.count_ended(MoveState::Done);
@@ -184,7 +187,14 @@ async fn copy(g: &Growth, plan: &Plan, id: MoveId, names: &Names) -> Result<(), 
     g.catalog
         .set_move_state(id, MoveState::CatchingUp, None)
         .await?;
-    loop {
+    for poll in 0u64.. {
+        let lag = replication::lag_bytes(&source, names)
+            .await
+            .map_err(on(&plan.source_name))?;
+        g.metrics.lag.set(lag.unwrap_or(0) as f64);
+        if poll % PROGRESS_EVERY == PROGRESS_EVERY - 1 {
+            tracing::info!(move_id = %id, lag_bytes = lag, "chunk move: copying");
+        }
         match replication::synced(&target, names, plan.levels.len())
             .await
             .map_err(on(&plan.target_name))?
@@ -287,6 +297,22 @@ async fn cut_over_in(
         .map_err(&on_source)?
     {
         return Ok(None);
+    }
+    // DDL through the proxy reaches the shards holding chunks: tables this move made on the
+    // target miss what ran since. The lock keeps the source's from changing now.
+    if plan.family_at_target == FamilyAtTarget::Made {
+        let at_source = family_schema::definition_in(source, plan)
+            .await
+            .map_err(&on_source)?;
+        let at_target = family_schema::definition(target, plan)
+            .await
+            .map_err(&on_target)?;
+        if at_source != at_target {
+            return Err(GrowthError::FamilyChanged {
+                table: plan.display.clone(),
+                shard: plan.target_name.clone(),
+            });
+        }
     }
     // Every write to the chunk is in the source's WAL now: wait for the target to confirm it.
     // The insert position, not the write position: a commit made with synchronous_commit off

@@ -28,7 +28,7 @@ pub(super) async fn make_family(
     if exists(target, root).await? {
         return Ok(());
     }
-    let ddl = read_family(source, plan).await?;
+    let ddl = definition(source, plan).await?;
     let made = target
         .batch_execute(&format!("BEGIN;\n{ddl}\nCOMMIT"))
         .await;
@@ -77,25 +77,35 @@ async fn exists(client: &Client, relation: &str) -> Result<bool, tokio_postgres:
         .get(0))
 }
 
-/// The DDL that makes the family's tables as the source has them: every table, then the
-/// foreign keys (a child's refers to its parent, made before it). Read with an empty
-/// search_path, so every name PostgreSQL prints is qualified.
-async fn read_family(source: &Client, plan: &Plan) -> Result<String, tokio_postgres::Error> {
-    source
-        .batch_execute("BEGIN READ ONLY; SET LOCAL search_path = ''")
-        .await?;
-    let read = async {
-        let mut tables = String::new();
-        let mut foreign_keys = String::new();
-        for level in &plan.levels {
-            let table = Table::read(source, &level.parent).await?;
-            table.render(&mut tables, &mut foreign_keys);
-        }
-        Ok::<_, tokio_postgres::Error>(tables + &foreign_keys)
-    }
-    .await;
-    let _ = source.batch_execute("COMMIT").await;
+/// The DDL that makes the family's tables as `client`'s shard has them: every table, then the
+/// foreign keys (a child's refers to its parent, made before it).
+pub(super) async fn definition(
+    client: &Client,
+    plan: &Plan,
+) -> Result<String, tokio_postgres::Error> {
+    client.batch_execute("BEGIN READ ONLY").await?;
+    let read = definition_in(client, plan).await;
+    let _ = client.batch_execute("COMMIT").await;
     read
+}
+
+/// The family's DDL, read in the caller's transaction with an empty search_path, so every name
+/// PostgreSQL prints is qualified.
+pub(super) async fn definition_in(
+    client: &Client,
+    plan: &Plan,
+) -> Result<String, tokio_postgres::Error> {
+    client.batch_execute("SET LOCAL search_path = ''").await?;
+    let mut tables = String::new();
+    let mut foreign_keys = String::new();
+    for level in &plan.levels {
+        let table = Table::read(client, &level.parent).await?;
+        table.render(&mut tables, &mut foreign_keys);
+    }
+    client
+        .batch_execute("SET LOCAL search_path TO DEFAULT")
+        .await?;
+    Ok(tables + &foreign_keys)
 }
 
 /// One partitioned table as `pg_catalog` describes it.

@@ -131,6 +131,12 @@ pub enum GrowthError {
         tables: String,
     },
     #[error(
+        "the tables of {table}'s family changed (DDL ran on them) while the move copied them to \
+         shard \"{shard}\", which held none of the family's chunks; nothing was moved: run the \
+         move again"
+    )]
+    FamilyChanged { table: String, shard: String },
+    #[error(
         "views read {table}'s family ({views}), and moving chunk {chunk} {why}: the views would \
          not follow the tables; drop the views, move the chunk, and make them again"
     )]
@@ -220,6 +226,7 @@ impl crate::client_error::ClientError for GrowthError {
             GrowthError::NotInSet { .. }
             | GrowthError::WalLevel { .. }
             | GrowthError::FamilyHasViews { .. }
+            | GrowthError::FamilyChanged { .. }
             | GrowthError::LastMember { .. }
             | GrowthError::MemberHoldsChunks { .. }
             | GrowthError::OtherProxies(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -28,6 +28,17 @@ pub(super) struct Plan {
     pub target_name: String,
     /// Root first, every parent before its children.
     pub levels: Vec<Level>,
+    pub family_at_target: FamilyAtTarget,
+}
+
+/// Whether the target held the family's tables when the move was planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FamilyAtTarget {
+    /// It held a chunk: the tables are there, and DDL reaches them.
+    Present,
+    /// It held none: the move makes the tables there, which DDL does not reach until the
+    /// chunk is handed over.
+    Made,
 }
 
 impl Plan {
@@ -78,7 +89,12 @@ impl Plan {
         };
         // A family's tables are made on a shard new to it and dropped from a shard left
         // without a chunk of it; views over the family would not follow.
-        let why = if !table.chunks.contains(&target) {
+        let family_at_target = if table.chunks.contains(&target) {
+            FamilyAtTarget::Present
+        } else {
+            FamilyAtTarget::Made
+        };
+        let why = if family_at_target == FamilyAtTarget::Made {
             Some("makes the family's tables on a shard new to it")
         } else if table.chunks.iter().filter(|s| **s == source).count() == 1 {
             Some("drops them from the shard that gives its last chunk away")
@@ -107,6 +123,7 @@ impl Plan {
             source_name: shard_name(source),
             target_name: shard_name(target),
             levels,
+            family_at_target,
         })
     }
 
@@ -132,6 +149,8 @@ impl Plan {
             source_name: m.source.clone(),
             target_name: m.target.clone(),
             levels: levels(snapshot, table.id, m.chunk.0),
+            // A recorded move is settled, never cut over again.
+            family_at_target: FamilyAtTarget::Present,
         })
     }
 

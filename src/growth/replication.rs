@@ -129,6 +129,22 @@ pub(super) async fn caught_up(
     Ok(row.and_then(|r| r.get::<_, Option<bool>>(0)) == Some(true))
 }
 
+/// The WAL bytes the source has written and the subscription has not confirmed; `None` before
+/// its slot exists.
+pub(super) async fn lag_bytes(
+    source: &Client,
+    names: &Names,
+) -> Result<Option<i64>, tokio_postgres::Error> {
+    let row = source
+        .query_opt(
+            "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
+               FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+            &[&names.subscription],
+        )
+        .await?;
+    Ok(row.and_then(|r| r.get::<_, Option<i64>>(0)))
+}
+
 pub(super) async fn set_enabled(
     target: &Client,
     names: &Names,
