@@ -7,9 +7,9 @@
 //! the source, and would reach it after its partitions are gone (an UPDATE of 0 rows where the
 //! row exists). Each session therefore shows whether it has work in flight ([`Flight`]): it
 //! marks itself busy before it looks at the fence, and idle once every answer is in and no
-//! batch or COPY is open. The cutover closes the fence and then waits until every session is
-//! idle ([`Fence::quiesce`]); from then on no frame passes the fence, as a frame passes a
-//! closed fence only to continue a session's open batch or COPY. Both sides write before they
+//! transaction block, batch or COPY is open. The cutover closes the fence and then waits until
+//! every session is idle ([`Fence::quiesce`]); from then on no frame passes the fence, as a
+//! frame passes a closed fence only to continue a session's open block, batch or COPY. Both sides write before they
 //! read, sequentially consistent, so either the session sees the fence closed or the cutover
 //! sees the session busy.
 
@@ -125,7 +125,8 @@ impl Drop for Hold<'_> {
 impl Flight {
     /// Before the session routes and sends a frame: shows it busy and answers whether the
     /// fence is open. A closed fence: the frame must not go unless it continues the session's
-    /// open batch or COPY; otherwise the session finishes what it has in flight, then waits.
+    /// open block, batch or COPY; otherwise the session finishes what it has in flight, then
+    /// waits.
     pub fn open_for_frame(&mut self) -> bool {
         if !self.shown {
             self.busy.store(true, Ordering::SeqCst);
