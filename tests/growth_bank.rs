@@ -56,8 +56,7 @@ async fn rebalance_when_allowed(proxy: &Proxy) {
             Err(e) => {
                 let retry = e.code().is_none()
                     || e.code() == Some(&SqlState::OBJECT_IN_USE)
-                    || e
-                        .as_db_error()
+                    || e.as_db_error()
                         .is_some_and(|d| d.message().contains("other proxies"));
                 assert!(retry, "REBALANCE: {e:?}\n{}", proxy.output());
                 assert!(
@@ -85,7 +84,10 @@ async fn money_is_conserved_while_the_set_grows_onto_new_shards() {
         .unwrap();
     open_bank(&setup, Some("bank_ts")).await;
     let before = chunks_per_shard(&setup).await;
-    assert!(before[2] == 0 && before[3] == 0 && before[0] == before[1], "{before:?}");
+    assert!(
+        before[2] == 0 && before[3] == 0 && before[0] == before[1],
+        "{before:?}"
+    );
     drop(setup);
 
     let stop = Arc::new(AtomicBool::new(false));

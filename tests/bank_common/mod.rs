@@ -116,7 +116,11 @@ pub async fn read(client: &Client, i: i64, everywhere: bool) -> Result<(), tokio
 }
 
 /// Moves account `i` to another key of its span, ledger rows and all.
-pub async fn move_account(client: &Client, i: i64, step: i64) -> Result<bool, tokio_postgres::Error> {
+pub async fn move_account(
+    client: &Client,
+    i: i64,
+    step: i64,
+) -> Result<bool, tokio_postgres::Error> {
     let Some(key) = key_of(client, i).await? else {
         return Ok(false);
     };
