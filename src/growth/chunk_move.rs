@@ -174,6 +174,7 @@ async fn copy(g: &Growth, plan: &Plan, id: MoveId, names: &Names) -> Result<(), 
     make_target_tables(&target, plan)
         .await
         .map_err(on(&plan.target_name))?;
+    copy_partition_comments(&source, &target, plan).await?;
     give_replica_identity(&source, plan)
         .await
         .map_err(on(&plan.source_name))?;
@@ -516,6 +517,36 @@ async fn make_target_tables(target: &Client, plan: &Plan) -> Result<(), tokio_po
                 k = plan.chunk.0,
             ))
             .await?;
+    }
+    Ok(())
+}
+
+/// The comments made on the chunk's partitions themselves (LIKE copies the parents' column and
+/// constraint comments, not a table's own).
+async fn copy_partition_comments(
+    source: &Client,
+    target: &Client,
+    plan: &Plan,
+) -> Result<(), GrowthError> {
+    for level in &plan.levels {
+        let comment: Option<String> = source
+            .query_one(
+                "SELECT pg_catalog.obj_description($1::text::regclass, 'pg_class')",
+                &[&level.part],
+            )
+            .await
+            .map_err(on(&plan.source_name))?
+            .get(0);
+        if let Some(comment) = comment {
+            target
+                .batch_execute(&format!(
+                    "COMMENT ON TABLE {} IS {}",
+                    level.part,
+                    quote_literal(&comment)
+                ))
+                .await
+                .map_err(on(&plan.target_name))?;
+        }
     }
     Ok(())
 }
