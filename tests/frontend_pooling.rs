@@ -453,3 +453,60 @@ async fn two_hundred_clients_share_ten_connections_on(workers: usize, table: &'s
         .await
         .unwrap();
 }
+
+async fn count_rls(c: &Client) -> Result<i64, tokio_postgres::Error> {
+    c.query_one("SELECT count(*) FROM fp_rls", &[])
+        .await
+        .map(|r| r.get(0))
+}
+
+/// SET ROLE holds on every shard the session reads, not only the connection that ran it: a
+/// read over several shards sees what the role may see (its privileges and row-level security
+/// policies), and RESET ROLE gives the rest back. Another client never runs as the role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_role_holds_on_every_shard() {
+    let proxy = TestProxy::start();
+    for i in 0..common::shards().clusters.len() {
+        common::shards()
+            .connect(i)
+            .await
+            .batch_execute(
+                "DO $$ BEGIN CREATE ROLE fp_reader;
+                   EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+            )
+            .await
+            .unwrap();
+    }
+    let c = proxy.connect().await;
+    for sql in [
+        "CREATE SHARDED TABLE fp_rls (id bigint PRIMARY KEY, v int)
+           PARTITION BY CONSISTENT HASH (id) PARTITIONS AUTO",
+        "INSERT INTO fp_rls SELECT i, i % 10 FROM generate_series(1, 200) i",
+        "ALTER TABLE fp_rls ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY fp_low ON fp_rls FOR SELECT TO fp_reader USING (v < 3)",
+        "GRANT SELECT ON fp_rls TO fp_reader",
+    ] {
+        c.batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    c.batch_execute("SET ROLE fp_reader").await.unwrap();
+    assert_eq!(
+        count_rls(&c).await.unwrap(),
+        60,
+        "the policy on every shard"
+    );
+    let e = c
+        .batch_execute("DELETE FROM fp_rls")
+        .await
+        .expect_err("no DELETE privilege");
+    assert_eq!(e.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+    let other = proxy.connect().await;
+    assert_eq!(
+        count_rls(&other).await.unwrap(),
+        200,
+        "another client is not the role"
+    );
+    c.batch_execute("RESET ROLE").await.unwrap();
+    assert_eq!(count_rls(&c).await.unwrap(), 200);
+}

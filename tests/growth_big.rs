@@ -55,8 +55,10 @@ async fn a_million_row_chunk_moves_under_a_thousand_writes_a_second() {
     let c = proxy.connect().await;
     each(
         &c,
-        &["CREATE SHARDED TABLE gbig (id bigint PRIMARY KEY, n int NOT NULL)
-             PARTITION BY CONSISTENT HASH (id) PARTITIONS 2"],
+        &[
+            "CREATE SHARDED TABLE gbig (id bigint PRIMARY KEY, n int NOT NULL)
+             PARTITION BY CONSISTENT HASH (id) PARTITIONS 2",
+        ],
     )
     .await;
     let source = chunk_map(&c, "gbig").await[1];
@@ -109,7 +111,11 @@ async fn a_million_row_chunk_moves_under_a_thousand_writes_a_second() {
         latencies.len().to_string()
     );
     assert_eq!(
-        one(&shards().connect(target).await, "SELECT count(*) FROM gbig_c1").await,
+        one(
+            &shards().connect(target).await,
+            "SELECT count(*) FROM gbig_c1"
+        )
+        .await,
         ROWS.to_string()
     );
     let placement = rows(&c, "CHECK PLACEMENT FOR gbig").await;

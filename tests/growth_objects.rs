@@ -15,13 +15,15 @@ use tokio_postgres::error::SqlState;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_chunk_keeps_triggers_defaults_policies_comments_and_checks() {
+    // A role, and a sequence of each shard's own (as a serial column's is), made on the shards.
     for i in 0..2 {
         shards()
             .connect(i)
             .await
             .batch_execute(
                 "DO $$ BEGIN CREATE ROLE go_reader;
-                   EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+                   EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+                 CREATE SEQUENCE IF NOT EXISTS go_seq START 1000",
             )
             .await
             .unwrap();
@@ -33,7 +35,6 @@ async fn a_moved_chunk_keeps_triggers_defaults_policies_comments_and_checks() {
         &[
             "CREATE FUNCTION go_stamp() RETURNS trigger LANGUAGE plpgsql AS
                $$ BEGIN NEW.stamped := NEW.id * 10; RETURN NEW; END $$",
-            "CREATE SEQUENCE go_seq START 1000",
             "CREATE SHARDED TABLE go_c (id bigint PRIMARY KEY, v int NOT NULL CHECK (v < 100),
                stamped bigint, serial_no bigint DEFAULT nextval('go_seq'))
                PARTITION BY CONSISTENT HASH (id) PARTITIONS 4",
@@ -82,7 +83,10 @@ async fn a_moved_chunk_keeps_triggers_defaults_policies_comments_and_checks() {
             &format!("SELECT stamped, serial_no FROM go_c_c1 WHERE id = {key}"),
         )
         .await;
-        assert_eq!(row[0][0].as_deref(), Some(&(key.parse::<i64>().unwrap() * 10).to_string()[..]));
+        assert_eq!(
+            row[0][0].as_deref(),
+            Some(&(key.parse::<i64>().unwrap() * 10).to_string()[..])
+        );
         assert!(row[0][1].as_deref().unwrap().parse::<i64>().unwrap() >= 1000);
         // The CHECK holds on the moved chunk.
         let e = c

@@ -44,8 +44,8 @@ pub async fn check_placement(
 }
 
 /// Where `t` may have rows: every shard of a consistent-hash family's tablespace set (every
-/// shard without one), not only those the chunk map names, so rows left behind are found;
-/// elsewhere the shards that hold it.
+/// shard without one), not only those the chunk map names, so rows left behind are found (a
+/// shard without the family's tables shows none); elsewhere the shards that hold it.
 fn shards_to_read(snapshot: &Snapshot, t: &Table) -> Vec<ShardId> {
     let Some(root) = snapshot
         .root_of(t.id)
@@ -109,6 +109,18 @@ async fn on_shard(
             _ => 0,
         };
         return Ok(vec![row(None, None, rows, misplaced)]);
+    }
+    // A shard of the set that holds no chunk of the family has none of its tables either.
+    let present: bool = client
+        .query_one(
+            "SELECT pg_catalog.to_regclass($1) IS NOT NULL",
+            &[&relation],
+        )
+        .await
+        .map_err(&on)?
+        .get(0);
+    if !present {
+        return Ok(Vec::new());
     }
     let chunks = snapshot.chunks(t.id);
     let modulus = chunks.len() as u32;

@@ -220,11 +220,14 @@ impl Session {
             return Ok(());
         }
         // The proxy's own SET LOCAL lock_timeout of a block over several shards is not the
-        // client's.
+        // client's. SET ROLE's setting is not in pg_settings, and decides what the client may
+        // read (privileges, row-level security) on every shard.
         let sql = "SELECT name, setting FROM pg_catalog.pg_settings \
                    WHERE source IN ('client', 'session') AND context = 'user' \
                    AND name NOT IN ('transaction_isolation', 'transaction_read_only', \
-                   'transaction_deferrable', 'lock_timeout') ORDER BY name";
+                   'transaction_deferrable', 'lock_timeout') \
+                   UNION ALL SELECT 'role', pg_catalog.current_setting('role') \
+                   WHERE pg_catalog.current_setting('role') <> 'none' ORDER BY 1";
         let conn = &mut link.conn.conn;
         conn.unnamed = None;
         let mut query = BytesMut::new();
