@@ -496,6 +496,13 @@ async fn set_role_holds_on_every_shard() {
         60,
         "the policy on every shard"
     );
+    // Through the general path too (a distinct count is combined on a connection of its own).
+    let distinct: i64 = c
+        .query_one("SELECT count(DISTINCT v) FROM fp_rls", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(distinct, 3);
     let e = c
         .batch_execute("DELETE FROM fp_rls")
         .await
