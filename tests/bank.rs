@@ -19,8 +19,6 @@ mod bank_common;
 mod common;
 mod process_common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bank_common::*;
@@ -44,18 +42,7 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
     open_bank(&setup, None).await;
     drop(setup);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let tally = Arc::new(Tally::default());
-    let clients: Vec<_> = (0..CLIENTS as u64)
-        .map(|id| {
-            tokio::spawn(run_client(
-                id,
-                proxy.conn_string(),
-                stop.clone(),
-                tally.clone(),
-            ))
-        })
-        .collect();
+    let clients = Clients::start(&proxy.conn_string());
     let started = Instant::now();
     let run = Duration::from_secs(seconds);
     // The long version (scripts/bank.sh) kills every `BANK_KILL_EVERY` seconds and crashes a
@@ -109,10 +96,7 @@ async fn money_is_conserved_while_accounts_move_and_the_proxy_is_killed() {
             proxy = Proxy::restart(proxy, dir.path(), None, timings).await;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.await.expect("client task");
-    }
+    let tally = clients.stop().await;
     eprintln!("bank: {seconds} s, {kills} kills, {crashed} shard crashes");
     check_bank(&tally, || proxy.output()).await;
 }

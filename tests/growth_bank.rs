@@ -11,15 +11,15 @@
 
 mod bank_common;
 mod common;
+mod growth_common;
 mod process_common;
 mod routing_common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bank_common::*;
 use common::shards;
+use growth_common::{one, placed_exactly};
 use process_common::Proxy;
 use routing_common::simple_rows as rows;
 use tokio_postgres::error::SqlState;
@@ -90,18 +90,7 @@ async fn money_is_conserved_while_the_set_grows_onto_new_shards() {
     );
     drop(setup);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let tally = Arc::new(Tally::default());
-    let clients: Vec<_> = (0..CLIENTS as u64)
-        .map(|id| {
-            tokio::spawn(run_client(
-                id,
-                proxy.conn_string(),
-                stop.clone(),
-                tally.clone(),
-            ))
-        })
-        .collect();
+    let clients = Clients::start(&proxy.conn_string());
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let admin = proxy.connect().await;
@@ -122,10 +111,7 @@ async fn money_is_conserved_while_the_set_grows_onto_new_shards() {
     rebalance_when_allowed(&proxy).await;
     // The clients go on a moment on the grown set.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, Ordering::Relaxed);
-    for c in clients {
-        c.await.expect("client task");
-    }
+    let tally = clients.stop().await;
 
     let c = proxy.connect().await;
     let after = chunks_per_shard(&c).await;
@@ -143,19 +129,9 @@ async fn money_is_conserved_while_the_set_grows_onto_new_shards() {
         "{moves:?}"
     );
     check_bank(&tally, || proxy.output()).await;
-    for table in ["bank_accounts", "bank_ledger"] {
-        let placement = rows(&c, &format!("CHECK PLACEMENT FOR {table}")).await;
-        assert!(
-            placement.iter().all(|r| r[4].as_deref() == Some("0")),
-            "{table}: {placement:?}"
-        );
-    }
-    let accounts: i64 = rows(&c, "CHECK PLACEMENT FOR bank_accounts")
-        .await
-        .iter()
-        .map(|r| r[3].as_deref().unwrap().parse::<i64>().unwrap())
-        .sum();
-    assert_eq!(accounts, ACCOUNTS);
+    placed_exactly(&c, "bank_accounts", &ACCOUNTS.to_string()).await;
+    let entries = one(&c, "SELECT count(*) FROM bank_ledger").await;
+    placed_exactly(&c, "bank_ledger", &entries).await;
     for i in 0..SHARDS {
         let left: i64 = shards()
             .connect(i)

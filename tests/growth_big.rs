@@ -118,8 +118,7 @@ async fn a_million_row_chunk_moves_under_a_thousand_writes_a_second() {
         .await,
         ROWS.to_string()
     );
-    let placement = rows(&c, "CHECK PLACEMENT FOR gbig").await;
-    assert!(placement.iter().all(|r| r[4].as_deref() == Some("0")));
+    placed_exactly(&c, "gbig", &ROWS.to_string()).await;
     no_replication_left(&proxy, &c, "gbig").await;
 
     latencies.sort();

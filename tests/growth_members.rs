@@ -8,7 +8,6 @@ mod routing_common;
 
 use common::shards;
 use growth_common::*;
-use routing_common::simple_rows as rows;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
@@ -60,21 +59,6 @@ fn per_shard(map: &[usize]) -> Vec<usize> {
     (0..SHARDS)
         .map(|s| map.iter().filter(|m| **m == s).count())
         .collect()
-}
-
-/// Every row once, none misplaced, by CHECK PLACEMENT; the total through the proxy.
-async fn placed_exactly(c: &Client, table: &str, total: &str) {
-    let placement = rows(c, &format!("CHECK PLACEMENT FOR {table}")).await;
-    let counted: i64 = placement
-        .iter()
-        .map(|r| r[3].as_deref().unwrap().parse::<i64>().unwrap())
-        .sum();
-    assert_eq!(counted.to_string(), total);
-    assert!(placement.iter().all(|r| r[4].as_deref() == Some("0")));
-    assert_eq!(
-        one(c, &format!("SELECT count(*) FROM {table}")).await,
-        total
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,11 +17,7 @@ pub async fn change_members(
     change: MemberChange,
 ) -> Result<(), GrowthError> {
     let snapshot = g.catalog.snapshot();
-    let members = new_members(&snapshot, set, shard, change)?;
-    let set_id = snapshot
-        .tablespace_set_by_name(set)
-        .map(|s| s.id)
-        .ok_or_else(|| GrowthError::NoSuchTablespaceSet(set.to_string()))?;
+    let (set_id, members) = new_members(&snapshot, set, shard, change)?;
     g.catalog
         .set_tablespace_set_members(set_id, &members)
         .await?;
@@ -29,13 +25,14 @@ pub async fn change_members(
     Ok(())
 }
 
-/// The set's shards after the change, by name, in dealing order (a shard added comes last).
+/// The set, and its shards after the change by name, in dealing order (a shard added comes
+/// last).
 fn new_members(
     snapshot: &Snapshot,
     set: &str,
     shard: &str,
     change: MemberChange,
-) -> Result<Vec<String>, GrowthError> {
+) -> Result<(TablespaceSetId, Vec<String>), GrowthError> {
     let found = snapshot
         .tablespace_set_by_name(set)
         .ok_or_else(|| GrowthError::NoSuchTablespaceSet(set.to_string()))?;
@@ -87,10 +84,11 @@ fn new_members(
             members.retain(|s| *s != shard_id);
         }
     }
-    Ok(members
+    let names = members
         .iter()
         .filter_map(|id| snapshot.shard(*id).map(|s| s.name.clone()))
-        .collect())
+        .collect();
+    Ok((found.id, names))
 }
 
 /// A table of the set other than a consistent-hash family (a composite table's partition set),

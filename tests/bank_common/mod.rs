@@ -179,6 +179,40 @@ pub async fn run_client(id: u64, conn: String, stop: Arc<AtomicBool>, tally: Arc
     }
 }
 
+/// The bank's `CLIENTS` clients at work through the proxy at `conn`, until stopped.
+pub struct Clients {
+    stop: Arc<AtomicBool>,
+    tally: Arc<Tally>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Clients {
+    pub fn start(conn: &str) -> Clients {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tally = Arc::new(Tally::default());
+        let tasks = (0..CLIENTS as u64)
+            .map(|id| {
+                tokio::spawn(run_client(
+                    id,
+                    conn.to_string(),
+                    stop.clone(),
+                    tally.clone(),
+                ))
+            })
+            .collect();
+        Clients { stop, tally, tasks }
+    }
+
+    /// Stops the clients; what they did.
+    pub async fn stop(self) -> Arc<Tally> {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.expect("client task");
+        }
+        self.tally
+    }
+}
+
 /// Rows of a query on every shard, with the shard's index.
 pub async fn on_shards(sql: &str) -> Vec<(usize, tokio_postgres::Row)> {
     let mut out = Vec::new();

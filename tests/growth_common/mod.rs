@@ -113,3 +113,18 @@ pub async fn no_replication_left(proxy: &TestProxy, client: &Client, table: &str
         );
     }
 }
+
+/// Every row once, none misplaced, by CHECK PLACEMENT; the total through the proxy.
+pub async fn placed_exactly(c: &Client, table: &str, total: &str) {
+    let placement = rows(c, &format!("CHECK PLACEMENT FOR {table}")).await;
+    let counted: i64 = placement
+        .iter()
+        .map(|r| r[3].as_deref().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(counted.to_string(), total);
+    assert!(placement.iter().all(|r| r[4].as_deref() == Some("0")));
+    assert_eq!(
+        one(c, &format!("SELECT count(*) FROM {table}")).await,
+        total
+    );
+}
