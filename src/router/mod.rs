@@ -317,9 +317,14 @@ impl PlanCache {
     }
 
     /// Records a table's columns in order (fetched from a shard) for INSERTs without a column
-    /// list, valid until the catalog version changes.
+    /// list, valid until the catalog version changes. Columns read at a newer version than the
+    /// cache's renew it first: dropping them would send the caller back to fetch them again,
+    /// and with other sessions' DDL in between, again and again.
     pub fn set_columns(&self, version: i64, table: TableId, columns: Vec<plan::ColumnDef>) {
         let mut inner = self.lock();
+        if version > inner.version {
+            inner.renew(version);
+        }
         if inner.version == version {
             let names = columns.iter().map(|c| c.name.clone()).collect();
             inner.columns.insert(table, Arc::new(names));
