@@ -91,7 +91,7 @@ fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
         let Some(root) = snapshot.root_of(t.id) else {
             continue;
         };
-        let mut row = |partition: Option<&str>, chunk: Option<usize>, shard: ShardId| {
+        let mut row = |partition: Option<&str>, chunk: Option<u32>, shard: ShardId| {
             rs.push(vec![
                 Some(display_name(t)),
                 partition.map(str::to_owned),
@@ -99,12 +99,12 @@ fn chunks(snapshot: &Snapshot, table: Option<&str>) -> ResultSet {
                 shard_name(shard),
             ])
         };
-        for (k, shard) in root.chunks.iter().enumerate() {
-            row(None, Some(k), *shard);
+        for chunk in root.chunks.chunks() {
+            row(None, Some(chunk.id.0), chunk.shard);
         }
         for set in &root.partition_sets {
-            for (k, shard) in set.chunks.iter().enumerate() {
-                row(Some(&set.name), Some(k), *shard);
+            for chunk in set.chunks.chunks() {
+                row(Some(&set.name), Some(chunk.id.0), chunk.shard);
             }
         }
         for p in &root.partitions {

@@ -90,7 +90,7 @@ fn hash_root(name: &str, set: Option<TablespaceSetId>, chunks: Vec<ShardId>) -> 
         parent: None,
         row_movement: RowMovement::Disabled,
         tablespace_set: set,
-        chunks,
+        chunks: chunks.into(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         nosql: false,
@@ -104,7 +104,7 @@ fn child(name: &str, parent: TableId, column: &str) -> NewTable {
         method: Some(ShardingMethod::Reference),
         key_columns: key(column, "integer"),
         parent: Some(parent),
-        chunks: Vec::new(),
+        chunks: Default::default(),
         ..hash_root(name, None, Vec::new())
     }
 }
@@ -279,8 +279,9 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
         .expect("customers");
     assert_eq!(root.id, customers);
     assert_eq!(root.state, TableState::Creating);
-    assert_eq!(root.chunks, [S1, S2, S1, S2]);
-    assert_eq!(root.modulus(), Some(4));
+    assert_eq!(root.chunks[..], [S1, S2, S1, S2]);
+    assert_eq!(root.chunks.chunk_count(), 4);
+    assert!(root.chunks.is_uniform());
     assert_eq!(root.primary_key, key("cust_id", "integer"));
     assert_eq!(
         root.key_columns[0].key_type().map(|t| t.to_string()),
@@ -306,7 +307,7 @@ async fn a_table_family_with_chunks_shows_in_the_snapshot() {
     );
     assert_eq!(root.ttl, None);
     assert_eq!(
-        snap.chunks(lineitems),
+        snap.chunks(lineitems)[..],
         [S1, S2, S1, S2],
         "children use their root's chunks"
     );
@@ -369,7 +370,7 @@ async fn list_and_composite_tables_keep_their_partitions() {
     let listed = NewTable {
         method: Some(ShardingMethod::List),
         key_columns: key("state", "character varying(2)"),
-        chunks: Vec::new(),
+        chunks: Default::default(),
         partitions: vec![
             NewPartition {
                 name: "p_west".into(),
@@ -392,19 +393,19 @@ async fn list_and_composite_tables_keep_their_partitions() {
             KeyColumn::new("class", "integer"),
             KeyColumn::new("class2", "integer"),
         ],
-        chunks: Vec::new(),
+        chunks: Default::default(),
         partition_sets: vec![
             PartitionSet {
                 name: "low".into(),
                 bound: PartitionBound::LessThan(vec![lit("10"), lit("100")]),
                 tablespace_set: silver,
-                chunks: vec![S1, S2, S1, S2],
+                chunks: vec![S1, S2, S1, S2].into(),
             },
             PartitionSet {
                 name: "high".into(),
                 bound: PartitionBound::LessThan(vec![BoundValue::MaxValue, BoundValue::MaxValue]),
                 tablespace_set: gold,
-                chunks: vec![S2, S2],
+                chunks: vec![S2, S2].into(),
             },
         ],
         ..hash_root("customers", None, Vec::new())
@@ -430,7 +431,7 @@ async fn list_and_composite_tables_keep_their_partitions() {
     let sets: Vec<(&str, &[ShardId])> = customers
         .partition_sets
         .iter()
-        .map(|s| (s.name.as_str(), s.chunks.as_slice()))
+        .map(|s| (s.name.as_str(), &s.chunks[..]))
         .collect();
     assert_eq!(
         sets,

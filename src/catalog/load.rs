@@ -12,7 +12,7 @@ use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
 use super::CatalogError;
 use crate::model::{
-    KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState,
+    Chunk, ChunkId, ChunkMap, KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState,
     TablespaceSetId, Ttl, TtlUnit,
 };
 
@@ -171,13 +171,14 @@ async fn load_partition_sets(
             name,
             bound,
             tablespace_set: TablespaceSetId(row.get(6)),
-            chunks: Vec::new(),
+            chunks: ChunkMap::default(),
         });
     }
     Ok(set_owner)
 }
 
-/// Files each chunk under its table or partition set, refusing gaps: its number is its index.
+/// Files each table's and partition set's chunks under it, refusing chunks that do not cover
+/// every hash remainder exactly once.
 async fn load_chunks(
     tx: &Transaction<'_>,
     resolve: &Resolver<'_>,
@@ -185,10 +186,13 @@ async fn load_chunks(
     index: &HashMap<TableId, usize>,
     set_owner: &SetOwners,
 ) -> Result<(), CatalogError> {
+    // A level's rows: number, recorded modulus (none before any split), shard.
+    type Level = Vec<(u32, Option<u32>, ShardId)>;
+    let mut levels: HashMap<(i64, Option<usize>), Level> = HashMap::new();
     for row in tx
         .query(
-            "SELECT table_id, partition_set_id, chunk_no, shard FROM shardwire_catalog.chunk
-             ORDER BY table_id, partition_set_id NULLS FIRST, chunk_no",
+            "SELECT table_id, partition_set_id, chunk_no, shard, modulus
+             FROM shardwire_catalog.chunk",
             &[],
         )
         .await?
@@ -197,30 +201,42 @@ async fn load_chunks(
         let chunk_no: i32 = row.get(2);
         let what = || format!("chunk {chunk_no} of table {table_id}");
         let shard = resolve.shard(row.get(3), what)?;
-        let table = table_mut(tables, index, table_id)?;
-        let chunks = match row.get::<_, Option<i64>>(1) {
-            None => &mut table.chunks,
-            Some(set) => {
-                let i = match set_owner.get(&set) {
-                    Some(&(owner, i)) if owner == table_id => i,
-                    _ => {
-                        return Err(CatalogError::Corrupt(format!(
-                            "{} names a partition set of another table",
-                            what()
-                        )))
-                    }
-                };
-                &mut table.partition_sets[i].chunks
-            }
+        let set = match row.get::<_, Option<i64>>(1) {
+            None => None,
+            Some(set) => match set_owner.get(&set) {
+                Some(&(owner, i)) if owner == table_id => Some(i),
+                _ => {
+                    return Err(CatalogError::Corrupt(format!(
+                        "{} names a partition set of another table",
+                        what()
+                    )))
+                }
+            },
         };
-        // Rows come in chunk order, so a gap shows up as a mismatch here.
-        if usize::try_from(chunk_no).ok() != Some(chunks.len()) {
-            return Err(CatalogError::Corrupt(format!(
-                "{}: chunk numbers must run from 0 without gaps",
-                what()
-            )));
+        let modulus: Option<i32> = row.get(4);
+        levels.entry((table_id, set)).or_default().push((
+            chunk_no.max(0) as u32,
+            modulus.map(|m| m.max(0) as u32),
+            shard,
+        ));
+    }
+    for ((table_id, set), rows) in levels {
+        let count = rows.len() as u32;
+        let chunks: Vec<Chunk> = rows
+            .into_iter()
+            .map(|(id, modulus, shard)| Chunk {
+                id: ChunkId(id),
+                modulus: modulus.unwrap_or(count),
+                shard,
+            })
+            .collect();
+        let map = ChunkMap::from_chunks(&chunks)
+            .map_err(|e| CatalogError::Corrupt(format!("the chunks of table {table_id}: {e}")))?;
+        let table = table_mut(tables, index, table_id)?;
+        match set {
+            None => table.chunks = map,
+            Some(i) => table.partition_sets[i].chunks = map,
         }
-        chunks.push(shard);
     }
     Ok(())
 }
@@ -321,7 +337,7 @@ fn table_from_row(row: &Row) -> Result<Table, CatalogError> {
         },
         state: TableState::from_code(state).ok_or_else(|| corrupt("state", state))?,
         tablespace_set: row.get::<_, Option<i64>>(13).map(TablespaceSetId),
-        chunks: Vec::new(),
+        chunks: ChunkMap::default(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         generated: Vec::new(),

@@ -6,7 +6,7 @@
 //! lookup therefore compares strings exactly, as PostgreSQL compares resolved identifiers.
 
 use crate::model::{
-    KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId, TableKind,
+    ChunkMap, KeyColumn, PartitionBound, RowMovement, ShardId, ShardingMethod, TableId, TableKind,
     TableState, TablespaceSetId, Ttl,
 };
 
@@ -39,8 +39,7 @@ pub struct PartitionSet {
     pub name: String,
     pub bound: PartitionBound,
     pub tablespace_set: TablespaceSetId,
-    /// Indexed by chunk number: `chunks[k]` holds hash remainder k; the modulus is the length.
-    pub chunks: Vec<ShardId>,
+    pub chunks: ChunkMap,
 }
 
 /// A partition of user-defined (list or range) sharding.
@@ -77,9 +76,9 @@ pub struct Table {
     pub row_movement: RowMovement,
     pub state: TableState,
     pub tablespace_set: Option<TablespaceSetId>,
-    /// Consistent-hash roots (and unsharded tables, with one chunk): indexed by chunk number.
-    /// Children use their root's; see [`crate::catalog::Snapshot::chunks`].
-    pub chunks: Vec<ShardId>,
+    /// Consistent-hash roots (and unsharded tables, with one chunk). Children use their
+    /// root's; see [`crate::catalog::Snapshot::chunks`].
+    pub chunks: ChunkMap,
     pub partition_sets: Vec<PartitionSet>,
     pub partitions: Vec<Partition>,
     /// Sharding-key columns whose values the cluster-wide sequence gives when an INSERT
@@ -102,11 +101,6 @@ pub struct GeneratedKey {
 impl Table {
     pub fn is_root(&self) -> bool {
         self.parent.is_none()
-    }
-
-    /// The modulus M of a table that owns chunks (`None` for children and tables without).
-    pub fn modulus(&self) -> Option<u32> {
-        (!self.chunks.is_empty()).then_some(self.chunks.len() as u32)
     }
 
     /// The sharding key's columns, then the partition-set key's (composite sharding): every
@@ -135,7 +129,7 @@ pub struct NewTable {
     pub parent: Option<TableId>,
     pub row_movement: RowMovement,
     pub tablespace_set: Option<TablespaceSetId>,
-    pub chunks: Vec<ShardId>,
+    pub chunks: ChunkMap,
     pub partition_sets: Vec<PartitionSet>,
     pub partitions: Vec<NewPartition>,
     pub nosql: bool,
@@ -277,7 +271,7 @@ mod tests {
             parent: None,
             row_movement: RowMovement::Disabled,
             tablespace_set: None,
-            chunks: vec![ShardId(0), ShardId(1)],
+            chunks: vec![ShardId(0), ShardId(1)].into(),
             partition_sets: Vec::new(),
             partitions: Vec::new(),
             nosql: false,
@@ -302,7 +296,7 @@ mod tests {
         };
         assert!(child_with_chunks.check().is_err());
         let child = NewTable {
-            chunks: Vec::new(),
+            chunks: Default::default(),
             ..child_with_chunks
         };
         assert_eq!(child.check(), Ok(()));
@@ -319,7 +313,7 @@ mod tests {
         let list = NewTable {
             method: Some(ShardingMethod::List),
             key_columns: vec![KeyColumn::new("a", "text"), KeyColumn::new("b", "text")],
-            chunks: Vec::new(),
+            chunks: Default::default(),
             partitions: vec![NewPartition {
                 name: "p".into(),
                 bound: PartitionBound::In(vec![vec![

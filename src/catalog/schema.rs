@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_update_holder.sql"),
     include_str!("migrations/0006_views.sql"),
     include_str!("migrations/0007_moves.sql"),
+    include_str!("migrations/0008_split_chunks.sql"),
 ];
 
 /// Key of the transaction-level advisory lock that serializes proxies migrating the same catalog

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::model::{Shard, Table, Tablespace, TablespaceSet};
 use super::view::{View, ViewEntry};
-use crate::model::{ChunkId, ShardId, TableId, TableKind, TablespaceSetId, ViewShape};
+use crate::model::{ChunkId, ChunkMap, ShardId, TableId, TableKind, TablespaceSetId, ViewShape};
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -301,15 +301,16 @@ impl Snapshot {
             .collect()
     }
 
-    /// The chunk → shard map of `id`'s family (its root's chunks), indexed by chunk number.
-    /// Empty for tables placed by partition sets or partitions.
-    pub fn chunks(&self, id: TableId) -> &[ShardId] {
-        self.root_of(id).map_or(&[], |root| root.chunks.as_slice())
+    /// The chunk map of `id`'s family (its root's chunks). Empty for tables placed by
+    /// partition sets or partitions.
+    pub fn chunks(&self, id: TableId) -> &ChunkMap {
+        static NONE: ChunkMap = ChunkMap::empty();
+        self.root_of(id).map_or(&NONE, |root| &root.chunks)
     }
 
     /// The shard holding chunk `chunk` of `id`'s family.
     pub fn chunk_shard(&self, id: TableId, chunk: ChunkId) -> Option<ShardId> {
-        self.chunks(id).get(chunk.0 as usize).copied()
+        self.chunks(id).chunk(chunk).map(|c| c.shard)
     }
 
     /// Every shard that holds some of `id`, ascending: where DDL on it must go.

@@ -5,7 +5,7 @@
 
 use super::model::Table;
 use crate::model::{KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind};
-use crate::model::{TableState, ViewShape};
+use crate::model::{ChunkMap, TableState, ViewShape};
 
 /// Where materialized views are held: PostgreSQL statements that name no recorded table go to
 /// the first shard, so an index on a materialized view, `\d` and `pg_matviews` find it there.
@@ -95,7 +95,7 @@ impl View {
             row_movement: RowMovement::Disabled,
             state: entry.state,
             tablespace_set: placed_like.and_then(|t| t.tablespace_set),
-            chunks: Vec::new(),
+            chunks: ChunkMap::default(),
             partition_sets: Vec::new(),
             partitions: Vec::new(),
             generated: Vec::new(),
@@ -104,7 +104,7 @@ impl View {
         };
         if entry.shape == ViewShape::Materialized {
             table.kind = TableKind::Unsharded;
-            table.chunks = vec![MATVIEW_SHARD];
+            table.chunks = ChunkMap::uniform(vec![MATVIEW_SHARD]);
         }
         if let (ViewShape::Family, Some(root)) = (entry.shape, placed_like) {
             // A key column the view does not show is named "", which no column reference

@@ -245,10 +245,10 @@ fn chunk_map(
 fn placed_shards(chunks: Option<&ChunkMap>, partitions: &[PartitionPlan]) -> Vec<ShardId> {
     let mut v: Vec<ShardId> = chunks
         .into_iter()
-        .flat_map(|c| c.0.iter().copied())
+        .flat_map(|c| c.iter().copied())
         .chain(partitions.iter().flat_map(|p| match &p.placement {
             PartitionPlacement::Tablespace { shard, .. } => vec![*shard],
-            PartitionPlacement::TablespaceSet { chunks, .. } => chunks.0.clone(),
+            PartitionPlacement::TablespaceSet { chunks, .. } => chunks.to_vec(),
         }))
         .collect();
     v.sort();

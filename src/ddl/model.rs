@@ -7,6 +7,7 @@ use std::fmt;
 
 use super::ast::{CreateTable, PartitionBound, ReferentialAction, TableConstraint};
 use super::types::TypeOptions;
+pub use crate::model::ChunkMap;
 use crate::model::{KeyColumn, ShardId, ShardingMethod, TableKind};
 use crate::sql::quote::quote_ident;
 
@@ -35,34 +36,6 @@ impl fmt::Display for QualifiedName {
             quote_ident(&self.schema),
             quote_ident(&self.name)
         )
-    }
-}
-
-/// Chunk k of a hash-partitioned table (or partition set) lives on `self.0[k]`; the modulus is
-/// the number of chunks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkMap(pub Vec<ShardId>);
-
-impl ChunkMap {
-    /// M chunks spread over `shards` round-robin: chunk k → `shards[k mod S]`.
-    pub fn spread(modulus: u32, shards: &[ShardId]) -> ChunkMap {
-        ChunkMap(
-            (0..modulus as usize)
-                .map(|k| shards[k % shards.len()])
-                .collect(),
-        )
-    }
-
-    pub fn modulus(&self) -> u32 {
-        self.0.len() as u32
-    }
-
-    /// The chunks `shard` owns, ascending.
-    pub fn chunks_on(&self, shard: ShardId) -> impl Iterator<Item = u32> + '_ {
-        (0u32..)
-            .zip(&self.0)
-            .filter(move |(_, s)| **s == shard)
-            .map(|(k, _)| k)
     }
 }
 

@@ -312,12 +312,12 @@ fn chunk_statements(
     chunks: &ChunkMap,
     shard: ShardId,
 ) {
-    for k in chunks.chunks_on(shard) {
+    for chunk in chunks.chunks_on(shard) {
         out.push(format!(
-            "CREATE TABLE {} PARTITION OF {} FOR VALUES WITH (MODULUS {}, REMAINDER {k})",
-            QualifiedName::new(schema, partition_relation(parent, &chunk_suffix(k))),
+            "CREATE TABLE {} PARTITION OF {} {}",
+            QualifiedName::new(schema, partition_relation(parent, &chunk_suffix(chunk.id.0))),
             QualifiedName::new(schema, parent),
-            chunks.modulus(),
+            chunk.bound(),
         ));
     }
 }

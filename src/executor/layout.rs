@@ -144,7 +144,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
     };
     let chunks = match (table.kind, method) {
         (TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => {
-            Some(ChunkMap(root.chunks.clone()))
+            Some(root.chunks.clone())
         }
         _ => None,
     };
@@ -177,7 +177,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
     for set in &root.partition_sets {
         let placement = PartitionPlacement::TablespaceSet {
             name: set_name(set.tablespace_set)?,
-            chunks: ChunkMap(set.chunks.clone()),
+            chunks: set.chunks.clone(),
         };
         let p = plan(&set.name, &set.bound, previous.as_ref(), placement)?;
         previous = Some(p.bound.clone());
@@ -233,12 +233,9 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
     };
     let kind = layout.kind;
     let chunks = match (kind, parent) {
-        (TableKind::Unsharded, _) => layout.shards.clone(),
-        (_, Some(_)) => Vec::new(),
-        (_, None) => layout
-            .chunks
-            .as_ref()
-            .map_or_else(Vec::new, |c| c.0.clone()),
+        (TableKind::Unsharded, _) => ChunkMap::uniform(layout.shards.clone()),
+        (_, Some(_)) => ChunkMap::default(),
+        (_, None) => layout.chunks.clone().unwrap_or_default(),
     };
     let mut partition_sets = Vec::new();
     let mut partitions = Vec::new();
@@ -250,7 +247,7 @@ pub fn new_table(snapshot: &Snapshot, plan: &TablePlan) -> Result<NewTable, Exec
                     name: p.name.clone(),
                     bound: stored_bound(&p.bound),
                     tablespace_set: set_id(name)?,
-                    chunks: chunks.0.clone(),
+                    chunks: chunks.clone(),
                 })
             }
             PartitionPlacement::Tablespace { name, .. } => partitions.push(NewPartition {

@@ -425,7 +425,7 @@ mod tests {
             row_movement: RowMovement::Disabled,
             state: TableState::Active,
             tablespace_set: None,
-            chunks: vec![ShardId(0), ShardId(1)],
+            chunks: vec![ShardId(0), ShardId(1)].into(),
             partition_sets: Vec::new(),
             partitions: Vec::new(),
             generated: Vec::new(),

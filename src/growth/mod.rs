@@ -85,12 +85,8 @@ pub enum GrowthError {
     NoSuchTable(String),
     #[error("{0}")]
     NotMovable(String),
-    #[error("table {table} has chunks 0 to {last}; there is no chunk {chunk}")]
-    NoSuchChunk {
-        table: String,
-        chunk: u32,
-        last: u32,
-    },
+    #[error("table {table} has no chunk {chunk}: SHOW CHUNKS FOR {table} lists its chunks")]
+    NoSuchChunk { table: String, chunk: u32 },
     #[error("shard \"{0}\" is not in the configuration")]
     NoSuchShard(String),
     #[error("tablespace set \"{0}\" does not exist")]

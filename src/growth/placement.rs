@@ -8,7 +8,7 @@ use super::plan::hash_key_columns;
 use super::settle::{connect, on};
 use super::{Growth, GrowthError};
 use crate::catalog::{Snapshot, Table};
-use crate::model::{ShardId, ShardingMethod, TableKind};
+use crate::model::{Chunk, ChunkId, ShardId, ShardingMethod, TableKind};
 use crate::sql::quote::{quote_ident, quote_literal};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,6 @@ async fn on_shard(
         return Ok(Vec::new());
     }
     let chunks = snapshot.chunks(t.id);
-    let modulus = chunks.len() as u32;
     let partitions = client
         .query(
             "SELECT c.oid::regclass::text, pg_catalog.pg_get_expr(c.relpartbound, c.oid),
@@ -148,7 +147,7 @@ async fn on_shard(
             .query_one(
                 &format!(
                     "SELECT count(*), count(*) FILTER (WHERE NOT pg_catalog.satisfies_hash_partition(\
-                     {}::regclass::oid, {modulus}, {k}, {columns})) FROM {name}",
+                     {}::regclass::oid, {m}, {k}, {columns})) FROM {name}",
                     quote_literal(&relation)
                 ),
                 &[],
@@ -157,9 +156,13 @@ async fn on_shard(
             .map_err(&on)?;
         let rows: i64 = counted.get(0);
         let off_hash: i64 = counted.get(1);
-        // A partition of another modulus, or of a chunk the map puts elsewhere, holds rows this
-        // shard should not have.
-        let owned = m == modulus && chunks.get(k as usize) == Some(&shard);
+        // A partition of another modulus than its chunk's, or of a chunk the map puts
+        // elsewhere, holds rows this shard should not have.
+        let owned = chunks.chunk(ChunkId(k)) == Some(Chunk {
+            id: ChunkId(k),
+            modulus: m,
+            shard,
+        });
         let misplaced = if owned { off_hash } else { rows };
         out.push(row(Some(k), Some(name), rows, misplaced));
     }

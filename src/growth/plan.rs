@@ -5,7 +5,7 @@ use super::chunk_move::MoveRequest;
 use super::GrowthError;
 use crate::catalog::{MoveRecord, Snapshot, Table};
 use crate::ddl::naming::{chunk_suffix, partition_relation};
-use crate::model::{ChunkId, ShardId, ShardingMethod, TableId};
+use crate::model::{Chunk, ChunkId, ShardId, ShardingMethod, TableId};
 use crate::sql::quote::quote_ident;
 
 /// One table of the family: its partition for the chunk.
@@ -48,15 +48,16 @@ impl Plan {
             .table_by_name(&req.schema, &req.table)
             .ok_or_else(|| GrowthError::NoSuchTable(display.clone()))?;
         check_movable(table, &display)?;
-        let modulus = table.chunks.len() as u32;
-        let chunk = ChunkId(req.chunk);
-        let source = *table
+        let Chunk {
+            id: chunk,
+            modulus,
+            shard: source,
+        } = table
             .chunks
-            .get(req.chunk as usize)
+            .chunk(ChunkId(req.chunk))
             .ok_or(GrowthError::NoSuchChunk {
                 table: display.clone(),
                 chunk: req.chunk,
-                last: modulus.saturating_sub(1),
             })?;
         let target = snapshot
             .shard_by_name(&req.target)
@@ -96,7 +97,7 @@ impl Plan {
         };
         let why = if family_at_target == FamilyAtTarget::Made {
             Some("makes the family's tables on a shard new to it")
-        } else if table.chunks.iter().filter(|s| **s == source).count() == 1 {
+        } else if table.chunks.chunks_on(source).count() == 1 {
             Some("drops them from the shard that gives its last chunk away")
         } else {
             None
@@ -139,11 +140,20 @@ impl Plan {
                 .map(|s| s.id)
                 .ok_or_else(|| GrowthError::NoSuchShard(name.to_string()))
         };
+        // A family with an unfinished move is not split, so the chunk is as the move found it.
+        let modulus = table
+            .chunks
+            .chunk(m.chunk)
+            .ok_or(GrowthError::NoSuchChunk {
+                table: table.qualified_name(),
+                chunk: m.chunk.0,
+            })?
+            .modulus;
         Ok(Plan {
             root: table.id,
             display: table.qualified_name(),
             chunk: m.chunk,
-            modulus: table.chunks.len() as u32,
+            modulus,
             source: shard(&m.source)?,
             target: shard(&m.target)?,
             source_name: m.source.clone(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::chunk_move::{move_chunk, MoveRequest};
 use super::{Growth, GrowthError};
 use crate::catalog::{Snapshot, Table};
-use crate::model::{ShardId, ShardingMethod, TableState};
+use crate::model::{ChunkMap, ShardId, ShardingMethod, TableState};
 
 /// One planned move: chunk `chunk` of `table` to `target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,14 +73,15 @@ fn plan(snapshot: &Snapshot, set: &str) -> Result<Vec<Planned>, GrowthError> {
 }
 
 /// The moves (chunk, target) that leave each of `shards` within one chunk of the others, from
-/// the chunk map `chunks`: each takes a chunk of a fullest shard to an emptiest one.
-fn balancing_moves(chunks: &[ShardId], shards: &[ShardId]) -> Vec<(u32, ShardId)> {
+/// the chunk map `chunks`: each takes a chunk of a fullest shard to an emptiest one. Chunks
+/// count alike whatever their modulus (a split chunk's halves are two chunks).
+fn balancing_moves(chunks: &ChunkMap, shards: &[ShardId]) -> Vec<(u32, ShardId)> {
     if shards.is_empty() {
         return Vec::new();
     }
     let mut owned: BTreeMap<ShardId, Vec<u32>> = shards.iter().map(|s| (*s, Vec::new())).collect();
-    for (k, shard) in chunks.iter().enumerate() {
-        owned.entry(*shard).or_default().push(k as u32);
+    for chunk in chunks.chunks() {
+        owned.entry(chunk.shard).or_default().push(chunk.id.0);
     }
     let mut moves = Vec::new();
     loop {
@@ -118,17 +119,17 @@ mod tests {
     #[test]
     fn moves_only_what_balance_needs() {
         // All on s0: half go to s1.
-        let moves = balancing_moves(&[s(0), s(0), s(0), s(0)], &[s(0), s(1)]);
+        let moves = balancing_moves(&ChunkMap::from([s(0), s(0), s(0), s(0)].to_vec()), &[s(0), s(1)]);
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to == s(1)));
         // Already within one chunk: nothing.
-        assert!(balancing_moves(&[s(0), s(1), s(0)], &[s(0), s(1)]).is_empty());
+        assert!(balancing_moves(&ChunkMap::from([s(0), s(1), s(0)].to_vec()), &[s(0), s(1)]).is_empty());
         // A new empty shard gets its share: 6 chunks over 3 shards.
-        let moves = balancing_moves(&[s(0), s(1), s(0), s(1), s(0), s(1)], &[s(0), s(1), s(2)]);
+        let moves = balancing_moves(&ChunkMap::from([s(0), s(1), s(0), s(1), s(0), s(1)].to_vec()), &[s(0), s(1), s(2)]);
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to == s(2)));
         // A shard that left the set gives up all its chunks.
-        let moves = balancing_moves(&[s(2), s(2), s(0), s(1)], &[s(0), s(1)]);
+        let moves = balancing_moves(&ChunkMap::from([s(2), s(2), s(0), s(1)].to_vec()), &[s(0), s(1)]);
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to != s(2)));
     }

@@ -315,7 +315,7 @@ pub fn shards_matching(
                     .filter(|(_, h)| *h)
                     .flat_map(|(set, _)| {
                         chunk_shards(&root.key_columns, key, &set.chunks)
-                            .unwrap_or_else(|| set.chunks.clone())
+                            .unwrap_or_else(|| set.chunks.to_vec())
                     })
                     .collect(),
                 None => every(),

@@ -45,7 +45,7 @@ fn table(id: i64, name: &str, method: ShardingMethod, key: &[(&str, &str)]) -> T
         row_movement: RowMovement::Disabled,
         state: TableState::Active,
         tablespace_set: None,
-        chunks: Vec::new(),
+        chunks: Default::default(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         generated: Vec::new(),
@@ -130,13 +130,13 @@ fn snapshot() -> Snapshot {
             name: "silver".into(),
             bound: PartitionBound::In(vec![vec![lit("SLV")], vec![lit("BRZ")]]),
             tablespace_set: TablespaceSetId(1),
-            chunks: vec![ShardId(0), ShardId(1), ShardId(0), ShardId(1)],
+            chunks: vec![ShardId(0), ShardId(1), ShardId(0), ShardId(1)].into(),
         },
         PartitionSet {
             name: "gold".into(),
             bound: PartitionBound::In(vec![vec![lit("GLD")]]),
             tablespace_set: TablespaceSetId(2),
-            chunks: vec![ShardId(2), ShardId(3), ShardId(2), ShardId(3)],
+            chunks: vec![ShardId(2), ShardId(3), ShardId(2), ShardId(3)].into(),
         },
     ];
     tables.push(t);
@@ -153,13 +153,13 @@ fn snapshot() -> Snapshot {
             name: "low".into(),
             bound: PartitionBound::LessThan(vec![lit("10")]),
             tablespace_set: TablespaceSetId(1),
-            chunks: vec![ShardId(0), ShardId(1)],
+            chunks: vec![ShardId(0), ShardId(1)].into(),
         },
         PartitionSet {
             name: "high".into(),
             bound: PartitionBound::LessThan(vec![lit("20")]),
             tablespace_set: TablespaceSetId(2),
-            chunks: vec![ShardId(2), ShardId(3)],
+            chunks: vec![ShardId(2), ShardId(3)].into(),
         },
     ];
     tables.push(t);
@@ -176,7 +176,7 @@ fn snapshot() -> Snapshot {
         (16, "h_text", "text"),
     ] {
         let mut t = table(id, name, ShardingMethod::ConsistentHash, &[("k", ty)]);
-        t.chunks = (0..8).map(|i| ShardId(i % 4)).collect();
+        t.chunks = (0..8).map(|i| ShardId(i % 4)).collect::<Vec<_>>().into();
         tables.push(t);
     }
     // A text RANGE: its order is the collation's, so nothing is pruned.
