@@ -7,8 +7,8 @@ use crate::backend::Pools;
 use crate::catalog::{Catalog, CatalogError, RowMovement, ShardId, Snapshot, Table};
 use crate::config::Config;
 use crate::growth::{
-    cancel_move, change_members, check_placement, move_chunk, rebalance, Growth, GrowthError,
-    MoveRequest,
+    cancel_move, change_members, check_placement, move_chunk, rebalance, split_chunk, Growth,
+    GrowthError, MoveRequest, SplitRequest,
 };
 use crate::protocol::{ColumnType, ResultSet};
 use crate::txn::lease::{self, LeaseRecord};
@@ -173,6 +173,7 @@ pub fn answer(
         AdminCommand::ShowMoves => moves_columns(),
         AdminCommand::CheckPlacement { .. } => placement_columns(),
         AdminCommand::MoveChunk { .. }
+        | AdminCommand::SplitChunk { .. }
         | AdminCommand::ChangeSetMembers { .. }
         | AdminCommand::CancelMove { .. }
         | AdminCommand::Rebalance { .. } => ResultSet::new(&[]),
@@ -424,6 +425,20 @@ pub async fn growth(cmd: &AdminCommand, g: &Growth) -> Option<Result<GrowthAnswe
             match tokio::spawn(async move { move_chunk(&g, &request).await }).await {
                 // Not `MOVE …`: libpq reads a tag starting so as a cursor's MOVE and its count.
                 Ok(moved) => moved.map(|_| GrowthAnswer::Done("CHUNK MOVED".into())),
+                Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                Err(_) => Err(GrowthError::Interrupted),
+            }
+        }
+        AdminCommand::SplitChunk { chunk, table } => {
+            let (schema, name) = schema_and_name(table);
+            let request = SplitRequest {
+                schema: schema.to_owned(),
+                table: name.to_owned(),
+                chunk: *chunk,
+            };
+            let g = g.clone();
+            match tokio::spawn(async move { split_chunk(&g, &request).await }).await {
+                Ok(split) => split.map(|_| GrowthAnswer::Done("SPLIT CHUNK".into())),
                 Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
                 Err(_) => Err(GrowthError::Interrupted),
             }

@@ -67,10 +67,13 @@ pub enum FailPoint {
     /// A chunk move's cutover: the catalog gave the chunk to the target, neither shard's
     /// prepared half is committed.
     ChunkMoveAfterHandOver,
+    /// A chunk split: the shard's re-placement is prepared (two-phase), the catalog's chunk
+    /// map does not have the halves yet.
+    ChunkSplitBeforeRecord,
 }
 
 impl FailPoint {
-    pub const ALL: [FailPoint; 10] = [
+    pub const ALL: [FailPoint; 11] = [
         FailPoint::CommitAfterFirstPrepare,
         FailPoint::CommitAfterDecision,
         FailPoint::CommitBetweenCommitPrepared,
@@ -81,6 +84,7 @@ impl FailPoint {
         FailPoint::ChunkMoveAfterCopy,
         FailPoint::ChunkMoveBeforeHandOver,
         FailPoint::ChunkMoveAfterHandOver,
+        FailPoint::ChunkSplitBeforeRecord,
     ];
 
     /// The name `SHARDWIRE_FAILPOINTS` uses.
@@ -96,6 +100,7 @@ impl FailPoint {
             FailPoint::ChunkMoveAfterCopy => "chunk_move.after_copy",
             FailPoint::ChunkMoveBeforeHandOver => "chunk_move.before_hand_over",
             FailPoint::ChunkMoveAfterHandOver => "chunk_move.after_hand_over",
+            FailPoint::ChunkSplitBeforeRecord => "chunk_split.before_record",
         }
     }
 

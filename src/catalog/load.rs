@@ -12,8 +12,8 @@ use super::snapshot::Snapshot;
 use super::store::{decode_bound, version};
 use super::CatalogError;
 use crate::model::{
-    Chunk, ChunkId, ChunkMap, KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind, TableState,
-    TablespaceSetId, Ttl, TtlUnit,
+    Chunk, ChunkId, ChunkMap, KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind,
+    TableState, TablespaceSetId, Ttl, TtlUnit,
 };
 
 /// Loads a snapshot; `shards` are this proxy's configured shards, which every shard the catalog

@@ -9,6 +9,7 @@ pub mod model;
 mod moves;
 mod schema;
 mod snapshot;
+mod splits;
 mod store;
 pub mod view;
 mod view_store;
@@ -30,11 +31,12 @@ pub use model::{
 // These live in the leaf `model`; re-exported because files being edited concurrently (the
 // frontend, the router's planner, admin) still name them through the catalog.
 pub use crate::model::{
-    BoundValue, ChunkId, KeyColumn, MoveId, MoveState, PartitionBound, RowMovement, ShardId,
+    BoundValue, Chunk, ChunkId, KeyColumn, MoveId, MoveState, PartitionBound, RowMovement, ShardId,
     ShardingMethod, TableId, TableKind, TableState, TablespaceSetId,
 };
 pub use moves::{MoveOwner, MoveRecord};
 pub use snapshot::Snapshot;
+pub use splits::{SplitRecord, SplitState};
 pub use store::{release_abandoned_updates, UpdateHolder, NOTIFY_CHANNEL};
 pub use view::{NewView, View, ViewEntry};
 
@@ -111,6 +113,12 @@ pub enum CatalogError {
          MOVE it"
     )]
     MoveInProgress { table: TableId, chunk: ChunkId },
+    #[error("chunk {chunk} of table {table} cannot change now: {why}")]
+    ChunkBusy {
+        table: TableId,
+        chunk: ChunkId,
+        why: &'static str,
+    },
 }
 
 impl CatalogError {
@@ -134,7 +142,9 @@ impl CatalogError {
             | CatalogError::HasChildren { .. } => SqlState::DEPENDENT_OBJECTS_STILL_EXIST,
             CatalogError::InvalidTransition { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             CatalogError::InvalidEntry(_) => SqlState::INVALID_TABLE_DEFINITION,
-            CatalogError::MoveInProgress { .. } => SqlState::OBJECT_IN_USE,
+            CatalogError::MoveInProgress { .. } | CatalogError::ChunkBusy { .. } => {
+                SqlState::OBJECT_IN_USE
+            }
         }
     }
 }
@@ -409,23 +419,59 @@ impl Catalog {
 
     /// Makes a committed write visible here at once. A failed reload does not undo the write,
     /// so it is not the caller's error; the watcher retries.
-    /// Records a move of `chunk` of family `table` from `source` to `target`, PLANNED, run by
-    /// `owner`.
+    /// Records a move of `chunk` of family `table` from its shard to `target`, PLANNED, run
+    /// by `owner`; refused when the chunk is no longer as given, or the family is splitting.
     pub async fn plan_move(
         &self,
         table: TableId,
-        chunk: ChunkId,
-        (source, target): (ShardId, ShardId),
+        chunk: Chunk,
+        target: ShardId,
         owner: &MoveOwner,
     ) -> Result<MoveId, CatalogError> {
-        let name = |s: ShardId| {
-            self.shard_names
-                .get(s.index())
-                .map(String::as_str)
-                .ok_or(CatalogError::UnknownShard(s))
-        };
-        let client = self.client().await?;
-        moves::plan(&client, table, chunk, (name(source)?, name(target)?), owner).await
+        let shards = (self.shard_name(chunk.shard)?, self.shard_name(target)?);
+        moves::plan(&mut *self.client().await?, table, chunk, shards, owner).await
+    }
+
+    fn shard_name(&self, shard: ShardId) -> Result<&str, CatalogError> {
+        self.shard_names
+            .get(shard.index())
+            .map(String::as_str)
+            .ok_or(CatalogError::UnknownShard(shard))
+    }
+
+    /// Records a split of `chunk` of family `table`, PREPARING, run by `owner`.
+    pub async fn begin_split(
+        &self,
+        table: TableId,
+        chunk: Chunk,
+        owner: &MoveOwner,
+    ) -> Result<i64, CatalogError> {
+        let shard = self.shard_name(chunk.shard)?;
+        splits::begin(&mut *self.client().await?, table, chunk, shard, owner).await
+    }
+
+    /// Gives the chunk map split `id`'s two halves (a new version, loaded here unless the
+    /// reload fails, when the watcher loads it) and records the split RECORDED.
+    pub async fn record_split(&self, id: i64) -> Result<(), CatalogError> {
+        splits::record(&mut *self.client().await?, id).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Ends split `id` in `state` if it is still `from` (and run by `owner`, where given).
+    pub async fn finish_split(
+        &self,
+        id: i64,
+        from: SplitState,
+        state: SplitState,
+        owner: Option<&MoveOwner>,
+    ) -> Result<bool, CatalogError> {
+        splits::finish(&*self.client().await?, id, from, state, owner).await
+    }
+
+    /// The splits not yet ended.
+    pub async fn unfinished_splits(&self) -> Result<Vec<SplitRecord>, CatalogError> {
+        splits::unfinished(&*self.client().await?).await
     }
 
     /// Takes over a move whose owner is gone; `false` when another proxy did first.

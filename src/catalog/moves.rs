@@ -5,9 +5,10 @@
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Row};
 
+use super::splits::lock_chunk;
 use super::store::bump_version;
 use super::CatalogError;
-use crate::model::{ChunkId, MoveId, MoveState, TableId};
+use crate::model::{Chunk, ChunkId, MoveId, MoveState, TableId};
 
 /// The proxy running a move: its lease's incarnation (cluster, proxy, epoch), as the catalog
 /// keeps it. The catalog does not interpret it; the growth layer compares it with leases.
@@ -55,16 +56,33 @@ impl MoveState {
 }
 
 /// Records a move of `chunk` of family `table` in state PLANNED, run by `owner`; refused
-/// while another move of that chunk is unfinished.
+/// while another move of that chunk or a split of the family is unfinished, or when the chunk
+/// is no longer as the plan found it.
 pub(super) async fn plan(
-    client: &Client,
+    client: &mut Client,
     table: TableId,
-    chunk: ChunkId,
+    chunk: Chunk,
     (source, target): (&str, &str),
     owner: &MoveOwner,
 ) -> Result<MoveId, CatalogError> {
-    let chunk_no = chunk.0 as i32;
-    let row = client
+    let tx = client.transaction().await?;
+    lock_chunk(&tx, table, chunk, source).await?;
+    let splitting = tx
+        .query_opt(
+            "SELECT 1 FROM shardwire_catalog.chunk_split
+              WHERE table_id = $1 AND state IN ('preparing', 'recorded')",
+            &[&table.0],
+        )
+        .await?;
+    if splitting.is_some() {
+        return Err(CatalogError::ChunkBusy {
+            table,
+            chunk: chunk.id,
+            why: "a chunk of the family is being split: move it when the split is done",
+        });
+    }
+    let chunk_no = chunk.id.0 as i32;
+    let row = tx
         .query_one(
             "INSERT INTO shardwire_catalog.chunk_move (table_id, chunk_no, source, target, state,
                  owner_cluster, owner_proxy, owner_epoch)
@@ -81,9 +99,13 @@ pub(super) async fn plan(
         )
         .await
         .map_err(|e| match e.code() {
-            Some(&SqlState::UNIQUE_VIOLATION) => CatalogError::MoveInProgress { table, chunk },
+            Some(&SqlState::UNIQUE_VIOLATION) => CatalogError::MoveInProgress {
+                table,
+                chunk: chunk.id,
+            },
             _ => CatalogError::Query(e),
         })?;
+    tx.commit().await?;
     Ok(MoveId(row.get(0)))
 }
 

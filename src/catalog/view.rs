@@ -4,8 +4,8 @@
 //! through its definition and only its DDL uses that table (for its name and shards).
 
 use super::model::Table;
-use crate::model::{KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind};
 use crate::model::{ChunkMap, TableState, ViewShape};
+use crate::model::{KeyColumn, RowMovement, ShardId, ShardingMethod, TableId, TableKind};
 
 /// Where materialized views are held: PostgreSQL statements that name no recorded table go to
 /// the first shard, so an index on a materialized view, `\d` and `pg_matviews` find it there.

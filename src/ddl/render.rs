@@ -315,7 +315,10 @@ fn chunk_statements(
     for chunk in chunks.chunks_on(shard) {
         out.push(format!(
             "CREATE TABLE {} PARTITION OF {} {}",
-            QualifiedName::new(schema, partition_relation(parent, &chunk_suffix(chunk.id.0))),
+            QualifiedName::new(
+                schema,
+                partition_relation(parent, &chunk_suffix(chunk.id.0))
+            ),
             QualifiedName::new(schema, parent),
             chunk.bound(),
         ));

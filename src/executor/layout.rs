@@ -143,9 +143,7 @@ pub fn table_layout(snapshot: &Snapshot, table: &Table) -> Result<TableLayout, E
         }
     };
     let chunks = match (table.kind, method) {
-        (TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => {
-            Some(root.chunks.clone())
-        }
+        (TableKind::Sharded, Some(ShardingMethod::ConsistentHash)) => Some(root.chunks.clone()),
         _ => None,
     };
     let set_name = |id| {

@@ -79,12 +79,7 @@ pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthEr
     drop(source);
     let id = g
         .catalog
-        .plan_move(
-            plan.root,
-            plan.chunk,
-            (plan.source, plan.target),
-            &g.owner(),
-        )
+        .plan_move(plan.root, plan.moving(), plan.target, &g.owner())
         .await?;
     tracing::info!(move_id = %id, table = %plan.display, chunk = plan.chunk.0,
         source = %plan.source_name, target = %plan.target_name, "chunk move planned");

@@ -3,8 +3,8 @@
 //! publication and subscription in `replication`), how a move ends whoever ends it (`settle`),
 //! moves whose proxy died taken over and CANCEL MOVE (`recovery`), statements held while the
 //! chunk changes hands (`fence`), the family's tables on a shard new to it (`family_schema`),
-//! REBALANCE (`rebalance`), a tablespace set's shards (`membership`), and the operator's proof
-//! of placement (`placement`). The statements are DESIGN.md §2 "Growth"; what a move does step
+//! REBALANCE (`rebalance`), a tablespace set's shards (`membership`), SPLIT CHUNK (`split`),
+//! and the operator's proof of placement (`placement`). The statements are DESIGN.md §2 "Growth"; what a move does step
 //! by step is in docs/operations.md.
 
 mod chunk_move;
@@ -17,6 +17,7 @@ mod rebalance;
 mod recovery;
 mod replication;
 mod settle;
+mod split;
 
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
 pub use fence::{Fence, Flight};
@@ -24,6 +25,7 @@ pub use membership::change_members;
 pub use placement::{check_placement, PlacementRow};
 pub use rebalance::rebalance;
 pub use recovery::{cancel_move, recover_moves, run_recovery_until};
+pub use split::{split_chunk, Split, SplitRequest};
 
 use std::sync::Arc;
 use std::time::Duration;

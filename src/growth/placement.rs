@@ -158,11 +158,12 @@ async fn on_shard(
         let off_hash: i64 = counted.get(1);
         // A partition of another modulus than its chunk's, or of a chunk the map puts
         // elsewhere, holds rows this shard should not have.
-        let owned = chunks.chunk(ChunkId(k)) == Some(Chunk {
-            id: ChunkId(k),
-            modulus: m,
-            shard,
-        });
+        let owned = chunks.chunk(ChunkId(k))
+            == Some(Chunk {
+                id: ChunkId(k),
+                modulus: m,
+                shard,
+            });
         let misplaced = if owned { off_hash } else { rows };
         out.push(row(Some(k), Some(name), rows, misplaced));
     }

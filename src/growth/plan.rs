@@ -10,6 +10,8 @@ use crate::sql::quote::quote_ident;
 
 /// One table of the family: its partition for the chunk.
 pub(super) struct Level {
+    /// The table's schema, quoted.
+    pub schema: String,
     /// The partitioned table, quoted and qualified.
     pub parent: String,
     /// Its partition for the chunk, quoted and qualified.
@@ -164,19 +166,25 @@ impl Plan {
         })
     }
 
+    /// The chunk as it stands before the move.
+    pub fn moving(&self) -> Chunk {
+        Chunk {
+            id: self.chunk,
+            modulus: self.modulus,
+            shard: self.source,
+        }
+    }
+
     pub fn parts(&self) -> Vec<String> {
         self.levels.iter().map(|l| l.part.clone()).collect()
     }
 
     pub fn bound(&self) -> String {
-        format!(
-            "FOR VALUES WITH (MODULUS {}, REMAINDER {})",
-            self.modulus, self.chunk.0
-        )
+        self.moving().bound()
     }
 }
 
-fn check_movable(table: &Table, display: &str) -> Result<(), GrowthError> {
+pub(super) fn check_movable(table: &Table, display: &str) -> Result<(), GrowthError> {
     if !table.is_root() {
         return Err(GrowthError::NotMovable(format!(
             "{display} is a child in a family: move the chunk of its root table, which moves \
@@ -193,11 +201,12 @@ fn check_movable(table: &Table, display: &str) -> Result<(), GrowthError> {
 }
 
 /// The family's tables with their partitions for `chunk`, root first.
-fn levels(snapshot: &Snapshot, root: TableId, chunk: u32) -> Vec<Level> {
+pub(super) fn levels(snapshot: &Snapshot, root: TableId, chunk: u32) -> Vec<Level> {
     snapshot
         .family(root)
         .into_iter()
         .map(|t| Level {
+            schema: quote_ident(&t.schema),
             parent: qualified(&t.schema, &t.name),
             part: qualified(
                 &t.schema,

@@ -119,17 +119,28 @@ mod tests {
     #[test]
     fn moves_only_what_balance_needs() {
         // All on s0: half go to s1.
-        let moves = balancing_moves(&ChunkMap::from([s(0), s(0), s(0), s(0)].to_vec()), &[s(0), s(1)]);
+        let moves = balancing_moves(
+            &ChunkMap::from([s(0), s(0), s(0), s(0)].to_vec()),
+            &[s(0), s(1)],
+        );
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to == s(1)));
         // Already within one chunk: nothing.
-        assert!(balancing_moves(&ChunkMap::from([s(0), s(1), s(0)].to_vec()), &[s(0), s(1)]).is_empty());
+        assert!(
+            balancing_moves(&ChunkMap::from([s(0), s(1), s(0)].to_vec()), &[s(0), s(1)]).is_empty()
+        );
         // A new empty shard gets its share: 6 chunks over 3 shards.
-        let moves = balancing_moves(&ChunkMap::from([s(0), s(1), s(0), s(1), s(0), s(1)].to_vec()), &[s(0), s(1), s(2)]);
+        let moves = balancing_moves(
+            &ChunkMap::from([s(0), s(1), s(0), s(1), s(0), s(1)].to_vec()),
+            &[s(0), s(1), s(2)],
+        );
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to == s(2)));
         // A shard that left the set gives up all its chunks.
-        let moves = balancing_moves(&ChunkMap::from([s(2), s(2), s(0), s(1)].to_vec()), &[s(0), s(1)]);
+        let moves = balancing_moves(
+            &ChunkMap::from([s(2), s(2), s(0), s(1)].to_vec()),
+            &[s(0), s(1)],
+        );
         assert_eq!(moves.len(), 2);
         assert!(moves.iter().all(|(_, to)| *to != s(2)));
     }

@@ -42,7 +42,8 @@ pub(super) async fn live_proxies(g: &Growth) -> Result<Vec<MoveOwner>, GrowthErr
         .collect())
 }
 
-/// Settles every unfinished move whose owner holds no live lease; how many it settled.
+/// Settles every unfinished move and split whose owner holds no live lease; how many it
+/// settled.
 pub async fn recover_moves(g: &Growth) -> Result<usize, GrowthError> {
     let unfinished: Vec<_> = g
         .catalog
@@ -51,12 +52,9 @@ pub async fn recover_moves(g: &Growth) -> Result<usize, GrowthError> {
         .into_iter()
         .filter(|m| !m.state.is_finished())
         .collect();
-    if unfinished.is_empty() {
-        return Ok(0);
-    }
     let live = live_proxies(g).await?;
+    let mut settled = super::split::settle_orphans(g, &live).await?;
     let me = g.owner();
-    let mut settled = 0;
     for m in unfinished {
         let alive = m.owner == me || live.contains(&m.owner);
         if alive || !g.catalog.claim_move(m.id, m.state, &m.owner, &me).await? {

@@ -254,7 +254,10 @@ mod tests {
             .split(ChunkId(0))
             .unwrap();
         let moved = split.with_shard(ChunkId(2), ShardId(7)).unwrap();
-        assert_eq!(&moved[..], &[ShardId(0), ShardId(1), ShardId(7), ShardId(1)]);
+        assert_eq!(
+            &moved[..],
+            &[ShardId(0), ShardId(1), ShardId(7), ShardId(1)]
+        );
         assert_eq!(moved.chunks_on(ShardId(1)).count(), 1);
         assert!(moved.with_shard(ChunkId(3), ShardId(7)).is_none());
     }
@@ -271,7 +274,12 @@ mod tests {
             ChunkMap::from_chunks(&gap),
             Err(ChunkMapError::Gap { slot: 3, .. })
         ));
-        let odd = [chunk(0, 3, 0), chunk(1, 3, 0), chunk(2, 3, 0), chunk(1, 2, 0)];
+        let odd = [
+            chunk(0, 3, 0),
+            chunk(1, 3, 0),
+            chunk(2, 3, 0),
+            chunk(1, 2, 0),
+        ];
         assert!(ChunkMap::from_chunks(&odd).is_err());
         let uniform = [chunk(0, 2, 0), chunk(1, 2, 1)];
         assert!(ChunkMap::from_chunks(&uniform).unwrap().is_uniform());

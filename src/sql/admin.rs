@@ -25,6 +25,11 @@ pub enum AdminCommand {
         table: String,
         shard: String,
     },
+    /// `SPLIT CHUNK n FOR table`.
+    SplitChunk {
+        chunk: u32,
+        table: String,
+    },
     /// `CANCEL MOVE id`.
     CancelMove {
         id: i64,
@@ -83,8 +88,9 @@ pub fn parse(sql: &[u8]) -> Option<AdminCommand> {
     }
 }
 
-/// Recognises a growth statement that changes or checks placement (`MOVE CHUNK`, `CHECK
-/// PLACEMENT`, `CANCEL MOVE`, `REBALANCE TABLESPACE SET`); anything else, a cursor's MOVE included, is `None`.
+/// Recognises a growth statement that changes or checks placement (`MOVE CHUNK`, `SPLIT
+/// CHUNK`, `CHECK PLACEMENT`, `CANCEL MOVE`, `REBALANCE TABLESPACE SET`, `ALTER TABLESPACE SET
+/// … ADD | REMOVE SHARD`); anything else, a cursor's MOVE included, is `None`.
 pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
     let text = std::str::from_utf8(sql).ok()?.trim();
     let text = text.strip_suffix(';').unwrap_or(text);
@@ -120,6 +126,12 @@ pub fn parse_growth(sql: &[u8]) -> Option<AdminCommand> {
     if is(0, "cancel") && is(1, "move") && words.len() == 3 {
         return Some(AdminCommand::CancelMove {
             id: word(2)?.parse().ok()?,
+        });
+    }
+    if is(0, "split") && is(1, "chunk") && is(3, "for") && words.len() == 5 {
+        return Some(AdminCommand::SplitChunk {
+            chunk: word(2)?.parse().ok()?,
+            table: identifier(word(4)?),
         });
     }
     if is(0, "move") && is(1, "chunk") && is(3, "for") && is(5, "to") && is(6, "shard") {

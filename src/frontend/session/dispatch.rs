@@ -443,6 +443,8 @@ impl Session {
         let mut out = BytesMut::new();
         let outside_blocks_only = match cmd {
             admin::AdminCommand::MoveChunk { .. } => Some("MOVE CHUNK"),
+            admin::AdminCommand::SplitChunk { .. } => Some("SPLIT CHUNK"),
+            admin::AdminCommand::Rebalance { .. } => Some("REBALANCE"),
             admin::AdminCommand::ChangeSetMembers { .. } => Some("ALTER TABLESPACE SET"),
             _ => None,
         };

@@ -15,8 +15,8 @@ pub(super) enum LocalKind {
     /// `SELECT pg_cancel_backend(…)` or `pg_terminate_backend(…)`: of a client session's pid,
     /// or a shard process's.
     Signal,
-    /// `MOVE CHUNK …`, `CHECK PLACEMENT …`, `CANCEL MOVE …`, `REBALANCE …` (or a cursor's
-    /// MOVE).
+    /// `MOVE CHUNK …`, `SPLIT CHUNK …`, `CHECK PLACEMENT …`, `CANCEL MOVE …`, `REBALANCE …`
+    /// (or a cursor's MOVE).
     Growth,
 }
 
@@ -37,7 +37,7 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
         sql,
         &[
             *b"show", *b"crea", *b"drop", *b"alte", *b"sele", *b"rein", *b"move", *b"chec",
-            *b"canc", *b"reba",
+            *b"canc", *b"reba", *b"spli",
         ],
     ) {
         return None;
@@ -52,13 +52,14 @@ pub(super) fn local_kind(sql: &[u8]) -> Option<LocalKind> {
     const CHECK: u128 = keyword(b"check");
     const CANCEL: u128 = keyword(b"cancel");
     const REBALANCE: u128 = keyword(b"rebalance");
+    const SPLIT: u128 = keyword(b"split");
     match first_keyword(sql) {
         SHOW => Some(LocalKind::Show),
         // ALTER TABLESPACE SET … ADD | REMOVE SHARD changes a set's shards, as growth does.
         ALTER if crate::sql::admin::parse_growth(sql).is_some() => Some(LocalKind::Growth),
         CREATE | DROP | ALTER | REINDEX => Some(LocalKind::Ddl),
         SELECT if crate::sql::signal::mentions_signal(sql) => Some(LocalKind::Signal),
-        MOVE | CHECK | CANCEL | REBALANCE => Some(LocalKind::Growth),
+        MOVE | CHECK | CANCEL | REBALANCE | SPLIT => Some(LocalKind::Growth),
         _ => None,
     }
 }
