@@ -4,7 +4,8 @@
 //! without fail points. Its recovery takes the move over once the dead proxy's lease lapses and
 //! settles it: rolled back before the hand-over, finished after. Every row is then exactly once,
 //! on its chunk's shard (checked on the shards and by CHECK PLACEMENT), and no replication slot,
-//! publication, subscription or prepared transaction is left.
+//! publication, subscription or prepared transaction is left. A SPLIT CHUNK whose proxy dies
+//! with its shard's half prepared is rolled back the same way.
 #![cfg(feature = "failpoints")]
 
 mod common;
@@ -167,5 +168,56 @@ async fn a_move_whose_proxy_dies_is_settled_by_the_next() {
             "500"
         );
         drop(proxy);
+    }
+
+    // A split whose proxy dies with the shard's half prepared and the catalog unchanged is
+    // rolled back by the next proxy: the chunk as it was, and it splits again.
+    let mut proxy = Proxy::start(dir.path(), Some("chunk_split.before_record=kill")).await;
+    let c = proxy.connect().await;
+    for sql in [
+        "CREATE SHARDED TABLE gk_s (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)
+           PARTITIONS 4",
+        "INSERT INTO gk_s SELECT i FROM generate_series(1, 500) i",
+    ] {
+        c.batch_execute(sql).await.unwrap();
+    }
+    let home = chunk_map(&c, "gk_s").await[1];
+    c.simple_query("SPLIT CHUNK 1 FOR gk_s")
+        .await
+        .expect_err("the proxy died mid-split");
+    proxy.wait_killed().await;
+    assert!(proxy.output().contains("chunk_split.before_record"));
+    let on = shards().connect(home).await;
+    let prepared = "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'shardwire_split_%'";
+    assert_eq!(one(&on, prepared).await, "1");
+    let proxy = Proxy::restart(proxy, dir.path(), None, "").await;
+    let c = proxy.connect().await;
+    let started = Instant::now();
+    while one(&on, prepared).await != "0" {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the split's half is still prepared\n{}",
+            proxy.output()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bound = "SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE relname = 'gk_s_c1'";
+    assert_eq!(
+        one(&on, bound).await,
+        "FOR VALUES WITH (modulus 4, remainder 1)"
+    );
+    assert_eq!(chunk_map(&c, "gk_s").await.len(), 4);
+    assert_eq!(one(&c, "SELECT count(*) FROM gk_s").await, "500");
+    c.simple_query("SPLIT CHUNK 1 FOR gk_s")
+        .await
+        .unwrap_or_else(|e| panic!("splitting again: {e}\n{}", proxy.output()));
+    assert_eq!(
+        one(&on, bound).await,
+        "FOR VALUES WITH (modulus 8, remainder 1)"
+    );
+    assert_eq!(chunk_map(&c, "gk_s").await.len(), 5);
+    assert_eq!(one(&c, "SELECT count(*) FROM gk_s").await, "500");
+    for i in 0..2 {
+        assert_eq!(leftovers(i).await, "0", "split: left on shard {i}");
     }
 }
