@@ -516,6 +516,15 @@ impl Catalog {
         self.reload().await.map(drop)
     }
 
+    /// Records that the source's tables of CLEANING_UP move `id` are kept for `keep`.
+    pub async fn keep_move_source(
+        &self,
+        id: MoveId,
+        keep: std::time::Duration,
+    ) -> Result<(), CatalogError> {
+        moves::keep_source(&*self.client().await?, id, keep).await
+    }
+
     /// Every recorded move, oldest first.
     pub async fn moves(&self) -> Result<Vec<MoveRecord>, CatalogError> {
         moves::list(&*self.client().await?).await

@@ -37,6 +37,11 @@ pub struct MoveRecord {
     pub finished: Option<String>,
     pub owner: MoveOwner,
     pub cancel_requested: bool,
+    /// The source's tables are kept (detached) until this time, ISO 8601 in UTC; the move is
+    /// CLEANING_UP until they are dropped.
+    pub keep_until: Option<String>,
+    /// Whether `keep_until` has passed, by the catalog's clock.
+    pub keep_due: bool,
 }
 
 impl MoveState {
@@ -180,6 +185,23 @@ pub(super) async fn hand_over(
     Ok(())
 }
 
+/// Records that the source's tables of CLEANING_UP move `id` are kept for `keep`.
+pub(super) async fn keep_source(
+    client: &Client,
+    id: MoveId,
+    keep: std::time::Duration,
+) -> Result<(), CatalogError> {
+    client
+        .execute(
+            "UPDATE shardwire_catalog.chunk_move
+                SET keep_until = now() + make_interval(secs => $2)
+              WHERE id = $1 AND state = 'cleaning_up'",
+            &[&id.0, &keep.as_secs_f64()],
+        )
+        .await?;
+    Ok(())
+}
+
 fn record(row: &Row) -> Result<MoveRecord, CatalogError> {
     let state: String = row.get("state");
     let chunk: i32 = row.get("chunk_no");
@@ -203,6 +225,8 @@ fn record(row: &Row) -> Result<MoveRecord, CatalogError> {
             epoch: row.get("owner_epoch"),
         },
         cancel_requested: row.get("cancel_requested"),
+        keep_until: row.get("keep_until"),
+        keep_due: row.get("keep_due"),
     })
 }
 
@@ -259,7 +283,9 @@ pub(super) async fn request_cancel(
 
 const COLUMNS: &str = "id, table_id, chunk_no, source, target, state, rows, bytes, pause_ms, \
      error, owner_cluster, owner_proxy, owner_epoch, cancel_requested, to_char(started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS started, \
-     to_char(finished AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS finished";
+     to_char(finished AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS finished, \
+     to_char(keep_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') AS keep_until, \
+     coalesce(keep_until <= now(), false) AS keep_due";
 
 /// Every recorded move, oldest first.
 pub(super) async fn list(client: &Client) -> Result<Vec<MoveRecord>, CatalogError> {

@@ -105,7 +105,7 @@ pub(super) async fn begin(
     let moving = tx
         .query_opt(
             "SELECT 1 FROM shardwire_catalog.chunk_move
-              WHERE table_id = $1
+              WHERE table_id = $1 AND keep_until IS NULL
                 AND state IN ('planned', 'copying', 'catching_up', 'cutting_over', 'cleaning_up')
               LIMIT 1",
             &[&table.0],

@@ -60,6 +60,11 @@ pub struct MovesConfig {
     /// How often each proxy looks for moves whose proxy stopped, to finish or roll them back.
     #[serde(default = "default_move_recovery_interval_ms")]
     pub recovery_interval_ms: u64,
+    /// How long a moved chunk's tables stay on the source after the cutover (detached and
+    /// renamed `shardwire_kept_…`), for an operator to recover from by hand; 0 drops them at the
+    /// cutover.
+    #[serde(default)]
+    pub keep_source_ms: u64,
 }
 
 fn default_move_recovery_interval_ms() -> u64 {
@@ -80,6 +85,7 @@ impl Default for MovesConfig {
             cutover_pause_ms: default_cutover_pause_ms(),
             cutover_attempts: default_cutover_attempts(),
             recovery_interval_ms: default_move_recovery_interval_ms(),
+            keep_source_ms: 0,
         }
     }
 }

@@ -148,7 +148,10 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
         .await
         .map_err(on(&plan.target_name))?;
     g.catalog.set_move_progress(id, rows, bytes).await?;
-    g.catalog.set_move_state(id, MoveState::Done, None).await?;
+    match settle::kept_prefix(g, id) {
+        Some(_) => settle::keep_source(g, id).await?,
+        None => g.catalog.set_move_state(id, MoveState::Done, None).await?,
+    }
     tracing::info!(move_id = %id, rows, pause_ms = pause.as_millis() as u64, "chunk move done");
     Ok(Moved {
         id,
@@ -366,7 +369,7 @@ async fn cut_over_in(
     }
     // Should anything fail from here, the caller reads the record: the prepared halves are
     // committed if the catalog gave the chunk away, rolled back if not.
-    settle::remove_chunk_tables(source, plan)
+    settle::remove_chunk_tables(source, plan, settle::kept_prefix(g, id).as_deref())
         .await
         .map_err(&on_source)?;
     source

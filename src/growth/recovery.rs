@@ -56,6 +56,14 @@ pub async fn recover_moves(g: &Growth) -> Result<usize, GrowthError> {
     let mut settled = super::split::settle_orphans(g, &live).await?;
     let me = g.owner();
     for m in unfinished {
+        // Finished but for its kept source tables: dropped when due, by whoever sees it first.
+        if m.keep_until.is_some() {
+            if m.keep_due {
+                settle::drop_kept(g, &m).await?;
+                settled += 1;
+            }
+            continue;
+        }
         let alive = m.owner == me || live.contains(&m.owner);
         if alive || !g.catalog.claim_move(m.id, m.state, &m.owner, &me).await? {
             continue;

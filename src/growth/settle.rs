@@ -4,11 +4,12 @@
 
 use tokio_postgres::Client;
 
-use super::plan::Plan;
+use super::plan::{Level, Plan};
 use super::replication::{self, Half, Names};
 use super::{Growth, GrowthError};
+use crate::catalog::MoveRecord;
 use crate::model::{MoveId, MoveState, ShardId};
-use crate::sql::quote::quote_literal;
+use crate::sql::quote::{quote_ident, quote_literal};
 use crate::txn::control::ControlConn;
 
 /// Ends a move that stopped short: finished when the catalog gave the chunk to the target,
@@ -34,6 +35,12 @@ pub(super) async fn settle(
         }
     };
     let state = match ended {
+        Ok(MoveState::Done) if kept_prefix(g, id).is_some() => {
+            return keep_source(g, id)
+                .await
+                .ok()
+                .map(|()| MoveState::CleaningUp);
+        }
         Ok(state) => state,
         Err(e) => {
             // Left as recorded: recovery settles it again later.
@@ -51,6 +58,16 @@ pub(super) async fn settle(
         None => tracing::info!(move_id = %id, %state, "chunk move settled"),
     }
     Some(state)
+}
+
+/// Records how long the source's kept tables of handed-over move `id` stay: it is CLEANING_UP
+/// until recovery drops them.
+pub(super) async fn keep_source(g: &Growth, id: MoveId) -> Result<(), GrowthError> {
+    let keep = std::time::Duration::from_millis(g.config.moves.keep_source_ms);
+    g.catalog.keep_move_source(id, keep).await?;
+    tracing::info!(move_id = %id, keep_ms = keep.as_millis() as u64,
+        "chunk move: the source's tables are kept");
+    Ok(())
 }
 
 /// Commits or rolls back a half that is still prepared; nothing when there is none.
@@ -117,7 +134,8 @@ pub(super) async fn finish_handed_over(
             "BEGIN; LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
             parents.join(", ")
         );
-        in_transaction(&source, &lock, plan)
+        let keep = kept_prefix(g, id);
+        in_transaction(&source, &lock, plan, keep.as_deref())
             .await
             .map_err(on(&plan.source_name))?;
     }
@@ -138,7 +156,7 @@ pub(super) async fn undo(g: &Growth, plan: &Plan, id: MoveId) -> Result<(), Grow
         .map_err(on(&plan.source_name))?;
     drop(source);
     clean_up(g, plan, id).await?;
-    in_transaction(&target, "BEGIN", plan)
+    in_transaction(&target, "BEGIN", plan, None)
         .await
         .map_err(on(&plan.target_name))
 }
@@ -149,10 +167,11 @@ async fn in_transaction(
     client: &Client,
     begin: &str,
     plan: &Plan,
+    keep: Option<&str>,
 ) -> Result<(), tokio_postgres::Error> {
     let removed = async {
         client.batch_execute(begin).await?;
-        remove_chunk_tables(client, plan).await?;
+        remove_chunk_tables(client, plan, keep).await?;
         client.batch_execute("COMMIT").await
     }
     .await;
@@ -177,12 +196,15 @@ async fn has_chunk_tables(client: &Client, plan: &Plan) -> Result<bool, tokio_po
 
 /// Detaches (where still attached) and drops the chunk's partitions, children first, and the
 /// family's tables if no chunk of it is left there, in the caller's transaction, which holds the
-/// family's lock. Run again, it finds nothing to do.
+/// family's lock. With `keep`, a name prefix, the partitions are kept instead as plain tables
+/// named `<keep><level>`, without the foreign keys and defaults that tie them to the family.
+/// Run again, it finds nothing to do.
 pub(super) async fn remove_chunk_tables(
     client: &Client,
     plan: &Plan,
+    keep: Option<&str>,
 ) -> Result<(), tokio_postgres::Error> {
-    for level in plan.levels.iter().rev() {
+    for (i, level) in plan.levels.iter().enumerate().rev() {
         let attached: bool = client
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits
@@ -191,19 +213,103 @@ pub(super) async fn remove_chunk_tables(
             )
             .await?
             .get(0);
-        let detach = if attached {
-            format!(
-                "ALTER TABLE {} DETACH PARTITION {};",
-                level.parent, level.part
-            )
-        } else {
-            String::new()
-        };
-        client
-            .batch_execute(&format!("{detach} DROP TABLE IF EXISTS {}", level.part))
-            .await?;
+        if attached {
+            client
+                .batch_execute(&format!(
+                    "ALTER TABLE {} DETACH PARTITION {}",
+                    level.parent, level.part
+                ))
+                .await?;
+        }
+        match keep {
+            None => {
+                client
+                    .batch_execute(&format!("DROP TABLE IF EXISTS {}", level.part))
+                    .await?
+            }
+            Some(prefix) => keep_as(client, level, &format!("{prefix}{i}")).await?,
+        }
     }
     super::family_schema::drop_family_if_empty(client, plan).await
+}
+
+/// Renames a detached partition to `name` and cuts what ties it to the family: its foreign keys
+/// (a parent's partition detaches only when no table references its rows) and its defaults (the
+/// family's sequences, which its tables' drop would otherwise refuse to take along).
+async fn keep_as(client: &Client, level: &Level, name: &str) -> Result<(), tokio_postgres::Error> {
+    if client
+        .query_one("SELECT pg_catalog.to_regclass($1) IS NULL", &[&level.part])
+        .await?
+        .get(0)
+    {
+        return Ok(());
+    }
+    let kept = format!("{}.{}", level.schema, quote_ident(name));
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {} RENAME TO {}",
+            level.part,
+            quote_ident(name)
+        ))
+        .await?;
+    let ties = client
+        .query(
+            "SELECT format('DROP CONSTRAINT IF EXISTS %I', conname) FROM pg_catalog.pg_constraint
+              WHERE conrelid = $1::text::regclass AND contype = 'f' AND conparentid = 0
+             UNION ALL
+             SELECT format('ALTER COLUMN %I DROP DEFAULT', attname) FROM pg_catalog.pg_attribute
+              WHERE attrelid = $1::text::regclass AND atthasdef AND attnum > 0
+                AND NOT attisdropped AND attgenerated = ''",
+            &[&kept],
+        )
+        .await?;
+    for tie in ties {
+        let action: String = tie.get(0);
+        client
+            .batch_execute(&format!("ALTER TABLE {kept} {action}"))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The name prefix of the source tables move `id` keeps, when `[moves] keep_source_ms` keeps
+/// them.
+pub(super) fn kept_prefix(g: &Growth, id: MoveId) -> Option<String> {
+    (g.config.moves.keep_source_ms > 0)
+        .then(|| format!("shardwire_kept_{}_{id}_", g.me.cluster.as_str()))
+}
+
+/// Drops the source tables a finished move kept, once their time is up, and records the move
+/// DONE; any proxy may, and again.
+pub(super) async fn drop_kept(g: &Growth, m: &MoveRecord) -> Result<(), GrowthError> {
+    let shard = g
+        .catalog
+        .snapshot()
+        .shard_by_name(&m.source)
+        .ok_or_else(|| GrowthError::NoSuchShard(m.source.clone()))?
+        .id;
+    let source = connect(g, shard, &m.source).await?;
+    let prefix = format!("shardwire_kept_{}_{}_", m.owner.cluster, m.id);
+    let kept = source
+        .query(
+            "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+              WHERE c.relkind = 'r' AND starts_with(c.relname, $1)",
+            &[&prefix],
+        )
+        .await
+        .map_err(on(&m.source))?;
+    for table in kept {
+        let table: String = table.get(0);
+        source
+            .batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
+            .await
+            .map_err(on(&m.source))?;
+    }
+    g.catalog
+        .set_move_state(m.id, MoveState::Done, None)
+        .await?;
+    tracing::info!(move_id = %m.id, "chunk move: the source's kept tables dropped");
+    Ok(())
 }
 
 pub(super) async fn connect<'g>(

@@ -1,4 +1,4 @@
--- shardwire catalog, migration 8: SPLIT CHUNK. A split chunk's halves have twice its modulus, so
+-- shardwire catalog, migration 8: SPLIT CHUNK, and the source tables a move keeps a while. A split chunk's halves have twice its modulus, so
 -- a family's chunks may have different moduli. NULL: the number of chunks of the table (or
 -- partition set), as every chunk had before any split.
 ALTER TABLE shardwire_catalog.chunk ADD COLUMN modulus integer CHECK (modulus > 0);
@@ -23,3 +23,12 @@ CREATE TABLE shardwire_catalog.chunk_split (
 -- One unfinished split per family.
 CREATE UNIQUE INDEX chunk_split_unfinished ON shardwire_catalog.chunk_split (table_id)
     WHERE state IN ('preparing', 'recorded');
+
+-- A moved chunk's source tables kept for `[moves] keep_source_ms` after the cutover (detached and
+-- renamed): the move stays 'cleaning_up' until this time, when any proxy drops them.
+ALTER TABLE shardwire_catalog.chunk_move ADD COLUMN keep_until timestamptz;
+-- A move waiting only to drop its kept tables no longer holds its chunk: it may move again.
+DROP INDEX shardwire_catalog.chunk_move_unfinished;
+CREATE UNIQUE INDEX chunk_move_unfinished ON shardwire_catalog.chunk_move (table_id, chunk_no)
+    WHERE state IN ('planned', 'copying', 'catching_up', 'cutting_over', 'cleaning_up')
+      AND keep_until IS NULL;
