@@ -50,6 +50,19 @@ pub async fn run(
             crate::growth::run_recovery_until(growth, stop.cancelled_owned()).await
         })
     };
+    let (holds_ready, ready) = tokio::sync::oneshot::channel();
+    let hold_follower = {
+        let growth = ctx.growth();
+        let lease = ctx.lease();
+        let (renewals, length) = (lease.renewals(), lease.length());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            crate::growth::follow_holds(growth, renewals, length, holds_ready, stop.cancelled())
+                .await
+        })
+    };
+    // A cutover another proxy holds now holds this one's statements before the first client.
+    let _ = ready.await;
     let lease_renewal = {
         let lease = ctx.lease().clone();
         let stop = stop.clone();
@@ -102,6 +115,7 @@ pub async fn run(
     let _ = pool_sweeper.await;
     let _ = lease_renewal.await;
     let _ = move_recovery.await;
+    let _ = hold_follower.await;
     let _ = ttl_purge.await;
     // Last: no session of ours is left to finish what is prepared, so others may at once.
     if let Err(e) = ctx.lease().release().await {

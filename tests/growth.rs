@@ -610,35 +610,80 @@ async fn a_table_without_a_primary_key_moves_while_rows_change() {
     no_replication_left(&proxy, &c, "gn_c").await;
 }
 
-/// While another proxy shares the catalog, MOVE CHUNK is refused before anything changes: the
-/// cutover holds only this proxy's statements. Once that proxy is gone, the move runs.
+/// Another proxy shares the catalog: the cutover holds its statements too, and waits until
+/// none of its own is in flight. Its clients keep updating rows of the moving chunk through the
+/// move; each update finds its row (one that reached the source after its partitions were gone
+/// would find none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_move_waits_to_be_the_only_proxy() {
+async fn a_move_holds_every_proxy_sharing_the_catalog() {
     let proxy = alone("go", |_| {}).await;
     let other = beside("go", |_| {});
     let c = proxy.connect().await;
     each(
         &c,
         &[
-            "CREATE SHARDED TABLE go_c (id bigint PRIMARY KEY) PARTITION BY CONSISTENT HASH (id)
-               PARTITIONS 4",
-            "INSERT INTO go_c SELECT generate_series(1, 100)",
+            "CREATE SHARDED TABLE go_c (id bigint PRIMARY KEY, v int NOT NULL)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 4",
+            "INSERT INTO go_c SELECT i, 0 FROM generate_series(1, 400) i",
         ],
     )
     .await;
     let map = chunk_map(&c, "go_c").await;
-    let sql = format!("MOVE CHUNK 1 FOR go_c TO SHARD {}", name(1 - map[1]));
-    let e = c.simple_query(&sql).await.expect_err("another proxy");
-    assert_eq!(
-        code(&e),
-        SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "{e:?}"
-    );
-    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
-    assert!(message.contains("other proxies"), "{message}");
-    assert!(moves_of(&c, "go_c").await.is_empty());
-    drop(other);
-    c.batch_execute(&sql).await.expect("alone now");
+    let in_chunk: Vec<i64> = rows(
+        &common::shards().connect(map[1]).await,
+        "SELECT id FROM go_c_c1 ORDER BY id",
+    )
+    .await
+    .iter()
+    .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+    .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (stop, ids, addr) = (stop.clone(), in_chunk.clone(), other.conn_string());
+            tokio::spawn(async move {
+                let (client, conn) = tokio_postgres::connect(&addr, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(conn);
+                let update = client
+                    .prepare("UPDATE go_c SET v = v + 1 WHERE id = $1")
+                    .await
+                    .unwrap();
+                let mut done = 0u64;
+                for id in ids.iter().cycle().skip(w) {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let n = client.execute(&update, &[id]).await.unwrap();
+                    assert_eq!(n, 1, "writer {w}: update of {id} through the other proxy");
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    c.simple_query(&format!(
+        "MOVE CHUNK 1 FOR go_c TO SHARD {}",
+        name(1 - map[1])
+    ))
+    .await
+    .expect("MOVE CHUNK beside another proxy");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut updates = 0;
+    for w in writers {
+        updates += w.await.expect("writer");
+    }
     assert_eq!(chunk_map(&c, "go_c").await[1], 1 - map[1]);
-    assert_eq!(one(&c, "SELECT count(*) FROM go_c").await, "100");
+    // Every acknowledged update is there: the sum of v is their count.
+    assert_eq!(
+        one(&c, "SELECT sum(v) FROM go_c").await,
+        updates.to_string()
+    );
+    placed_exactly(&c, "go_c", "400").await;
+    let oc = other.connect().await;
+    assert_eq!(one(&oc, "SELECT count(*) FROM go_c").await, "400");
+    no_replication_left(&proxy, &c, "go_c").await;
 }

@@ -38,6 +38,7 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
     load_chunks(&tx, &resolve, &mut tables, &index, &set_owner).await?;
     load_user_partitions(&tx, &tablespaces, &mut tables, &index).await?;
     let views = super::view_store::load_views(&tx).await?;
+    let holds = super::holds::load(&tx).await?;
     tx.commit().await?;
     Ok(Snapshot::new(
         version,
@@ -46,7 +47,8 @@ pub(super) async fn load(client: &mut Client, shards: &[Shard]) -> Result<Snapsh
         tablespaces,
         tables,
     )
-    .with_views(views))
+    .with_views(views)
+    .with_holds(holds))
 }
 
 /// Partition set id → its table's id and its index there, so chunk rows find their set.

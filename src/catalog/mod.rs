@@ -3,6 +3,7 @@
 //! every proxy; each proxy keeps an immutable [`Snapshot`] in memory, replaced whole when the
 //! catalog changes (its own writes at once, other proxies' within a second via the watcher).
 
+mod holds;
 pub mod keys;
 mod load;
 pub mod model;
@@ -34,6 +35,7 @@ pub use crate::model::{
     BoundValue, Chunk, ChunkId, KeyColumn, MoveId, MoveState, PartitionBound, RowMovement, ShardId,
     ShardingMethod, TableId, TableKind, TableState, TablespaceSetId,
 };
+pub use holds::CutoverHold;
 pub use moves::{MoveOwner, MoveRecord};
 pub use snapshot::Snapshot;
 pub use splits::{SplitRecord, SplitState};
@@ -113,6 +115,11 @@ pub enum CatalogError {
          MOVE it"
     )]
     MoveInProgress { table: TableId, chunk: ChunkId },
+    #[error(
+        "move {0}: the cutover's hold lapsed before the chunk was handed over; nothing was \
+         changed"
+    )]
+    HoldLapsed(MoveId),
     #[error("chunk {chunk} of table {table} cannot change now: {why}")]
     ChunkBusy {
         table: TableId,
@@ -145,6 +152,7 @@ impl CatalogError {
             CatalogError::MoveInProgress { .. } | CatalogError::ChunkBusy { .. } => {
                 SqlState::OBJECT_IN_USE
             }
+            CatalogError::HoldLapsed(_) => SqlState::LOCK_NOT_AVAILABLE,
         }
     }
 }
@@ -165,6 +173,8 @@ pub struct Catalog {
     has_tables: std::sync::atomic::AtomicBool,
     /// The current snapshot's version, so a session can tell its copy is current without a lock.
     version: std::sync::atomic::AtomicI64,
+    /// Woken whenever a newer snapshot becomes current.
+    reloaded: tokio::sync::Notify,
 }
 
 impl Catalog {
@@ -187,6 +197,7 @@ impl Catalog {
             current: RwLock::new(Arc::default()),
             has_tables: Default::default(),
             version: Default::default(),
+            reloaded: Default::default(),
         };
         schema::migrate_and_sync(&mut *catalog.client().await?, config).await?;
         let snapshot = catalog.reload().await?;
@@ -240,8 +251,15 @@ impl Catalog {
             self.version
                 .store(loaded.version(), std::sync::atomic::Ordering::Relaxed);
             *current = loaded;
+            self.reloaded.notify_waiters();
         }
         Ok(current.clone())
+    }
+
+    /// Woken whenever a newer snapshot becomes current (register with `notified()` before
+    /// looking at the snapshot, so a reload between the two is not missed).
+    pub fn reloaded(&self) -> &tokio::sync::Notify {
+        &self.reloaded
     }
 
     /// Starts the task that keeps the snapshot current with other proxies' writes: it listens
@@ -523,6 +541,46 @@ impl Catalog {
         keep: std::time::Duration,
     ) -> Result<(), CatalogError> {
         moves::keep_source(&*self.client().await?, id, keep).await
+    }
+
+    /// Records that move `id` holds every proxy's statements for attempt `attempt`, for at most
+    /// `valid` (a new version, loaded here).
+    pub async fn hold_cutover(
+        &self,
+        id: MoveId,
+        attempt: i32,
+        valid: Duration,
+    ) -> Result<(), CatalogError> {
+        holds::hold(&mut *self.client().await?, id, attempt, valid).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Ends move `id`'s hold, if it has one.
+    pub async fn release_cutover(&self, id: MoveId) -> Result<(), CatalogError> {
+        holds::release(&mut *self.client().await?, id).await?;
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Records that `who` holds its statements for attempt `attempt` of move `id` (nothing if
+    /// that hold has ended).
+    pub async fn acknowledge_hold(
+        &self,
+        id: MoveId,
+        attempt: i32,
+        who: &MoveOwner,
+    ) -> Result<(), CatalogError> {
+        holds::acknowledge(&*self.client().await?, id, attempt, who).await
+    }
+
+    /// The proxies that acknowledged attempt `attempt` of move `id`.
+    pub async fn hold_acknowledgements(
+        &self,
+        id: MoveId,
+        attempt: i32,
+    ) -> Result<Vec<MoveOwner>, CatalogError> {
+        holds::acknowledged(&*self.client().await?, id, attempt).await
     }
 
     /// Every recorded move, oldest first.

@@ -126,7 +126,7 @@ pub(super) async fn set_state(
         .execute(
             "UPDATE shardwire_catalog.chunk_move
                 SET state = $2, error = coalesce($3, error),
-                    finished = CASE WHEN $4 THEN now() END
+                    finished = CASE WHEN $4 THEN now() END, holding = NULL, hold_until = NULL
               WHERE id = $1",
             &[&id.0, &state.as_str(), &error, &state.is_finished()],
         )
@@ -174,12 +174,18 @@ pub(super) async fn hand_over(
             "move {id}: the chunk is no longer on the move's source shard"
         )));
     }
-    tx.execute(
-        "UPDATE shardwire_catalog.chunk_move SET state = 'cleaning_up', pause_ms = $2
-          WHERE id = $1",
-        &[&id.0, &pause_ms],
-    )
-    .await?;
+    // Only while the cutover's hold stands: a proxy that waited past it goes on as it was.
+    let held = tx
+        .execute(
+            "UPDATE shardwire_catalog.chunk_move
+                SET state = 'cleaning_up', pause_ms = $2, holding = NULL, hold_until = NULL
+              WHERE id = $1 AND holding IS NOT NULL AND hold_until > clock_timestamp()",
+            &[&id.0, &pause_ms],
+        )
+        .await?;
+    if held != 1 {
+        return Err(CatalogError::HoldLapsed(id));
+    }
     bump_version(&tx).await?;
     tx.commit().await?;
     Ok(())

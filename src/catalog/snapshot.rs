@@ -28,6 +28,8 @@ pub struct Snapshot {
     view_names: HashMap<(String, String), usize>,
     /// Whether some view is planned through its definition.
     expanded_views: bool,
+    /// Cutovers holding every proxy's statements.
+    holds: Vec<super::CutoverHold>,
 }
 
 impl Snapshot {
@@ -68,12 +70,23 @@ impl Snapshot {
             views: Vec::new(),
             view_names: HashMap::new(),
             expanded_views: false,
+            holds: Vec::new(),
         }
     }
 
     /// The snapshot with these views, each made readable as a table of what it reads. A view
     /// reads only tables and views made before it, so in id order every view it reads is
     /// placed before it is.
+    pub fn with_holds(mut self, holds: Vec<super::CutoverHold>) -> Snapshot {
+        self.holds = holds;
+        self
+    }
+
+    /// The cutovers holding every proxy's statements now.
+    pub fn holds(&self) -> &[super::CutoverHold] {
+        &self.holds
+    }
+
     pub fn with_views(mut self, mut entries: Vec<ViewEntry>) -> Snapshot {
         entries.sort_by_key(|v| v.id);
         for entry in entries {

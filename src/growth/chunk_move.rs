@@ -24,6 +24,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::family_schema;
+use super::hold;
 use super::plan::{hash_key_columns, FamilyAtTarget, Plan};
 use super::replication::{self, Half, Names, Synced};
 use super::settle::{self, connect, on};
@@ -65,15 +66,6 @@ pub struct Moved {
 /// Moves a chunk, returning when it is done; on failure nothing is left changed.
 pub async fn move_chunk(g: &Growth, req: &MoveRequest) -> Result<Moved, GrowthError> {
     let plan = Plan::new(&g.catalog.snapshot(), req)?;
-    let others = super::recovery::live_proxies(g).await?;
-    if !others.is_empty() {
-        return Err(GrowthError::OtherProxies(
-            others
-                .iter()
-                .map(|o| format!("{}_{}", o.proxy, o.epoch))
-                .collect(),
-        ));
-    }
     let source = connect(g, plan.source, &plan.source_name).await?;
     check_wal_level(&source, &plan.source_name).await?;
     drop(source);
@@ -124,7 +116,7 @@ async fn run(g: &Growth, plan: &Plan, id: MoveId) -> Result<Moved, GrowthError> 
     let mut held = None;
     for attempt in 1..=attempts {
         check_cancel(g, id).await?;
-        match cut_over(g, plan, id, &names, pause).await? {
+        match cut_over(g, plan, (id, attempt), &names, pause).await? {
             Some(outcome) => {
                 held = Some(outcome);
                 break;
@@ -237,7 +229,25 @@ struct Cutover {
 async fn cut_over(
     g: &Growth,
     plan: &Plan,
-    id: MoveId,
+    (id, attempt): (MoveId, u32),
+    names: &Names,
+    pause: Duration,
+) -> Result<Option<Cutover>, GrowthError> {
+    let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+    let outcome = cut_over_held(g, plan, (id, attempt), names, pause).await;
+    if !matches!(outcome, Ok(Some(_))) {
+        // A hand-over clears the hold with the map; anything else ends it here.
+        if let Err(e) = g.catalog.release_cutover(id).await {
+            tracing::warn!(move_id = %id, error = %e, "chunk move: the cutover's hold stays until it lapses");
+        }
+    }
+    outcome
+}
+
+async fn cut_over_held(
+    g: &Growth,
+    plan: &Plan,
+    (id, attempt): (MoveId, i32),
     names: &Names,
     pause: Duration,
 ) -> Result<Option<Cutover>, GrowthError> {
@@ -246,8 +256,10 @@ async fn cut_over(
     let hold = g.fence.close();
     let started = Instant::now();
     // Statements this proxy routed just before the fence closed (to the source among them),
-    // and batches begun before, finish first.
-    if !g.fence.quiesce(started + pause).await {
+    // and batches begun before, finish first; every other proxy holds its own the same way.
+    if !g.fence.quiesce(started + pause).await
+        || !hold::hold_everywhere(g, id, attempt, pause, started + pause).await?
+    {
         return Ok(None);
     }
     source

@@ -14,7 +14,7 @@
 //! sees the session busy.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,11 +23,29 @@ use tokio::sync::Notify;
 /// How often a cutover looks again at the sessions' flights while it waits for quiescence.
 const QUIESCE_POLL: Duration = Duration::from_millis(1);
 
-#[derive(Default)]
 pub struct Fence {
     holds: AtomicUsize,
     opened: Notify,
     flights: Mutex<Flights>,
+    /// Until when (milliseconds after `base`) this proxy's chunk map is known current: its
+    /// lease was renewed, so a cutover elsewhere waits for this proxy to hold its statements.
+    /// Past it (the process stood still, or the catalog was out of reach, for a lease's length),
+    /// a cutover may have gone on without this proxy: statements wait until the lease is renewed
+    /// and the catalog read again.
+    fresh_until: AtomicU64,
+    base: Instant,
+}
+
+impl Default for Fence {
+    fn default() -> Fence {
+        Fence {
+            holds: AtomicUsize::new(0),
+            opened: Notify::new(),
+            flights: Mutex::default(),
+            fresh_until: AtomicU64::new(u64::MAX),
+            base: Instant::now(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -53,19 +71,38 @@ impl Fence {
         self.holds.load(Ordering::SeqCst) > 0
     }
 
+    /// Whether a statement may be routed now: no cutover holds statements, and the chunk map
+    /// is known current.
+    fn is_open(&self) -> bool {
+        !self.is_closed() && self.is_fresh()
+    }
+
+    pub fn is_fresh(&self) -> bool {
+        let until = self.fresh_until.load(Ordering::SeqCst);
+        until == u64::MAX || (self.base.elapsed().as_millis() as u64) < until
+    }
+
+    /// The chunk map is known current until `until` (the lease renewed, the catalog read).
+    pub fn fresh_until(&self, until: Instant) {
+        let ms = until.saturating_duration_since(self.base).as_millis() as u64;
+        self.fresh_until
+            .store(ms.min(u64::MAX - 1), Ordering::SeqCst);
+        self.opened.notify_waiters();
+    }
+
     pub fn close(&self) -> Hold<'_> {
         self.holds.fetch_add(1, Ordering::SeqCst);
         Hold(self)
     }
 
-    /// Returns once no cutover holds statements.
+    /// Returns once no cutover holds statements and the chunk map is known current.
     pub async fn wait_open(&self) {
         loop {
             let opened = self.opened.notified();
             tokio::pin!(opened);
             // Registered before the test, so an opening between the two is not missed.
             opened.as_mut().enable();
-            if !self.is_closed() {
+            if self.is_open() {
                 return;
             }
             opened.await;
@@ -132,7 +169,7 @@ impl Flight {
             self.busy.store(true, Ordering::SeqCst);
             self.shown = true;
         }
-        !self.fence.is_closed()
+        self.fence.is_open()
     }
 
     /// Whether the session still has work in flight now that its frames are sent.

@@ -2,14 +2,16 @@
 //! shard by PostgreSQL's logical replication (`chunk_move`, what moves in `plan`, the
 //! publication and subscription in `replication`), how a move ends whoever ends it (`settle`),
 //! moves whose proxy died taken over and CANCEL MOVE (`recovery`), statements held while the
-//! chunk changes hands (`fence`), the family's tables on a shard new to it (`family_schema`),
-//! REBALANCE (`rebalance`), a tablespace set's shards (`membership`), SPLIT CHUNK (`split`),
-//! and the operator's proof of placement (`placement`). The statements are DESIGN.md §2 "Growth"; what a move does step
-//! by step is in docs/operations.md.
+//! chunk changes hands (`fence`) at every proxy sharing the catalog (`hold`), the family's
+//! tables on a shard new to it (`family_schema`), REBALANCE (`rebalance`), a tablespace set's
+//! shards (`membership`), SPLIT CHUNK (`split`), and the operator's proof of placement
+//! (`placement`). The statements are DESIGN.md §2 "Growth"; what a move does step by step is
+//! in docs/operations.md.
 
 mod chunk_move;
 mod family_schema;
 mod fence;
+mod hold;
 mod membership;
 mod placement;
 mod plan;
@@ -21,6 +23,7 @@ mod split;
 
 pub use chunk_move::{move_chunk, MoveRequest, Moved};
 pub use fence::{Fence, Flight};
+pub use hold::follow_holds;
 pub use membership::change_members;
 pub use placement::{check_placement, PlacementRow};
 pub use rebalance::rebalance;
@@ -145,13 +148,6 @@ pub enum GrowthError {
         why: &'static str,
     },
     #[error(
-        "other proxies share this catalog ({}): a chunk move holds only this proxy's statements at \
-         its cutover, and a proxy still routing by the old chunk map could miss the moved rows; \
-         run MOVE CHUNK and REBALANCE while this proxy is the only one",
-        .0.join(", ")
-    )]
-    OtherProxies(Vec<String>),
-    #[error(
         "shard \"{shard}\" has wal_level = {level}; a chunk move copies its rows by logical \
          replication: set wal_level = logical in that shard's postgresql.conf and restart it"
     )]
@@ -226,8 +222,7 @@ impl crate::client_error::ClientError for GrowthError {
             | GrowthError::FamilyHasViews { .. }
             | GrowthError::FamilyChanged { .. }
             | GrowthError::LastMember { .. }
-            | GrowthError::MemberHoldsChunks { .. }
-            | GrowthError::OtherProxies(_) => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+            | GrowthError::MemberHoldsChunks { .. } => SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
             GrowthError::Shard { source, .. } => source
                 .code()
                 .cloned()

@@ -145,15 +145,32 @@ pub struct Lease {
     pools: Arc<ControlPools>,
     me: Incarnation,
     length: Duration,
+    /// When the last renewal that went through was sent: the lease holds until at least a
+    /// lease's length after it.
+    renewed: tokio::sync::watch::Sender<Option<Instant>>,
 }
 
 impl Lease {
     pub fn new(pools: Arc<ControlPools>, me: Incarnation, length: Duration) -> Lease {
-        Lease { pools, me, length }
+        Lease {
+            pools,
+            me,
+            length,
+            renewed: tokio::sync::watch::Sender::new(None),
+        }
     }
 
     pub fn incarnation(&self) -> &Incarnation {
         &self.me
+    }
+
+    pub fn length(&self) -> Duration {
+        self.length
+    }
+
+    /// When each renewal that went through was sent.
+    pub fn renewals(&self) -> tokio::sync::watch::Receiver<Option<Instant>> {
+        self.renewed.subscribe()
     }
 
     /// Takes (or extends) the lease. Before the first client: without it, no commit can be
@@ -188,8 +205,10 @@ impl Lease {
         let mut renewed_at = Instant::now();
         let mut lapsed = false;
         loop {
+            let sent = Instant::now();
             match self.take().await {
                 Ok(()) => {
+                    self.renewed.send_replace(Some(sent));
                     if lapsed {
                         tracing::warn!(incarnation = %self.me, "lease renewed after it had lapsed; transactions decided meanwhile were rolled back");
                         lapsed = false;

@@ -32,3 +32,17 @@ DROP INDEX shardwire_catalog.chunk_move_unfinished;
 CREATE UNIQUE INDEX chunk_move_unfinished ON shardwire_catalog.chunk_move (table_id, chunk_no)
     WHERE state IN ('planned', 'copying', 'catching_up', 'cutting_over', 'cleaning_up')
       AND keep_until IS NULL;
+
+-- A cutover's hold on every proxy (MOVE CHUNK beside other proxies): the attempt being held,
+-- and until when by the catalog's clock. Each proxy that sees it holds its statements, lets its
+-- in-flight ones end, and acknowledges; the chunk is handed over only while the hold stands.
+ALTER TABLE shardwire_catalog.chunk_move ADD COLUMN holding integer;
+ALTER TABLE shardwire_catalog.chunk_move ADD COLUMN hold_until timestamptz;
+CREATE TABLE shardwire_catalog.move_hold_ack (
+    move_id bigint NOT NULL REFERENCES shardwire_catalog.chunk_move (id) ON DELETE CASCADE,
+    attempt integer NOT NULL,
+    cluster text NOT NULL,
+    proxy text NOT NULL,
+    epoch bigint NOT NULL,
+    PRIMARY KEY (move_id, attempt, cluster, proxy, epoch)
+);
