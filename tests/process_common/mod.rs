@@ -139,6 +139,16 @@ impl Proxy {
             .unwrap_or_else(|| panic!("no {field} in /proc status"))
     }
 
+    /// Sends the process `signal` (`STOP`, `CONT`, …) as `kill -<signal>` would.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
     /// Kills the process with SIGKILL, as `kill -9` would, and waits for it.
     pub async fn kill(&mut self) {
         let _ = self.child.kill();
