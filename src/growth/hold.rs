@@ -5,9 +5,11 @@
 //! when the hold is gone, which happens in the same catalog version as the new chunk map.
 //!
 //! A proxy that cannot take part (stopped, or cut off from the catalog) loses its lease and is
-//! not waited for; it must then not route by its old map. Its fence stays shut once a lease's
-//! length has passed since the last renewal that went through (`Fence::is_fresh`), until the
-//! lease is renewed, the catalog read again and any hold in it applied.
+//! not waited for; it must then not route by its old map. Where another proxy's lease was live
+//! at its last renewal, its fence stays shut once a lease's length has passed since the last
+//! renewal that went through (`Fence::is_fresh`), until the lease is renewed, the catalog read
+//! again and any hold in it applied. A proxy that knows of no other keeps serving while the
+//! catalog is out of reach, and reads it again only after standing still a lease's length.
 
 use std::time::{Duration, Instant};
 
@@ -86,6 +88,10 @@ pub async fn follow_holds(
     let mut kept: Vec<Kept<'_>> = Vec::new();
     let mut ready = Some(ready);
     let mut renewed: Option<Instant> = None;
+    let mut caught_up: Option<Instant> = None;
+    // Whether another proxy's lease was live at the last renewal: only then can a cutover go
+    // on without this proxy, once its own lease lapses.
+    let mut shared = false;
     loop {
         let reloaded = g.catalog.reloaded().notified();
         tokio::pin!(reloaded);
@@ -123,6 +129,27 @@ pub async fn follow_holds(
         if let Some(sent) = renewed.take() {
             fence.fresh_until(sent + lease);
         }
+        // A proxy that knows of no other keeps its map current by the clock, so a catalog out
+        // of reach does not stop it; only having stood still a lease's length (no cutover
+        // waited for it meanwhile) makes it read the catalog again first.
+        if !shared {
+            if fence.is_fresh() {
+                fence.fresh_until(Instant::now() + lease);
+            } else if let Some(read) = caught_up.take() {
+                fence.fresh_until(read + lease);
+            } else {
+                let read = Instant::now();
+                match g.catalog.reload().await {
+                    Ok(_) => {
+                        caught_up = Some(read);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the catalog after standing still")
+                    }
+                }
+            }
+        }
         if let Some(ready) = ready.take() {
             let _ = ready.send(());
         }
@@ -136,6 +163,10 @@ pub async fn follow_holds(
                     return;
                 }
                 let sent = *renewals.borrow_and_update();
+                match live_proxies(&g).await {
+                    Ok(others) => shared = !others.is_empty(),
+                    Err(e) => tracing::debug!(error = %e, "cannot list the other proxies"),
+                }
                 if let Some(sent) = sent {
                     if !fence.is_fresh() {
                         if let Err(e) = g.catalog.reload().await {
