@@ -13,7 +13,7 @@ use shardwire::catalog::{
     TablespaceSet, TablespaceSetId,
 };
 use shardwire::config::Config;
-use shardwire::model::{Ttl, TtlUnit};
+use shardwire::model::{ChunkId, ChunkMap, Ttl, TtlUnit};
 use shardwire::router::plan::{ColumnDef, ColumnSource};
 use shardwire::router::PlanCache;
 
@@ -75,7 +75,7 @@ fn sharded(id: i64, name: &str, method: ShardingMethod, key: &[(&str, &str)]) ->
         row_movement: RowMovement::Disabled,
         state: TableState::Active,
         tablespace_set: None,
-        chunks: Vec::new(),
+        chunks: Default::default(),
         partition_sets: Vec::new(),
         partitions: Vec::new(),
         generated: Vec::new(),
@@ -93,9 +93,11 @@ fn child(id: i64, name: &str, parent: i64, root: i64, key: &[(&str, &str)]) -> T
     }
 }
 
-/// Eight chunks dealt over the four shards in turn.
-fn chunks() -> Vec<ShardId> {
-    (0..8).map(|k| ShardId(k % 4)).collect()
+/// Eight chunks dealt over the four shards in turn, chunk 3 split in two (moduli 8 and 16).
+fn chunks() -> ChunkMap {
+    ChunkMap::spread(8, &[ShardId(0), ShardId(1), ShardId(2), ShardId(3)])
+        .split(ChunkId(3))
+        .expect("chunk 3 exists")
 }
 
 fn literal(v: &str) -> BoundValue {
@@ -184,13 +186,13 @@ fn fixtures() -> Vec<Fixture> {
             name: "silver".into(),
             bound: PartitionBound::In(vec![vec![literal("SLV")], vec![literal("BRZ")]]),
             tablespace_set: TablespaceSetId(1),
-            chunks: vec![ShardId(0), ShardId(1), ShardId(0), ShardId(1)],
+            chunks: vec![ShardId(0), ShardId(1), ShardId(0), ShardId(1)].into(),
         },
         PartitionSet {
             name: "gold".into(),
             bound: PartitionBound::In(vec![vec![literal("GLD")]]),
             tablespace_set: TablespaceSetId(2),
-            chunks: vec![ShardId(2), ShardId(3), ShardId(2), ShardId(3)],
+            chunks: vec![ShardId(2), ShardId(3), ShardId(2), ShardId(3)].into(),
         },
     ];
 
@@ -205,7 +207,7 @@ fn fixtures() -> Vec<Fixture> {
         kind: TableKind::Unsharded,
         method: None,
         key_columns: Vec::new(),
-        chunks: vec![ShardId(0)],
+        chunks: vec![ShardId(0)].into(),
         ..sharded(9, "local_settings", ShardingMethod::ConsistentHash, &[])
     };
 
