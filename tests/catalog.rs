@@ -133,7 +133,7 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
     let db = catalog_db("cat_migrate").await;
     assert_eq!(
         schema_versions(&db).await,
-        ["1", "2", "3", "4", "5", "6", "7"]
+        ["1", "2", "3", "4", "5", "6", "7", "8"]
     );
     let tables = column(
         &db,
@@ -145,6 +145,8 @@ async fn migrations_create_the_schema_and_reopening_changes_nothing() {
         "catalog_version",
         "chunk",
         "chunk_move",
+        "chunk_split",
+        "move_hold_ack",
         "partition_set",
         "schema_version",
         "shard",
@@ -189,7 +191,7 @@ async fn proxies_starting_at_once_migrate_once() {
     let db = catalog_db("cat_concurrent").await;
     assert_eq!(
         schema_versions(&db).await,
-        ["1", "2", "3", "4", "5", "6", "7"]
+        ["1", "2", "3", "4", "5", "6", "7", "8"]
     );
     assert_eq!(
         column(

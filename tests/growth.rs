@@ -433,7 +433,7 @@ async fn cancel_move_stops_a_move_before_its_cutover() {
 /// shard by hand, two go back, and every row stays where CHECK PLACEMENT finds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_evens_out_a_tablespace_set() {
-    let proxy = alone("gb", |_| {}).await;
+    let proxy = alone("gb", |c| c.moves.rebalance_parallel = 2).await;
     let c = proxy.connect().await;
     each(
         &c,
@@ -443,27 +443,33 @@ async fn rebalance_evens_out_a_tablespace_set() {
                PARTITION BY CONSISTENT HASH (id) PARTITIONS 6 TABLESPACE SET grb",
             "CREATE SHARDED TABLE gb_l (id bigint NOT NULL, CONSTRAINT gb_l_fk FOREIGN KEY (id)
                REFERENCES gb_c (id)) PARTITION BY REFERENCE (gb_l_fk)",
+            "CREATE SHARDED TABLE gb_d (id bigint PRIMARY KEY)
+               PARTITION BY CONSISTENT HASH (id) PARTITIONS 6 TABLESPACE SET grb",
             "INSERT INTO gb_c SELECT i, i FROM generate_series(1, 800) i",
             "INSERT INTO gb_l SELECT i FROM generate_series(1, 800) i",
+            "INSERT INTO gb_d SELECT i FROM generate_series(1, 800) i",
         ],
     )
     .await;
-    let map = chunk_map(&c, "gb_c").await;
     let count_on = |map: &[usize], shard: usize| map.iter().filter(|s| **s == shard).count();
-    assert_eq!((count_on(&map, 0), count_on(&map, 1)), (3, 3));
-    // Two of s1's three onto s2, by hand.
-    for k in map
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s == 0)
-        .map(|(k, _)| k)
-        .take(2)
-    {
-        c.batch_execute(&format!("MOVE CHUNK {k} FOR gb_c TO SHARD s2"))
-            .await
-            .unwrap();
+    // Two of s1's three onto s2, by hand, in both families.
+    for table in ["gb_c", "gb_d"] {
+        let map = chunk_map(&c, table).await;
+        assert_eq!((count_on(&map, 0), count_on(&map, 1)), (3, 3));
+        for k in map
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == 0)
+            .map(|(k, _)| k)
+            .take(2)
+        {
+            c.batch_execute(&format!("MOVE CHUNK {k} FOR {table} TO SHARD s2"))
+                .await
+                .unwrap();
+        }
+        assert_eq!(count_on(&chunk_map(&c, table).await, 1), 5);
     }
-    assert_eq!(count_on(&chunk_map(&c, "gb_c").await, 1), 5);
+    let before = moves_of(&c, "gb_c").await.len();
     let done = c
         .simple_query("REBALANCE TABLESPACE SET grb")
         .await
@@ -471,9 +477,23 @@ async fn rebalance_evens_out_a_tablespace_set() {
     let Some(SimpleQueryMessage::CommandComplete(n)) = done.last() else {
         panic!("{done:?}");
     };
-    assert_eq!(*n, 2, "two moves");
-    let after = chunk_map(&c, "gb_c").await;
-    assert_eq!((count_on(&after, 0), count_on(&after, 1)), (3, 3));
+    assert_eq!(*n, 4, "two moves in each family");
+    for table in ["gb_c", "gb_d"] {
+        let after = chunk_map(&c, table).await;
+        assert_eq!(
+            (count_on(&after, 0), count_on(&after, 1)),
+            (3, 3),
+            "{table}"
+        );
+    }
+    // The two families moved at once (`rebalance_parallel = 2`): their first moves overlap.
+    let span = |m: &Vec<Option<String>>| (m[8].clone().unwrap(), m[9].clone().unwrap());
+    let first_c = span(&moves_of(&c, "gb_c").await[before]);
+    let first_d = span(&moves_of(&c, "gb_d").await[2]);
+    assert!(
+        first_c.0 < first_d.1 && first_d.0 < first_c.1,
+        "{first_c:?} {first_d:?}"
+    );
     // Balanced already: nothing moves.
     let again = c
         .simple_query("REBALANCE TABLESPACE SET grb")
@@ -483,23 +503,16 @@ async fn rebalance_evens_out_a_tablespace_set() {
         again.last(),
         Some(SimpleQueryMessage::CommandComplete(0))
     ));
-    for table in ["gb_c", "gb_l"] {
-        assert_eq!(
-            one(&c, &format!("SELECT count(*) FROM {table}")).await,
-            "800"
-        );
+    for table in ["gb_c", "gb_l", "gb_d"] {
+        placed_exactly(&c, table, "800").await;
     }
-    let placement = rows(&c, "CHECK PLACEMENT FOR gb_l").await;
-    assert!(
-        placement.iter().all(|r| r[4].as_deref() == Some("0")),
-        "{placement:?}"
-    );
     let e = c
         .simple_query("REBALANCE TABLESPACE SET nope")
         .await
         .expect_err("no such set");
     assert_eq!(code(&e), SqlState::UNDEFINED_OBJECT);
     no_replication_left(&proxy, &c, "gb_c").await;
+    no_replication_left(&proxy, &c, "gb_d").await;
 }
 
 /// A family without a primary key moves too: its partitions get `REPLICA IDENTITY FULL`, so the

@@ -1,8 +1,8 @@
 //! Cutover holds in the catalog: the proxy cutting a chunk over records that it holds attempt k
 //! of its move (a new catalog version, so every proxy loads it), every other proxy acknowledges
-//! once its own statements are held and none is in flight, and the hand-over clears the hold in
-//! the transaction that changes the chunk map, so a proxy that sees the hold gone sees the new
-//! map with it.
+//! once its own statements are held and none is in flight, and the hold is cleared once the
+//! chunk is handed over and both shards' halves are committed (or the attempt backed off): a
+//! proxy that sees the hold gone sees the new map, and the chunk attached where it says.
 
 use tokio_postgres::Client;
 
@@ -17,8 +17,12 @@ pub struct CutoverHold {
     pub id: MoveId,
     pub attempt: i32,
     pub owner: MoveOwner,
-    /// Past its time by the catalog's clock when loaded: no hand-over can happen under it.
+    /// Past its time by the catalog's clock when loaded: no hand-over can happen under it
+    /// any more.
     pub lapsed: bool,
+    /// The chunk map already gives the chunk to the target, whose attach may not be committed
+    /// yet: the hold stands until the move's proxy (or recovery) clears it, lapsed or not.
+    pub handed_over: bool,
 }
 
 /// Records that move `id` holds attempt `attempt` for at most `valid` (by the catalog's clock):
@@ -108,7 +112,7 @@ pub(super) async fn load(
     Ok(tx
         .query(
             "SELECT id, holding, owner_cluster, owner_proxy, owner_epoch,
-                    hold_until <= clock_timestamp()
+                    hold_until <= clock_timestamp(), state = 'cleaning_up'
                FROM shardwire_catalog.chunk_move WHERE holding IS NOT NULL ORDER BY id",
             &[],
         )
@@ -123,6 +127,7 @@ pub(super) async fn load(
                 epoch: r.get(4),
             },
             lapsed: r.get(5),
+            handed_over: r.get(6),
         })
         .collect())
 }

@@ -174,11 +174,11 @@ pub(super) async fn hand_over(
             "move {id}: the chunk is no longer on the move's source shard"
         )));
     }
-    // Only while the cutover's hold stands: a proxy that waited past it goes on as it was.
+    // Only while the cutover's hold stands: a proxy that waited past it goes on as it was. The
+    // hold itself stays until both halves are committed.
     let held = tx
         .execute(
-            "UPDATE shardwire_catalog.chunk_move
-                SET state = 'cleaning_up', pause_ms = $2, holding = NULL, hold_until = NULL
+            "UPDATE shardwire_catalog.chunk_move SET state = 'cleaning_up', pause_ms = $2
               WHERE id = $1 AND holding IS NOT NULL AND hold_until > clock_timestamp()",
             &[&id.0, &pause_ms],
         )
@@ -200,7 +200,8 @@ pub(super) async fn keep_source(
     client
         .execute(
             "UPDATE shardwire_catalog.chunk_move
-                SET keep_until = now() + make_interval(secs => $2)
+                SET keep_until = now() + make_interval(secs => $2), holding = NULL,
+                    hold_until = NULL
               WHERE id = $1 AND state = 'cleaning_up'",
             &[&id.0, &keep.as_secs_f64()],
         )

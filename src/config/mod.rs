@@ -65,6 +65,13 @@ pub struct MovesConfig {
     /// cutover.
     #[serde(default)]
     pub keep_source_ms: u64,
+    /// How many families REBALANCE moves at once (each family's chunks one after another).
+    #[serde(default = "default_rebalance_parallel")]
+    pub rebalance_parallel: u32,
+}
+
+fn default_rebalance_parallel() -> u32 {
+    1
 }
 
 fn default_move_recovery_interval_ms() -> u64 {
@@ -86,6 +93,7 @@ impl Default for MovesConfig {
             cutover_attempts: default_cutover_attempts(),
             recovery_interval_ms: default_move_recovery_interval_ms(),
             keep_source_ms: 0,
+            rebalance_parallel: default_rebalance_parallel(),
         }
     }
 }

@@ -235,10 +235,20 @@ async fn cut_over(
 ) -> Result<Option<Cutover>, GrowthError> {
     let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
     let outcome = cut_over_held(g, plan, (id, attempt), names, pause).await;
-    if !matches!(outcome, Ok(Some(_))) {
-        // A hand-over clears the hold with the map; anything else ends it here.
+    // Other proxies go on when the hold is cleared: after a hand-over only once both halves
+    // are committed. A cutover that failed after handing the chunk over leaves it to the
+    // settling, whose recorded end clears it; one that did not (or that cannot tell) lets it
+    // be, or lapse.
+    let release = match &outcome {
+        Ok(_) => true,
+        Err(_) => matches!(
+            g.catalog.move_record(id).await,
+            Ok(Some(m)) if m.state == MoveState::CuttingOver
+        ),
+    };
+    if release {
         if let Err(e) = g.catalog.release_cutover(id).await {
-            tracing::warn!(move_id = %id, error = %e, "chunk move: the cutover's hold stays until it lapses");
+            tracing::warn!(move_id = %id, error = %e, "chunk move: the cutover's hold lapses by itself");
         }
     }
     outcome

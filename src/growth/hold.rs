@@ -2,7 +2,10 @@
 //! the hold in the catalog (`hold_everywhere`) and goes on only once every proxy with a live
 //! lease has acknowledged it; each proxy (`follow_holds`) closes its own fence when it sees a
 //! hold, waits until none of its sessions has work in flight, acknowledges, and opens again
-//! when the hold is gone, which happens in the same catalog version as the new chunk map.
+//! when the hold is gone, which is after the chunk map has changed and the chunk is attached
+//! on its new shard. A hold past its time is let go only if the chunk was not handed over
+//! under it (no hand-over can come after); one whose chunk was handed over stands until its
+//! move is finished, by its proxy or by recovery.
 //!
 //! A proxy that cannot take part (stopped, or cut off from the catalog) loses its lease and is
 //! not waited for; it must then not route by its old map. Where another proxy's lease was live
@@ -100,7 +103,7 @@ pub async fn follow_holds(
         let standing: Vec<&CutoverHold> = snapshot
             .holds()
             .iter()
-            .filter(|h| h.owner != me && !h.lapsed)
+            .filter(|h| h.owner != me && (!h.lapsed || h.handed_over))
             .collect();
         kept.retain(|k| {
             standing

@@ -1,6 +1,8 @@
 //! `REBALANCE TABLESPACE SET ts`: the chunk moves that leave every shard of the set holding a
-//! family within one chunk of the others, for every consistent-hash family in the set, run one
-//! at a time.
+//! family within one chunk of the others, for every consistent-hash family in the set. A
+//! family's moves run one after another; up to `[moves] rebalance_parallel` families move at
+//! once (two moves of one family would contend for its tables' locks on a shard, and both
+//! make its tables on a shard new to it).
 
 use std::collections::BTreeMap;
 
@@ -19,21 +21,81 @@ struct Planned {
 }
 
 /// Moves chunks until every family of set `set` is balanced over its shards; the number of
-/// moves made.
+/// moves made. When a move fails, the families already moving finish their current move and
+/// stop; the first failure is returned.
 pub async fn rebalance(g: &Growth, set: &str) -> Result<usize, GrowthError> {
     let planned = plan(&g.catalog.snapshot(), set)?;
-    for (done, m) in planned.iter().enumerate() {
-        tracing::info!(table = %m.table, chunk = m.chunk, target = %m.target,
-            step = done + 1, of = planned.len(), "rebalance: moving a chunk");
-        let request = MoveRequest {
-            schema: m.schema.clone(),
-            table: m.table.clone(),
-            chunk: m.chunk,
-            target: m.target.clone(),
-        };
-        move_chunk(g, &request).await?;
+    let total = planned.len();
+    let mut families: Vec<Vec<Planned>> = Vec::new();
+    for m in planned {
+        match families.last_mut() {
+            Some(family) if family[0].table == m.table && family[0].schema == m.schema => {
+                family.push(m)
+            }
+            _ => families.push(vec![m]),
+        }
     }
-    Ok(planned.len())
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut queue = families.into_iter();
+    let mut running = tokio::task::JoinSet::new();
+    let parallel = g.config.moves.rebalance_parallel.max(1) as usize;
+    let (mut moved, mut first_error) = (0, None);
+    loop {
+        while running.len() < parallel && !failed.load(std::sync::atomic::Ordering::SeqCst) {
+            let Some(family) = queue.next() else { break };
+            let (g, failed) = (g.clone(), failed.clone());
+            running.spawn(async move { move_family(&g, family, total, &failed).await });
+        }
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        match joined {
+            Ok((n, outcome)) => {
+                moved += n;
+                if let Err(e) = outcome {
+                    failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    first_error.get_or_insert(e);
+                }
+            }
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(_) => {
+                failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                first_error.get_or_insert(GrowthError::Interrupted);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(moved),
+    }
+}
+
+/// One family's moves in order, until one fails or another family's did; how many were made.
+async fn move_family(
+    g: &Growth,
+    family: Vec<Planned>,
+    total: usize,
+    failed: &std::sync::atomic::AtomicBool,
+) -> (usize, Result<(), GrowthError>) {
+    let mut moved = 0;
+    for m in family {
+        if failed.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        tracing::info!(table = %m.table, chunk = m.chunk, target = %m.target, of = total,
+            "rebalance: moving a chunk");
+        let request = MoveRequest {
+            schema: m.schema,
+            table: m.table,
+            chunk: m.chunk,
+            target: m.target,
+        };
+        if let Err(e) = move_chunk(g, &request).await {
+            return (moved, Err(e));
+        }
+        moved += 1;
+    }
+    (moved, Ok(()))
 }
 
 fn plan(snapshot: &Snapshot, set: &str) -> Result<Vec<Planned>, GrowthError> {

@@ -233,9 +233,8 @@ pub(super) async fn remove_chunk_tables(
     super::family_schema::drop_family_if_empty(client, plan).await
 }
 
-/// Renames a detached partition to `name` and cuts what ties it to the family: its foreign keys
-/// (a parent's partition detaches only when no table references its rows) and its defaults (the
-/// family's sequences, which its tables' drop would otherwise refuse to take along).
+/// Renames a detached partition to `name` and cuts what ties it to the family ([`cut_ties`]: a
+/// parent's partition detaches only when no table references its rows).
 async fn keep_as(client: &Client, level: &Level, name: &str) -> Result<(), tokio_postgres::Error> {
     if client
         .query_one("SELECT pg_catalog.to_regclass($1) IS NULL", &[&level.part])
@@ -252,6 +251,13 @@ async fn keep_as(client: &Client, level: &Level, name: &str) -> Result<(), tokio
             quote_ident(name)
         ))
         .await?;
+    cut_ties(client, &kept).await
+}
+
+/// Drops what ties a detached partition `table` (quoted and qualified) to its family: its
+/// foreign keys, and its defaults (the family's sequences, which the family's drop would
+/// otherwise refuse to take along).
+pub(super) async fn cut_ties(client: &Client, table: &str) -> Result<(), tokio_postgres::Error> {
     let ties = client
         .query(
             "SELECT format('DROP CONSTRAINT IF EXISTS %I', conname) FROM pg_catalog.pg_constraint
@@ -260,13 +266,13 @@ async fn keep_as(client: &Client, level: &Level, name: &str) -> Result<(), tokio
              SELECT format('ALTER COLUMN %I DROP DEFAULT', attname) FROM pg_catalog.pg_attribute
               WHERE attrelid = $1::text::regclass AND atthasdef AND attnum > 0
                 AND NOT attisdropped AND attgenerated = ''",
-            &[&kept],
+            &[&table],
         )
         .await?;
     for tie in ties {
         let action: String = tie.get(0);
         client
-            .batch_execute(&format!("ALTER TABLE {kept} {action}"))
+            .batch_execute(&format!("ALTER TABLE {table} {action}"))
             .await?;
     }
     Ok(())

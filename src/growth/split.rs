@@ -17,7 +17,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::plan::{check_movable, levels, Level};
-use super::settle::{connect, on};
+use super::settle::{connect, cut_ties, on};
 use super::{Growth, GrowthError};
 use crate::catalog::{MoveOwner, SplitRecord, SplitState};
 use crate::failpoint::fail_point;
@@ -166,7 +166,7 @@ async fn prepare(
     let set_aside: Vec<String> = (0..job.old.len())
         .map(|i| quote_ident(&format!("shardwire_split_{id}_{i}")))
         .collect();
-    // Children first, each losing its foreign keys once set aside: a parent's partition is
+    // Children first, each cut from the family once set aside: a parent's partition is
     // detached only when no table references its rows.
     for (level, aside) in job.old.iter().zip(&set_aside).rev() {
         conn.batch_execute(&format!(
@@ -176,26 +176,9 @@ async fn prepare(
         ))
         .await
         .map_err(&on_shard)?;
-        let set_aside = format!("{}.{aside}", level.schema);
-        let keys: Vec<String> = conn
-            .query(
-                "SELECT conname::text FROM pg_catalog.pg_constraint
-                  WHERE conrelid = $1::text::regclass AND contype = 'f' AND conparentid = 0",
-                &[&set_aside],
-            )
-            .await
-            .map_err(&on_shard)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        for key in keys {
-            conn.batch_execute(&format!(
-                "ALTER TABLE {set_aside} DROP CONSTRAINT IF EXISTS {}",
-                quote_ident(&key)
-            ))
+        cut_ties(conn, &format!("{}.{aside}", level.schema))
             .await
             .map_err(&on_shard)?;
-        }
     }
     for ((level, upper), aside) in job.old.iter().zip(&job.new_half).zip(&set_aside) {
         let old = format!("{}.{aside}", level.schema);
