@@ -325,6 +325,20 @@ fn chunk_statements(
     }
 }
 
+/// `CREATE SCHEMA IF NOT EXISTS`, after a lock on the name until the transaction ends: two
+/// transactions making the same schema at once would otherwise both find it missing, and the
+/// second fail on PostgreSQL's unique index when the first commits.
+fn create_schema(out: &mut Vec<String>, schema: &str) {
+    out.push(format!(
+        "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext({}))",
+        quote_literal(&format!("shardwire.schema.{schema}"))
+    ));
+    out.push(format!(
+        "CREATE SCHEMA IF NOT EXISTS {}",
+        quote_ident(schema)
+    ));
+}
+
 /// The statements each shard of the table runs, in order.
 pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
     let layout = &resolved.layout;
@@ -342,16 +356,10 @@ pub(super) fn create_statements(resolved: &Resolved<'_>) -> ShardStatements {
     for &shard in &layout.shards {
         let mut out = Vec::new();
         if resolved.nosql_parent.is_some() {
-            out.push(format!(
-                "CREATE SCHEMA IF NOT EXISTS {}",
-                quote_ident(&layout.name.schema)
-            ));
+            create_schema(&mut out, &layout.name.schema);
         }
         if layout.nosql {
-            out.push(format!(
-                "CREATE SCHEMA IF NOT EXISTS {}",
-                quote_ident(schema)
-            ));
+            create_schema(&mut out, schema);
         }
         out.push(top.clone());
         if let Some(chunks) = &layout.chunks {

@@ -352,11 +352,14 @@ fn nosql_shard_key_and_primary_key_sharding() {
     assert_eq!(plan.layout.method, Some(ShardingMethod::ConsistentHash));
     // The rows go in a data table with the expiry column; the table's name is a view.
     assert_eq!(
-        shard(&plan, 0)[0],
-        "CREATE SCHEMA IF NOT EXISTS \"public$rows\""
+        shard(&plan, 0)[..2],
+        [
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('shardwire.schema.public$rows'))",
+            "CREATE SCHEMA IF NOT EXISTS \"public$rows\""
+        ]
     );
-    assert!(shard(&plan, 0)[1].starts_with("CREATE TABLE \"public$rows\".\"p\" ("));
-    assert!(shard(&plan, 0)[1].ends_with(
+    assert!(shard(&plan, 0)[2].starts_with("CREATE TABLE \"public$rows\".\"p\" ("));
+    assert!(shard(&plan, 0)[2].ends_with(
         "\"$expires\" timestamptz, PRIMARY KEY (\"a\", \"b\", \"c\")) PARTITION BY HASH (\"a\", \"b\")"
     ));
     assert!(shard(&plan, 0)
@@ -385,9 +388,11 @@ fn nosql_child_inherits_the_parent_key_and_may_not_declare_one() {
     .unwrap();
     assert_eq!(child.layout.name, QualifiedName::new("p", "kid"));
     assert_eq!(
-        shard(&child, 0)[..3],
+        shard(&child, 0)[..5],
         [
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('shardwire.schema.p'))",
             "CREATE SCHEMA IF NOT EXISTS \"p\"",
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('shardwire.schema.p$rows'))",
             "CREATE SCHEMA IF NOT EXISTS \"p$rows\"",
             "CREATE TABLE \"p$rows\".\"kid\" (\"a\" text, \"b\" integer, \"id\" integer, \"d\" text, \"$expires\" timestamptz, PRIMARY KEY (\"a\", \"b\", \"id\")) PARTITION BY HASH (\"a\")",
         ]
