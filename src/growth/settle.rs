@@ -2,6 +2,7 @@
 //! when that one died): finished when the catalog gave the chunk to the target, undone
 //! otherwise. Every step is idempotent: a move settled halfway is settled again from the start.
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::plan::{Level, Plan};
@@ -70,29 +71,42 @@ pub(super) async fn keep_source(g: &Growth, id: MoveId) -> Result<(), GrowthErro
     Ok(())
 }
 
-/// Commits or rolls back a half that is still prepared; nothing when there is none.
+/// Commits or rolls back the prepared transaction `gid` if it is still there; nothing when it
+/// is not (settled before, here or by another proxy a moment ago).
+pub(super) async fn end_prepared(
+    client: &Client,
+    gid: &str,
+    commit: bool,
+) -> Result<(), tokio_postgres::Error> {
+    let prepared = client
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_prepared_xacts
+              WHERE gid = $1 AND database = current_database()",
+            &[&gid],
+        )
+        .await?
+        .is_some();
+    if !prepared {
+        return Ok(());
+    }
+    let verb = if commit { "COMMIT" } else { "ROLLBACK" };
+    match client
+        .batch_execute(&format!("{verb} PREPARED {}", quote_literal(gid)))
+        .await
+    {
+        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Commits or rolls back a move's half that is still prepared.
 async fn settle_prepared(
     client: &Client,
     names: &Names,
     half: Half,
     commit: bool,
 ) -> Result<(), tokio_postgres::Error> {
-    let name = names.prepared(half);
-    let prepared = client
-        .query_opt(
-            "SELECT 1 FROM pg_catalog.pg_prepared_xacts
-              WHERE gid = $1 AND database = current_database()",
-            &[&name],
-        )
-        .await?
-        .is_some();
-    if prepared {
-        let verb = if commit { "COMMIT" } else { "ROLLBACK" };
-        client
-            .batch_execute(&format!("{verb} PREPARED {}", quote_literal(&name)))
-            .await?;
-    }
-    Ok(())
+    end_prepared(client, &names.prepared(half), commit).await
 }
 
 /// Drops what the move made for the copy: the subscription (with its slot) and the

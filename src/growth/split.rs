@@ -17,7 +17,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use super::plan::{check_movable, levels, Level};
-use super::settle::{connect, cut_ties, on};
+use super::settle::{connect, cut_ties, end_prepared, on};
 use super::{Growth, GrowthError};
 use crate::catalog::{MoveOwner, SplitRecord, SplitState};
 use crate::failpoint::fail_point;
@@ -258,35 +258,6 @@ fn prepared_name(cluster: &str, id: i64) -> String {
     format!("shardwire_split_{cluster}_{id}")
 }
 
-/// Commits or rolls back the prepared transaction `gid` if it is still there (another proxy
-/// may have settled it first).
-async fn end_prepared(
-    conn: &Client,
-    shard: &str,
-    gid: &str,
-    commit: bool,
-) -> Result<(), GrowthError> {
-    let pending: bool = conn
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts WHERE gid = $1)",
-            &[&gid],
-        )
-        .await
-        .map_err(on(shard))?
-        .get(0);
-    if !pending {
-        return Ok(());
-    }
-    let verb = if commit { "COMMIT" } else { "ROLLBACK" };
-    match conn
-        .batch_execute(&format!("{verb} PREPARED {}", quote_literal(gid)))
-        .await
-    {
-        Err(e) if e.code() != Some(&SqlState::UNDEFINED_OBJECT) => Err(on(shard)(e)),
-        _ => Ok(()),
-    }
-}
-
 /// Ends this proxy's split `id`, which the record has in `state`: RECORDED is committed on
 /// the shard, PREPARING rolled back.
 async fn settle_own(
@@ -298,7 +269,9 @@ async fn settle_own(
 ) -> Result<(), GrowthError> {
     let recorded = state == SplitState::Recorded;
     let gid = prepared_name(g.me.cluster.as_str(), id);
-    end_prepared(conn, &job.shard, &gid, recorded).await?;
+    end_prepared(conn, &gid, recorded)
+        .await
+        .map_err(on(&job.shard))?;
     let ended = if recorded {
         SplitState::Done
     } else {
@@ -356,7 +329,9 @@ async fn settle_orphan(g: &Growth, split: &SplitRecord) -> Result<bool, GrowthEr
         .id;
     let conn = connect(g, shard, &split.shard).await?;
     let gid = prepared_name(&split.owner.cluster, split.id);
-    end_prepared(&conn, &split.shard, &gid, recorded).await?;
+    end_prepared(&conn, &gid, recorded)
+        .await
+        .map_err(on(&split.shard))?;
     if recorded {
         g.catalog
             .finish_split(split.id, SplitState::Recorded, SplitState::Done, None)
